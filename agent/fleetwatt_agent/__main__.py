@@ -1,0 +1,3 @@
+from fleetwatt_agent.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,157 @@
+"""Replay a recorded trace (recorder.py), so CI and the app's tests run the real agent without a GPU.
+
+Times are shifted so that the first tick is "now" (Prometheus scraping a live replay sees current
+samples); --replay-keep-time keeps the recorded times. --replay-speed 1 plays in real time, N plays
+N times faster, 0 as fast as the agent can.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from fleetwatt_agent.errors import BackendUnavailable, ReplayFinished, TraceFormatError
+from fleetwatt_agent.model import (
+    BackendInfo,
+    GpuInfo,
+    GpuReading,
+    JobInfo,
+    ProcessReading,
+    TickReading,
+)
+from fleetwatt_agent.recorder import FORMAT
+
+
+class ReplayResolver:
+    def __init__(self) -> None:
+        self.jobs: dict[int, JobInfo] = {}
+
+    def resolve(self, pid: int) -> JobInfo:
+        info = self.jobs.get(pid)
+        return JobInfo(**info.__dict__) if info else JobInfo(job_key=f"proc/{pid}-0", scheduler="process")
+
+
+class ReplayBackend:
+    name = "replay"
+    self_paced = True
+
+    def __init__(self, path: str | Path, *, speed: float = 1.0, keep_time: bool = False) -> None:
+        self.path = Path(path)
+        self.speed = speed
+        self.keep_time = keep_time
+        self.header: dict[str, Any] = {}
+        self._resolver = ReplayResolver()
+        self._lines: Iterator[str] = iter(())
+        self._file: Any = None
+        self._offset = 0.0
+        self._first_mono: float | None = None
+        self._started_mono = 0.0
+        self._pending: dict[str, Any] | None = None
+        self.ticks = 0
+
+    def open(self) -> BackendInfo:
+        try:
+            self._file = open(self.path, encoding="utf-8")  # noqa: SIM115 - closed in close()
+        except OSError as exc:
+            raise BackendUnavailable(f"replay backend unavailable: {exc}") from None
+        self._lines = (line for line in self._file if line.strip())
+        try:
+            self.header = json.loads(next(self._lines))
+        except (StopIteration, json.JSONDecodeError):
+            raise BackendUnavailable(f"replay backend unavailable: {self.path} is not a trace") from None
+        if self.header.get("format") != FORMAT:
+            raise BackendUnavailable(f"replay backend unavailable: {self.path} is not a {FORMAT} file")
+        self._pending = self._next_record()
+        if self._pending is not None and not self.keep_time:
+            self._offset = time.time() - float(self._pending["t"])
+        self._started_mono = time.monotonic()
+        gpus = tuple(
+            GpuInfo(
+                index=int(g["index"]),
+                uuid=str(g["uuid"]),
+                name=str(g.get("name", "")),
+                energy_counter=bool(g.get("energy_counter", True)),
+                mig=bool(g.get("mig", False)),
+            )
+            for g in self.header.get("gpus", [])
+        )
+        return BackendInfo(
+            backend=self.name,
+            gpus=gpus,
+            driver=str(self.header.get("driver", "")),
+            process_utilization=str(self.header.get("process_utilization", "unsupported")),
+            accounting_mode=str(self.header.get("accounting_mode", "unsupported")),
+            extra={"recorded_backend": str(self.header.get("backend", ""))},
+        )
+
+    def _next_record(self) -> dict[str, Any] | None:
+        try:
+            line = next(self._lines)
+        except StopIteration:
+            return None
+        try:
+            rec: dict[str, Any] = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TraceFormatError(f"{self.path}: {exc}") from None
+        return rec
+
+    def resolver(self) -> ReplayResolver:
+        return self._resolver
+
+    def read(self, *, read_energy: bool = True) -> TickReading:
+        rec = self._pending
+        if rec is None:
+            raise ReplayFinished(str(self.path))
+        self._pending = self._next_record()
+        mono = float(rec["mono"])
+        if self._first_mono is None:
+            self._first_mono = mono
+        if self.speed > 0:
+            due = self._started_mono + (mono - self._first_mono) / self.speed
+            delay = due - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+        for pid, info in rec.get("jobs", {}).items():
+            job = JobInfo.from_json(info)
+            if job.start_time is not None:
+                job.start_time += self._offset
+            self._resolver.jobs[int(pid)] = job
+        self.ticks += 1
+        return TickReading(
+            wall=float(rec["t"]) + self._offset,
+            mono=mono,
+            gpus=tuple(_gpu(g) for g in rec["gpus"]),
+        )
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+
+def _gpu(g: dict[str, Any]) -> GpuReading:
+    energy = g.get("energy_mj")
+    power = g.get("power_w")
+    return GpuReading(
+        index=int(g["index"]),
+        power_w=float(power) if power is not None else None,
+        memory_used_bytes=int(g.get("memory_used_bytes", 0)),
+        processes=tuple(
+            ProcessReading(int(p[0]), int(p[1]), float(p[2]) if p[2] is not None else None)
+            for p in g.get("processes", [])
+        ),
+        energy_mj=int(energy) if energy is not None else None,
+        signal=g.get("signal"),
+        activity_missing=bool(g.get("activity_missing", False)),
+    )
+
+
+def read_trace(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(header, tick records) of a trace: for tests and tools."""
+    with open(path, encoding="utf-8") as f:
+        lines = [json.loads(line) for line in f if line.strip()]
+    if not lines or lines[0].get("format") != FORMAT:
+        raise TraceFormatError(f"{path} is not a {FORMAT} file")
+    return lines[0], lines[1:]

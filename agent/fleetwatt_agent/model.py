@@ -1,0 +1,121 @@
+"""Plain data passed between the backends, the discovery, the split and the exporters.
+
+A backend reads the hardware once a tick and returns a :class:`TickReading`; nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+# Methods the agent emits (DESIGN.md section 2). `equal` belongs to the app only: the agent never emits it.
+Method = Literal["whole_gpu", "sm_time", "busy_time", "memory"]
+METHODS: tuple[Method, ...] = ("whole_gpu", "sm_time", "busy_time", "memory")
+
+# The per-process compute signal a backend gives on a GPU:
+# "sm"   - NVML per-process SM utilisation (percent of the sample)
+# "busy" - DRM fdinfo engine busy time (percent of the sample, summed over engines)
+# None   - no per-process compute signal on this GPU (MIG, old driver, not permitted)
+Signal = Literal["sm", "busy"]
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """What does not change while the agent runs."""
+
+    index: int
+    uuid: str
+    name: str
+    energy_counter: bool  # the driver has a cumulative energy counter
+    mig: bool = False
+
+
+@dataclass(frozen=True)
+class ProcessReading:
+    """One process the driver lists on a GPU at the end of a sample."""
+
+    pid: int
+    memory_bytes: int
+    # Compute activity during the sample in percent of its length; None when the backend returned no
+    # sample for this process (NVML only lists processes that ran kernels).
+    activity_pct: float | None = None
+
+
+@dataclass(frozen=True)
+class GpuReading:
+    index: int
+    power_w: float | None
+    memory_used_bytes: int
+    processes: tuple[ProcessReading, ...]
+    # Driver's cumulative energy counter in millijoules, or None when it was not read this tick
+    # (unsupported, failed, or not due: the agent reads it every --energy-interval seconds).
+    energy_mj: int | None = None
+    signal: Signal | None = None
+    # True when the backend asked for per-process activity and the driver had no sample at all
+    # (NVML NOT_FOUND): "no samples since that timestamp", not a failure.
+    activity_missing: bool = False
+
+
+@dataclass(frozen=True)
+class TickReading:
+    wall: float  # Unix seconds at the tick
+    mono: float  # monotonic seconds at the tick: sample lengths come from these
+    gpus: tuple[GpuReading, ...]
+
+
+@dataclass
+class JobInfo:
+    """Who a process belongs to. The same job_key on every node a job runs on."""
+
+    job_key: str
+    scheduler: str = ""  # slurm | kubernetes | container | process
+    job_id: str = ""
+    user: str = ""
+    account: str = ""
+    namespace: str = ""
+    pod: str = ""
+    name: str = ""
+    start_time: float | None = None  # Unix seconds: the scheduler's, else the oldest process's start
+    scheduler_start: bool = False  # start_time came from the scheduler (never replaced by a process's)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "job_key": self.job_key,
+            "scheduler": self.scheduler,
+            "job_id": self.job_id,
+            "user": self.user,
+            "account": self.account,
+            "namespace": self.namespace,
+            "pod": self.pod,
+            "name": self.name,
+            "start_time": self.start_time,
+            "scheduler_start": self.scheduler_start,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> JobInfo:
+        start = data.get("start_time")
+        return cls(
+            job_key=str(data["job_key"]),
+            scheduler=str(data.get("scheduler", "")),
+            job_id=str(data.get("job_id", "")),
+            user=str(data.get("user", "")),
+            account=str(data.get("account", "")),
+            namespace=str(data.get("namespace", "")),
+            pod=str(data.get("pod", "")),
+            name=str(data.get("name", "")),
+            start_time=float(start) if isinstance(start, (int, float)) else None,
+            scheduler_start=bool(data.get("scheduler_start", False)),
+        )
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """What the agent can see on this node (fleetwatt_agent_info)."""
+
+    backend: str
+    gpus: tuple[GpuInfo, ...]
+    driver: str = ""
+    process_utilization: str = "unsupported"  # supported | unsupported | mig | partial
+    accounting_mode: str = "unsupported"  # enabled | disabled | unsupported
+    extra: dict[str, str] = field(default_factory=dict)

@@ -1,0 +1,93 @@
+"""--record FILE: a JSONL trace of what the backend read and what the agent made of it.
+
+Line 1, the header: {"format": "fleetwatt-agent-trace", "version": 1, "backend", "driver",
+"hostname", "agent_version", "process_utilization", "accounting_mode", "interval_s",
+"energy_interval_s", "gpus": [{"index", "uuid", "name", "energy_counter", "mig"}]}.
+Then one line per tick:
+  {"t": Unix seconds, "mono": monotonic seconds,
+   "gpus": [{"index", "power_w", "memory_used_bytes", "energy_mj" (null when not read this tick),
+             "signal" ("sm" | "busy" | null), "activity_missing",
+             "processes": [[pid, memory_bytes, activity_pct or null], ...]}],
+   "jobs": {"<pid>": JobInfo for each PID resolved this tick},
+   "split": [{"index", "dt_s", "sample_j", "idle_j", "jobs": {job_key: [method, joules]},
+              "residual_j", "commit": {"total_j", "by", "reset", "idle_j"} (when the window closed),
+              "gap": true (when the sample was too long to count)}]}
+The replay backend reads "t", "mono", "gpus" and "jobs"; "split" is what the agent computed, kept so
+that a replay can be checked against the recording and the invariant checked on every sample.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import IO, Any
+
+from fleetwatt_agent import __version__
+from fleetwatt_agent.model import BackendInfo, JobInfo, TickReading
+
+FORMAT = "fleetwatt-agent-trace"
+VERSION = 1
+
+
+def header(info: BackendInfo, *, hostname: str, interval_s: float, energy_interval_s: float) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "backend": info.backend,
+        "driver": info.driver,
+        "hostname": hostname,
+        "agent_version": __version__,
+        "process_utilization": info.process_utilization,
+        "accounting_mode": info.accounting_mode,
+        "interval_s": interval_s,
+        "energy_interval_s": energy_interval_s,
+        "gpus": [
+            {"index": g.index, "uuid": g.uuid, "name": g.name, "energy_counter": g.energy_counter, "mig": g.mig}
+            for g in info.gpus
+        ],
+    }
+
+
+def tick_record(reading: TickReading, new_jobs: dict[int, JobInfo], outputs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "t": reading.wall,
+        "mono": reading.mono,
+        "gpus": [
+            {
+                "index": g.index,
+                "power_w": g.power_w,
+                "memory_used_bytes": g.memory_used_bytes,
+                "energy_mj": g.energy_mj,
+                "signal": g.signal,
+                "activity_missing": g.activity_missing,
+                "processes": [[p.pid, p.memory_bytes, p.activity_pct] for p in g.processes],
+            }
+            for g in reading.gpus
+        ],
+        "jobs": {str(pid): info.to_json() for pid, info in new_jobs.items()},
+        "split": outputs,
+    }
+
+
+class Recorder:
+    """Appends one line per tick, flushed, so a trace survives a crash and can be read while written."""
+
+    def __init__(self, path: str | Path, head: dict[str, Any]) -> None:
+        self._file: IO[str] = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._lock = threading.Lock()
+        self._write(head)
+
+    def _write(self, obj: dict[str, Any]) -> None:
+        with self._lock:
+            self._file.write(json.dumps(obj, separators=(",", ":")) + "\n")
+            self._file.flush()
+
+    def write_tick(
+        self, reading: TickReading, new_jobs: dict[int, JobInfo], outputs: list[dict[str, Any]]
+    ) -> None:
+        self._write(tick_record(reading, new_jobs, outputs))
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()

@@ -1,0 +1,315 @@
+"""The 1 Hz loop: read the backend, resolve jobs, split each GPU's sample, keep the counters."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from fleetwatt_agent.backends.base import Backend, Resolver
+from fleetwatt_agent.errors import ReplayFinished
+from fleetwatt_agent.ledger import IDLE, GpuLedger, JobGpuLedger
+from fleetwatt_agent.model import BackendInfo, GpuReading, JobInfo, ProcessReading, TickReading
+from fleetwatt_agent.split import job_loads, split_sample
+
+log = logging.getLogger(__name__)
+
+
+class TickSink(Protocol):
+    """Receives every tick (the recorder)."""
+
+    def write_tick(
+        self, reading: TickReading, new_jobs: dict[int, JobInfo], outputs: list[dict[str, Any]]
+    ) -> None: ...
+
+
+@dataclass(frozen=True)
+class SamplerSettings:
+    hostname: str
+    interval_s: float = 1.0
+    energy_interval_s: float = 10.0
+    linger_s: float = 300.0
+    # A sample longer than this is a gap (agent stopped, machine hung): not counted, not charged.
+    max_gap_s: float | None = None
+    # Samples in a row that may reuse the previous per-process activity when the driver returned none
+    # (NVML samples at about 1 Hz too, so a tick sometimes falls between two of its samples).
+    activity_carry: int = 1
+
+    @property
+    def gap_s(self) -> float:
+        return self.max_gap_s if self.max_gap_s is not None else max(3.0 * self.interval_s, 3.0)
+
+
+@dataclass(frozen=True)
+class JobGpuView:
+    gpu: GpuLedger
+    led: JobGpuLedger
+
+
+@dataclass
+class Snapshot:
+    """A consistent copy of the counters, taken under the sampler's lock, for /metrics and /jobs."""
+
+    hostname: str
+    info: BackendInfo
+    started_wall: float
+    samples_total: int
+    missed_total: int
+    gaps_total: int
+    last_tick_wall: float | None
+    last_tick_mono: float | None
+    last_tick_real: float | None  # time.monotonic() of this process at the last tick (health)
+    first_tick_wall: float | None
+    interval_s: float
+    errors_total: int
+    done: bool
+    gpus: list[GpuLedger]
+    jobs: dict[str, JobInfo]
+
+
+class Sampler:
+    def __init__(
+        self,
+        backend: Backend,
+        info: BackendInfo,
+        resolver: Resolver,
+        settings: SamplerSettings,
+        sink: TickSink | None = None,
+    ) -> None:
+        self.backend = backend
+        self.info = info
+        self.resolver = resolver
+        self.settings = settings
+        self.sink = sink
+        self.lock = threading.Lock()
+        self.gpus: dict[int, GpuLedger] = {g.index: GpuLedger(info=g) for g in info.gpus}
+        self.jobs: dict[str, JobInfo] = {}
+        self.pid_job: dict[int, str] = {}
+        self.samples_total = 0
+        self.missed_total = 0
+        self.gaps_total = 0
+        self.started_wall = time.time()
+        self.last_tick_wall: float | None = None
+        self.last_tick_mono: float | None = None
+        self.last_energy_mono: float | None = None
+        self.last_tick_real: float | None = None
+        self.first_tick_wall: float | None = None
+        self.done = False
+        self.errors_total = 0
+
+    # -- the loop ---------------------------------------------------------------------------------
+    def run(self, stop: threading.Event) -> None:
+        """Tick until `stop` is set (or the replay ends). Ticks are scheduled on a fixed grid; a tick
+        that overruns skips the grid points it missed and counts them."""
+        interval = self.settings.interval_s
+        next_at = time.monotonic()
+        while not stop.is_set():
+            try:
+                self.tick()
+            except ReplayFinished:
+                log.info("replay finished after %d ticks", self.samples_total)
+                break
+            except Exception:  # a bad tick must not kill the agent; the next one may be fine
+                self.errors_total += 1
+                log.exception("tick failed")
+            if self.backend.self_paced:
+                continue
+            next_at += interval
+            now = time.monotonic()
+            if now > next_at:
+                missed = int((now - next_at) // interval) + 1
+                with self.lock:
+                    self.missed_total += missed
+                next_at += missed * interval
+            stop.wait(max(next_at - time.monotonic(), 0.0))
+        with self.lock:
+            self.done = True
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        due = (
+            self.last_energy_mono is None
+            or now - self.last_energy_mono >= self.settings.energy_interval_s - 0.5 * self.settings.interval_s
+            or (self.last_tick_mono is not None and now - self.last_tick_mono > self.settings.gap_s)
+        )
+        if due:
+            self.last_energy_mono = now
+        reading = self.backend.read(read_energy=due)
+        with self.lock:
+            new_jobs, outputs = self._apply(reading)
+        if self.sink is not None:
+            self.sink.write_tick(reading, new_jobs, outputs)
+
+    # -- one tick's arithmetic ----------------------------------------------------------------------
+    def _apply(self, reading: TickReading) -> tuple[dict[int, JobInfo], list[dict[str, Any]]]:
+        self.samples_total += 1
+        if self.first_tick_wall is None:
+            self.first_tick_wall = reading.wall
+        self.last_tick_real = time.monotonic()
+        self.last_tick_wall = reading.wall
+        self.last_tick_mono = reading.mono
+        new_jobs = self._resolve_pids(reading)
+        outputs: list[dict[str, Any]] = []
+        for gpu_reading in reading.gpus:
+            led = self.gpus.get(gpu_reading.index)
+            if led is None:
+                continue
+            out = self._apply_gpu(led, gpu_reading, reading.wall, reading.mono)
+            if out is not None:
+                outputs.append(out)
+        self._drop_lingering(reading.mono)
+        return new_jobs, outputs
+
+    def _resolve_pids(self, reading: TickReading) -> dict[int, JobInfo]:
+        """Resolve each PID once when it appears in the driver's lists; forget it when it leaves them
+        (so a reused PID is resolved afresh)."""
+        listed = {p.pid for g in reading.gpus for p in g.processes}
+        for pid in [p for p in self.pid_job if p not in listed]:
+            del self.pid_job[pid]
+        new_jobs: dict[int, JobInfo] = {}
+        for pid in listed:
+            if pid in self.pid_job:
+                continue
+            info = self.resolver.resolve(pid)
+            self.pid_job[pid] = info.job_key
+            new_jobs[pid] = info
+            known = self.jobs.get(info.job_key)
+            if known is None:
+                self.jobs[info.job_key] = replace(info)
+            else:
+                _merge_start(known, info)
+        return new_jobs
+
+    def _apply_gpu(
+        self, led: GpuLedger, g: GpuReading, wall: float, mono: float
+    ) -> dict[str, Any] | None:
+        if g.power_w is not None:
+            led.power_w = g.power_w
+        led.memory_used_bytes = g.memory_used_bytes
+        procs = self._with_activity(led, g)
+        loads = job_loads(procs, self.pid_job)
+        for key, load in loads.items():
+            job = led.job(key, wall)
+            job.present = True
+            job.gone_since_mono = None
+            job.memory_bytes = load.memory_bytes
+        for key, job in led.jobs.items():
+            if key not in loads and job.present:
+                job.present = False
+                job.gone_since_mono = mono
+                job.memory_bytes = 0
+
+        meter = led.meter
+        if led.last_mono is None:  # first reading: a baseline, no sample yet
+            led.last_mono, led.last_wall = mono, wall
+            if g.energy_mj is not None:
+                meter.counter_read(g.energy_mj)
+            return None
+        dt = mono - led.last_mono
+        led.last_mono, led.last_wall = mono, wall
+        if dt <= 0.0:
+            return None
+        out: dict[str, Any] = {"index": g.index, "dt_s": round(dt, 6)}
+        if dt > self.settings.gap_s:
+            self.gaps_total += 1
+            commit = meter.abandon(g.energy_mj if led.info.energy_counter else None)
+            out["gap"] = True
+        else:
+            fractions = split_sample(1.0, loads, g.signal)
+            energy_j = meter.add_sample(dt, g.power_w)
+            residual = led.add_sample(
+                dt_s=dt, wall=wall, energy_j=energy_j, fractions=fractions, loads=loads
+            )
+            out["sample_j"] = energy_j
+            out["idle_j"] = fractions.idle_j * energy_j
+            out["jobs"] = {k: [fractions.method, f * energy_j] for k, f in fractions.shares_j.items()}
+            out["residual_j"] = residual
+            if not led.info.energy_counter:
+                commit = meter.no_counter()
+            elif g.energy_mj is not None:
+                commit = meter.counter_read(g.energy_mj)
+            else:
+                commit = None
+        if commit is not None:
+            parts = led.commit(commit)
+            out["commit"] = {
+                "total_j": commit.total_j,
+                "by": commit.by,
+                "reset": commit.reset,
+                "idle_j": parts.get(IDLE, 0.0),
+            }
+        return out
+
+    def _with_activity(self, led: GpuLedger, g: GpuReading) -> tuple[ProcessReading, ...]:
+        if g.signal is None:
+            return g.processes
+        if (
+            g.activity_missing
+            and g.processes
+            and led.prev_activity
+            and led.carried < self.settings.activity_carry
+        ):
+            led.carried += 1
+            prev = led.prev_activity
+            return tuple(replace(p, activity_pct=prev.get(p.pid, 0.0)) for p in g.processes)
+        led.carried = 0
+        led.prev_activity = {
+            p.pid: p.activity_pct for p in g.processes if p.activity_pct is not None and p.activity_pct > 0
+        }
+        return g.processes
+
+    def _drop_lingering(self, mono: float) -> None:
+        linger = self.settings.linger_s
+        for led in self.gpus.values():
+            for key in [
+                k
+                for k, j in led.jobs.items()
+                if not j.present
+                and j.gone_since_mono is not None
+                and mono - j.gone_since_mono >= linger
+                and not j.pending_j  # its share of the open window is not committed yet
+            ]:
+                del led.jobs[key]
+        alive = {k for led in self.gpus.values() for k in led.jobs}
+        alive.update(self.pid_job.values())
+        for key in [k for k in self.jobs if k not in alive]:
+            del self.jobs[key]
+
+    # -- reading the counters -------------------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        with self.lock:
+            gpus = []
+            for led in self.gpus.values():
+                copy = replace(led, jobs={k: replace(j, energy_j=dict(j.energy_j), pending_j=dict(j.pending_j))
+                                          for k, j in led.jobs.items()},
+                               window={t: list(v) for t, v in led.window.items()}, prev_activity={})
+                gpus.append(copy)
+            return Snapshot(
+                hostname=self.settings.hostname,
+                info=self.info,
+                started_wall=self.started_wall,
+                samples_total=self.samples_total,
+                missed_total=self.missed_total,
+                gaps_total=self.gaps_total,
+                last_tick_wall=self.last_tick_wall,
+                last_tick_mono=self.last_tick_mono,
+                last_tick_real=self.last_tick_real,
+                first_tick_wall=self.first_tick_wall,
+                interval_s=self.settings.interval_s,
+                errors_total=self.errors_total,
+                done=self.done,
+                gpus=gpus,
+                jobs={k: replace(v) for k, v in self.jobs.items()},
+            )
+
+
+def _merge_start(known: JobInfo, new: JobInfo) -> None:
+    """A job's start: the scheduler's when known, else the oldest of its processes' starts."""
+    if known.scheduler_start:
+        return
+    if new.scheduler_start:
+        known.start_time, known.scheduler_start = new.start_time, True
+    elif new.start_time is not None and (known.start_time is None or new.start_time < known.start_time):
+        known.start_time = new.start_time

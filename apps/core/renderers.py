@@ -1,0 +1,42 @@
+"""CSV for finance tools: `?format=csv` on any list endpoint. Column names carry their units."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+from rest_framework.renderers import BaseRenderer
+
+
+def _flatten(row: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in row.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{name}."))
+        elif isinstance(value, list):
+            flat[name] = json.dumps(value) if any(isinstance(v, dict | list) for v in value) else ";".join(map(str, value))
+        else:
+            flat[name] = "" if value is None else value
+    return flat
+
+
+class UnitCSVRenderer(BaseRenderer):
+    media_type = "text/csv"
+    format = "csv"
+    charset = "utf-8"
+
+    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
+        if isinstance(data, dict) and "results" in data:
+            data = data["results"]
+        rows = [data] if isinstance(data, dict) else list(data or [])
+        flat = [_flatten(r) for r in rows]
+        columns: list[str] = []
+        for r in flat:
+            columns.extend(c for c in r if c not in columns)
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(flat)
+        return out.getvalue().encode(self.charset)

@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+
+from apps.fleet.models import Cluster
+from apps.telemetry.models import IngestedHour
+
+from .selectors import low_coverage_jobs, team_daily_energy
+
+
+def _period(request: HttpRequest) -> tuple[datetime, datetime]:
+    """?start=YYYY-MM-DD&end=YYYY-MM-DD (end exclusive); default the last 7 days of ingested data."""
+    latest = IngestedHour.objects.order_by("-hour").values_list("hour", flat=True).first()
+    default_end = (latest or timezone.now()).replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
+    try:
+        end = datetime.fromisoformat(request.GET["end"]).replace(tzinfo=UTC) if request.GET.get("end") else default_end
+        start = (
+            datetime.fromisoformat(request.GET["start"]).replace(tzinfo=UTC)
+            if request.GET.get("start")
+            else end - timedelta(days=7)
+        )
+    except ValueError:
+        end, start = default_end, default_end - timedelta(days=7)
+    if start >= end:
+        start = end - timedelta(days=1)
+    return start, end
+
+
+@login_required
+def fleet(request: HttpRequest) -> HttpResponse:
+    start, end = _period(request)
+    threshold = settings.FLEETWATT_COVERAGE_THRESHOLD
+    energy = team_daily_energy(user=request.user, start=start, end=end)
+    context = {
+        "start": start.date(),
+        "end": end.date(),
+        "energy": energy,
+        "flagged": low_coverage_jobs(user=request.user, start=start, end=end, threshold=threshold),
+        "threshold_pct": round(threshold * 100),
+        "has_data": IngestedHour.objects.exists(),
+        "prometheus_url": Cluster.objects.values_list("prometheus_url", flat=True).first()
+        or settings.FLEETWATT_PROMETHEUS_URL,
+    }
+    return render(request, "dashboard/fleet.html", context)

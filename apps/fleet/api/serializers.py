@@ -1,0 +1,25 @@
+from rest_framework import serializers
+
+from apps.fleet.models import Gpu
+
+
+class GpuSerializer(serializers.ModelSerializer):
+    cluster = serializers.CharField(source="node.cluster.name", help_text="Cluster name.")
+    hostname = serializers.CharField(source="node.hostname", help_text="Node hostname.")
+    hours = serializers.IntegerField(help_text="Ingested hours in the period (h).")
+    energy_j = serializers.FloatField(help_text="Device energy in the period (J).")
+    jobs_energy_j = serializers.FloatField(help_text="Energy attributed to jobs (J).")
+    idle_energy_j = serializers.FloatField(help_text="Energy in samples with no job (J).")
+    occupied_s = serializers.FloatField(help_text="GPU-seconds charged to jobs (s).")
+    utilisation = serializers.SerializerMethodField(help_text="Occupied share of the ingested hours (0..1).")
+
+    class Meta:
+        model = Gpu
+        fields = [
+            "id", "uuid", "cluster", "hostname", "index", "model_name", "hours", "energy_j", "jobs_energy_j",
+            "idle_energy_j", "occupied_s", "utilisation",
+        ]
+
+    def get_utilisation(self, gpu: Gpu) -> float:
+        hours = getattr(gpu, "hours", 0) or 0
+        return (getattr(gpu, "occupied_s", 0.0) or 0.0) / (hours * 3600.0) if hours else 0.0

@@ -1,0 +1,118 @@
+"""The fleet: clusters (one Prometheus-compatible endpoint each), nodes, GPUs, teams and their rules."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Cluster(models.Model):
+    """A set of series in one Prometheus-compatible endpoint, selected by an optional label matcher."""
+
+    name = models.SlugField(max_length=100, unique=True)
+    prometheus_url = models.URLField(help_text="Query endpoint, e.g. http://prometheus:9090")
+    selector = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text='Label matchers added to every query, e.g. cluster="a" (without braces).',
+    )
+    scrape_interval_s = models.PositiveIntegerField(
+        default=15, help_text="Scrape interval of the agent and dcgm-exporter jobs, in seconds."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Node(models.Model):
+    """A GPU server, by the hostname its agent and dcgm-exporter report."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="nodes")
+    hostname = models.CharField(max_length=255)
+
+    class Meta:
+        ordering = ["cluster__name", "hostname"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "hostname"], name="node_unique_hostname")]
+
+    def __str__(self) -> str:
+        return f"{self.cluster}/{self.hostname}"
+
+
+class Gpu(models.Model):
+    """One physical GPU, identified by its UUID."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="gpus")
+    uuid = models.CharField(max_length=100, unique=True)
+    index = models.PositiveSmallIntegerField()
+    model_name = models.CharField(max_length=100, blank=True)
+
+    class Meta:
+        ordering = ["node__hostname", "index"]
+
+    def __str__(self) -> str:
+        return f"{self.node.hostname}/gpu{self.index}"
+
+
+class Team(models.Model):
+    """A team that jobs are charged to. Jobs no rule matches go to the 'unassigned' team."""
+
+    UNASSIGNED = "unassigned"
+
+    name = models.SlugField(max_length=100, unique=True)
+    display_name = models.CharField(max_length=200, blank=True)
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="TeamMembership", related_name="teams")
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.display_name or self.name
+
+
+class TeamMembership(models.Model):
+    """A user's place in a team. Finance and admins see every team without a membership."""
+
+    class Role(models.TextChoices):
+        MEMBER = "member"
+        LEAD = "lead"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    team = models.ForeignKey(Team, on_delete=models.CASCADE)
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+
+    class Meta:
+        ordering = ["team__name", "user__username"]
+        constraints = [models.UniqueConstraint(fields=["user", "team"], name="membership_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.team} ({self.role})"
+
+
+class TeamRule(models.Model):
+    """Maps jobs to a team by scheduler identity. Lower priority numbers are tried first."""
+
+    class Kind(models.TextChoices):
+        SLURM_ACCOUNT = "slurm_account", "Slurm account"
+        SLURM_USER = "slurm_user", "Slurm user"
+        K8S_NAMESPACE = "k8s_namespace", "Kubernetes namespace"
+        USER = "user", "User (any scheduler)"
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="rules")
+    cluster = models.ForeignKey(
+        Cluster, on_delete=models.CASCADE, null=True, blank=True, help_text="Empty: every cluster."
+    )
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    value = models.CharField(max_length=255)
+    priority = models.PositiveIntegerField(default=100)
+
+    class Meta:
+        ordering = ["priority", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "kind", "value"], name="teamrule_unique", nulls_distinct=False)
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} = {self.value} -> {self.team}"

@@ -1,0 +1,37 @@
+"""Job filters, shared by the API and the dashboards."""
+from __future__ import annotations
+
+import django_filters
+from django.db.models import Q, QuerySet
+
+from apps.fleet.models import Cluster, Team
+
+from .models import Job
+
+
+class JobFilterSet(django_filters.FilterSet):
+    cluster = django_filters.ModelChoiceFilter(
+        queryset=Cluster.objects.all(), to_field_name="name", help_text="Cluster name."
+    )
+    team = django_filters.ModelChoiceFilter(queryset=Team.objects.all(), to_field_name="name", help_text="Team name.")
+    start = django_filters.IsoDateTimeFilter(
+        method="filter_start", help_text="Jobs still running at or after this time (ISO 8601)."
+    )
+    end = django_filters.IsoDateTimeFilter(field_name="start", lookup_expr="lt", help_text="Jobs started before this time.")
+    flagged = django_filters.BooleanFilter(method="filter_flagged", help_text="Only jobs with (true) or without (false) flags.")
+    flag = django_filters.CharFilter(method="filter_flag", help_text="Only jobs with this kind of flag.")
+
+    class Meta:
+        model = Job
+        fields = ["cluster", "team", "start", "end", "flagged", "flag", "attribution", "scheduler"]
+
+    def filter_start(self, qs: QuerySet[Job], name: str, value: object) -> QuerySet[Job]:
+        return qs.filter(Q(end__gte=value) | Q(end__isnull=True))
+
+    def filter_flagged(self, qs: QuerySet[Job], name: str, value: bool | None) -> QuerySet[Job]:
+        if value is None:
+            return qs
+        return qs.exclude(flags=[]) if value else qs.filter(flags=[])
+
+    def filter_flag(self, qs: QuerySet[Job], name: str, value: str) -> QuerySet[Job]:
+        return qs.filter(flags__contains=[value]) if value else qs

@@ -1,0 +1,140 @@
+"""Jobs and their measured energy per GPU, hour and split method."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+
+from apps.fleet.models import Cluster, Gpu, Team
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+
+
+class Method(models.TextChoices):
+    """How a job's share of a GPU's energy was found (DESIGN section 2), from exact to rough."""
+
+    WHOLE_GPU = "whole_gpu", "Whole GPU (exact)"
+    SM_TIME = "sm_time", "SM time (close)"
+    BUSY_TIME = "busy_time", "Engine busy time (close)"
+    MEMORY = "memory", "Memory held (rough)"
+    EQUAL = "equal", "Equal shares (rough)"
+
+
+class Source(models.TextChoices):
+    AGENT = "agent", "fleetwatt-agent"
+    DCGM = "dcgm", "dcgm-exporter only"
+
+
+class JobQuerySet(models.QuerySet["Job"]):
+    def visible_to(self, user: AbstractBaseUser | AnonymousUser) -> JobQuerySet:
+        """The one place that scopes jobs to a user: staff and finance see all, members their teams'."""
+        from apps.core.access import user_sees_all_teams
+
+        if not user.is_authenticated:
+            return self.none()
+        if user_sees_all_teams(user):
+            return self
+        return self.filter(team__teammembership__user=user)
+
+
+class Job(models.Model):
+    """A job on a cluster (unique by job_key), with its summary derived from its hour rows."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="jobs")
+    job_key = models.CharField(max_length=255, help_text="slurm/<id>, k8s/<ns>/<pod>, container/<id>, proc/<pid>-<t>")
+    scheduler = models.CharField(max_length=20, blank=True)
+    job_id = models.CharField(max_length=255, blank=True)
+    user = models.CharField(max_length=255, blank=True)
+    account = models.CharField(max_length=255, blank=True)
+    namespace = models.CharField(max_length=255, blank=True)
+    pod = models.CharField(max_length=255, blank=True)
+    name = models.CharField(max_length=255, blank=True)
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="jobs")
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.AGENT)
+
+    start = models.DateTimeField(null=True, blank=True)
+    end = models.DateTimeField(null=True, blank=True, help_text="Empty while the job may still run.")
+    last_seen = models.DateTimeField(null=True, blank=True)
+
+    # Summary over all ingested hours; recomputed from the hour rows after every ingest.
+    energy_j = models.FloatField(default=0.0)
+    attribution = models.CharField(max_length=20, choices=Method.choices, blank=True)
+    attribution_j = models.JSONField(default=dict)
+    sampled_s = models.FloatField(default=0.0)
+    expected_s = models.FloatField(default=0.0)
+    coverage = models.FloatField(default=0.0)
+    gpu_hours = models.FloatField(default=0.0)
+    sm_s = models.FloatField(default=0.0)
+    peak_memory_bytes = models.BigIntegerField(default=0)
+    gpu_count = models.PositiveIntegerField(default=0)
+    flags = ArrayField(models.CharField(max_length=30), default=list, blank=True)
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-start", "id"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "job_key"], name="job_unique_key")]
+        indexes = [
+            # /api/jobs/?team=&start=&end= and the team dashboard.
+            models.Index(fields=["team", "start"], name="job_team_start"),
+            # /api/jobs/?start=&end= across teams (finance, fleet dashboard).
+            models.Index(fields=["start"], name="job_start"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster}:{self.job_key}"
+
+
+class JobGpuHour(models.Model):
+    """What one job did on one GPU in one closed hour (UTC): sampling, SM time, memory, occupancy."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="gpu_hours_rows")
+    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="job_hours")
+    hour = models.DateTimeField(help_text="Start of the hour, UTC.")
+    source = models.CharField(max_length=10, choices=Source.choices)
+    energy_j = models.FloatField(default=0.0)
+    sampled_s = models.FloatField(default=0.0)
+    sm_s = models.FloatField(default=0.0)
+    occupancy_s = models.FloatField(default=0.0, help_text="GPU-seconds charged to the job (shared by time present).")
+    peak_memory_bytes = models.BigIntegerField(default=0)
+    job_start = models.DateTimeField(null=True, blank=True, help_text="Job start as reported in this hour.")
+    first_seen = models.DateTimeField(null=True, blank=True)
+    last_seen = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["hour", "gpu_id"]
+        constraints = [models.UniqueConstraint(fields=["job", "gpu", "hour"], name="jobgpuhour_unique")]
+        indexes = [
+            # Replacing one cluster-hour on re-ingest, and the GPU page's hours.
+            models.Index(fields=["gpu", "hour"], name="jobgpuhour_gpu_hour"),
+            # Rollups over a period.
+            models.Index(fields=["hour"], name="jobgpuhour_hour"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} on {self.gpu_id} at {self.hour:%Y-%m-%d %H}:00"
+
+
+class JobGpuHourEnergy(models.Model):
+    """Joules given to one job on one GPU in one hour by one split method."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="energy_rows")
+    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="job_energy_rows")
+    hour = models.DateTimeField()
+    method = models.CharField(max_length=20, choices=Method.choices)
+    energy_j = models.FloatField()
+
+    class Meta:
+        ordering = ["hour", "gpu_id", "method"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "gpu", "hour", "method"], name="jobgpuhourenergy_unique")
+        ]
+        indexes = [
+            # Re-ingest of one cluster-hour; daily energy per team by method on the dashboard.
+            models.Index(fields=["hour", "gpu"], name="jobenergy_hour_gpu"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} {self.method} {self.energy_j:.0f} J"

@@ -1,0 +1,301 @@
+"""Fleet scenarios: a YAML file that describes nodes, GPUs, jobs and faults (validated as a whole)."""
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SCENARIO_DIR = Path(__file__).parent / "scenarios"
+
+_DURATION = re.compile(r"^\s*(?:(\d+)d)?\s*(?:(\d+)h)?\s*(?:(\d+)m)?\s*(?:(\d+)s)?\s*$")
+
+
+class ScenarioError(ValueError):
+    """The scenario file is wrong; the message says where."""
+
+
+def parse_duration(value: Any, where: str) -> int:
+    """'1d2h30m', '90s', or a number of seconds -> whole seconds."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return int(value)
+    m = _DURATION.match(str(value))
+    if not m or not any(m.groups()):
+        raise ScenarioError(f"{where}: {value!r} is not a duration like 2h30m or 90s")
+    d, h, mi, s = (int(x or 0) for x in m.groups())
+    return ((d * 24 + h) * 60 + mi) * 60 + s
+
+
+Profile = list[tuple[int, float]]  # (seconds since job start, value), piecewise constant
+
+
+def _profile(value: Any, where: str) -> Profile:
+    if isinstance(value, int | float):
+        return [(0, float(value))]
+    if isinstance(value, list) and value and all(isinstance(p, list | tuple) and len(p) == 2 for p in value):
+        points = [(parse_duration(t, where), float(v)) for t, v in value]
+        if points[0][0] != 0 or any(b[0] <= a[0] for a, b in zip(points, points[1:])):
+            raise ScenarioError(f"{where}: profile times must start at 0 and increase")
+        return points
+    raise ScenarioError(f"{where}: expected a number or a list of [time, value] pairs")
+
+
+@dataclass
+class NodeSpec:
+    hostname: str
+    gpus: int = 8
+    agent: bool = True
+    dcgm: bool = True
+    dcgm_pod_labels: bool = False
+    dcgm_pod_values: str = "copies"  # 'copies': every pod's series repeats the GPU's; 'own': per-pod util/memory
+
+
+@dataclass
+class JobSpec:
+    scheduler: str
+    node: str
+    gpus: list[int]
+    start_s: int
+    end_s: int
+    sm: Profile
+    power_w: Profile
+    memory_bytes: int
+    job_id: str = ""
+    user: str = ""
+    account: str = ""
+    namespace: str = ""
+    pod: str = ""
+    name: str = ""
+
+    @property
+    def job_key(self) -> str:
+        match self.scheduler:
+            case "slurm":
+                return f"slurm/{self.job_id}"
+            case "k8s":
+                return f"k8s/{self.namespace}/{self.pod}"
+            case "container":
+                return f"container/{self.job_id[:12]}"
+        return f"proc/{self.job_id}"
+
+
+@dataclass
+class FaultSpec:
+    kind: str  # agent_down | scrape_gap | counter_reset
+    node: str
+    start_s: int
+    end_s: int = 0
+    gpu: int | None = None
+
+
+@dataclass
+class Scenario:
+    name: str
+    start: datetime
+    duration_s: int
+    scrape_interval_s: int = 15
+    scrape_offset_s: float = 0.0
+    linger_s: int = 300
+    gpu_model: str = "NVIDIA H200"
+    idle_power_w: float = 75.0
+    tdp_w: float = 700.0
+    nodes: list[NodeSpec] = field(default_factory=list)
+    jobs: list[JobSpec] = field(default_factory=list)
+    faults: list[FaultSpec] = field(default_factory=list)
+
+    @property
+    def t0(self) -> float:
+        return self.start.timestamp()
+
+    def node(self, hostname: str) -> NodeSpec:
+        for n in self.nodes:
+            if n.hostname == hostname:
+                return n
+        raise KeyError(hostname)
+
+    def gpu_uuid(self, hostname: str, index: int) -> str:
+        """Stable, UUID-shaped identifiers derived from the node and index."""
+        rnd = random.Random(f"{hostname}/{index}")
+        h = "".join(rnd.choice("0123456789abcdef") for _ in range(32))
+        return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def _start(value: Any, now: datetime | None) -> datetime:
+    """An ISO time, or 'now-7d' relative to the current hour (for the demo)."""
+    text = str(value)
+    if text.startswith("now"):
+        base = (now or datetime.now(UTC)).replace(minute=0, second=0, microsecond=0)
+        rest = text[3:].strip()
+        if not rest:
+            return base
+        sign = -1 if rest[0] == "-" else 1
+        return base + sign * timedelta(seconds=parse_duration(rest[1:], "start"))
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ScenarioError(f"start: {value!r} is not an ISO time or now-<duration>") from None
+    if dt.tzinfo is None:
+        raise ScenarioError("start: needs a time zone (Z or an offset)")
+    return dt.astimezone(UTC)
+
+
+def scenario_load(path_or_name: str | Path, *, now: datetime | None = None) -> Scenario:
+    path = Path(path_or_name)
+    if not path.exists() and (SCENARIO_DIR / f"{path_or_name}.yaml").exists():
+        path = SCENARIO_DIR / f"{path_or_name}.yaml"
+    if not path.exists():
+        raise ScenarioError(f"No scenario file {path_or_name!r} (shipped: {', '.join(scenario_names())})")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ScenarioError(f"{path}: not valid YAML: {exc}") from None
+    return scenario_from_dict(raw, now=now)
+
+
+def scenario_names() -> list[str]:
+    return sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml"))
+
+
+def scenario_from_dict(raw: dict[str, Any], *, now: datetime | None = None) -> Scenario:
+    if not isinstance(raw, dict):
+        raise ScenarioError("a scenario is a mapping")
+    sc = Scenario(
+        name=str(raw.get("name", "scenario")),
+        start=_start(raw.get("start", "now-1d"), now),
+        duration_s=parse_duration(raw.get("duration", "1d"), "duration"),
+        scrape_interval_s=int(raw.get("scrape_interval_s", 15)),
+        scrape_offset_s=float(raw.get("scrape_offset_s", 0.0)),
+        linger_s=int(raw.get("linger_s", 300)),
+        gpu_model=str(raw.get("gpu_model", "NVIDIA H200")),
+        idle_power_w=float(raw.get("idle_power_w", 75.0)),
+        tdp_w=float(raw.get("tdp_w", 700.0)),
+    )
+    for i, n in enumerate(raw.get("nodes", [])):
+        count = int(n.get("count", 1))
+        for k in range(count):
+            hostname = n["hostname"] if count == 1 and "hostname" in n else f"{n.get('prefix', 'node')}{k + 1:02d}"
+            sc.nodes.append(
+                NodeSpec(
+                    hostname=hostname,
+                    gpus=int(n.get("gpus", 8)),
+                    agent=bool(n.get("agent", True)),
+                    dcgm=bool(n.get("dcgm", True)),
+                    dcgm_pod_labels=bool(n.get("dcgm_pod_labels", False)),
+                    dcgm_pod_values=str(n.get("dcgm_pod_values", "copies")),
+                )
+            )
+            if sc.nodes[-1].dcgm_pod_values not in ("copies", "own"):
+                raise ScenarioError(f"nodes[{i}].dcgm_pod_values: 'copies' or 'own'")
+    hostnames = [n.hostname for n in sc.nodes]
+    if len(set(hostnames)) != len(hostnames):
+        raise ScenarioError("nodes: duplicate hostnames")
+    for i, j in enumerate(raw.get("jobs", [])):
+        sc.jobs.append(_job(j, f"jobs[{i}]", sc))
+    if "generate" in raw:
+        sc.jobs.extend(_generated_jobs(raw["generate"], sc))
+    for i, f in enumerate(raw.get("faults", [])):
+        where = f"faults[{i}]"
+        kind = f.get("kind")
+        if kind not in ("agent_down", "scrape_gap", "counter_reset"):
+            raise ScenarioError(f"{where}.kind: agent_down, scrape_gap or counter_reset")
+        if f.get("node") not in hostnames:
+            raise ScenarioError(f"{where}.node: unknown node {f.get('node')!r}")
+        start = parse_duration(f.get("start", f.get("at", 0)), where)
+        end = parse_duration(f.get("end", 0), where) if kind != "counter_reset" else start
+        if kind != "counter_reset" and end <= start:
+            raise ScenarioError(f"{where}: end must be after start")
+        sc.faults.append(FaultSpec(kind=kind, node=f["node"], start_s=start, end_s=end, gpu=f.get("gpu")))
+    _validate(sc)
+    return sc
+
+
+def _job(j: dict[str, Any], where: str, sc: Scenario) -> JobSpec:
+    try:
+        scheduler = j["scheduler"]
+        node = j["node"]
+    except KeyError as exc:
+        raise ScenarioError(f"{where}: missing {exc.args[0]}") from None
+    if scheduler not in ("slurm", "k8s", "container", "proc"):
+        raise ScenarioError(f"{where}.scheduler: slurm, k8s, container or proc")
+    gpus = j.get("gpus", [0])
+    gpus = list(range(gpus)) if isinstance(gpus, int) else [int(g) for g in gpus]
+    return JobSpec(
+        scheduler=scheduler,
+        node=node,
+        gpus=gpus,
+        start_s=parse_duration(j.get("start", 0), f"{where}.start"),
+        end_s=parse_duration(j.get("end", sc.duration_s), f"{where}.end"),
+        sm=_profile(j.get("sm", 50), f"{where}.sm"),
+        power_w=_profile(j.get("power_w", 400), f"{where}.power_w"),
+        memory_bytes=int(float(j.get("memory_gib", 10)) * 1024**3),
+        job_id=str(j.get("job_id", "")),
+        user=str(j.get("user", "")),
+        account=str(j.get("account", "")),
+        namespace=str(j.get("namespace", "")),
+        pod=str(j.get("pod", "")),
+        name=str(j.get("name", "")),
+    )
+
+
+def _generated_jobs(gen: dict[str, Any], sc: Scenario) -> list[JobSpec]:
+    """A deterministic, plausible workload: whole-node trainings, single-GPU runs, notebooks."""
+    rnd = random.Random(gen.get("seed", 1))
+    teams = gen.get("teams", [])
+    nodes = [n for n in sc.nodes if n.hostname not in set(gen.get("skip_nodes", []))]
+    jobs: list[JobSpec] = []
+    next_id = int(gen.get("first_job_id", 100000))
+    for node in nodes:
+        for gpu in range(node.gpus):
+            t = rnd.randint(0, 3 * 3600)
+            while True:
+                length = int(rnd.choice([0.25, 1, 2, 4, 6, 12, 24]) * 3600 * rnd.uniform(0.7, 1.3))
+                if t + length > sc.duration_s - 2 * 3600:
+                    break
+                team = rnd.choice(teams)
+                k8s = node.dcgm_pod_labels or team.get("scheduler") == "k8s"
+                sm = rnd.choice([95, 85, 60, 30])
+                spec = {
+                    "scheduler": "k8s" if k8s else "slurm",
+                    "node": node.hostname,
+                    "gpus": [gpu],
+                    "start": t,
+                    "end": t + length,
+                    "sm": [[0, sm], [max(60, length // 3), max(1, sm - rnd.randint(0, 20))]],
+                    "power_w": [[0, 150 + sm * 5.5], [max(60, length // 3), 120 + sm * 5]],
+                    "memory_gib": rnd.choice([8, 20, 40, 70]),
+                    "job_id": str(next_id),
+                    "user": rnd.choice(team.get("users", ["user"])),
+                    "account": team.get("account", ""),
+                    "namespace": team.get("namespace", ""),
+                    "pod": f"{team.get('namespace', 'ns')}-run-{next_id}",
+                    "name": rnd.choice(["train", "finetune", "eval", "sweep", "infer"]) + f"-{next_id}",
+                }
+                jobs.append(_job(spec, f"generate job {next_id}", sc))
+                next_id += 1
+                t += length + rnd.randint(60, 4 * 3600)
+    return jobs
+
+
+def _validate(sc: Scenario) -> None:
+    if sc.duration_s <= 0:
+        raise ScenarioError("duration must be positive")
+    if sc.scrape_interval_s <= 0 or 3600 % sc.scrape_interval_s:
+        raise ScenarioError("scrape_interval_s must divide an hour")
+    keys: set[str] = set()
+    for job in sc.jobs:
+        where = f"job {job.job_key}"
+        try:
+            node = sc.node(job.node)
+        except KeyError:
+            raise ScenarioError(f"{where}: unknown node {job.node!r}") from None
+        if any(g < 0 or g >= node.gpus for g in job.gpus):
+            raise ScenarioError(f"{where}: GPU index out of range on {node.hostname}")
+        if not 0 <= job.start_s < job.end_s:
+            raise ScenarioError(f"{where}: start must be before end")
+        if job.job_key in keys:
+            raise ScenarioError(f"{where}: duplicate job")
+        keys.add(job.job_key)

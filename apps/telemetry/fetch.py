@@ -1,0 +1,91 @@
+"""Running one cluster-hour's queries and parsing the answers into an HourInput."""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from . import promql
+from .counters import CounterWindow
+from .hour import HourInput, SeriesWindow, dcgm_uuid
+from .prometheus import PrometheusReader
+
+_DROP = {"__name__", promql.TAG}
+
+
+def _series_key(labels: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, v) for k, v in labels.items() if k not in _DROP))
+
+
+def parse_counter_windows(result: list[dict[str, Any]]) -> list[SeriesWindow]:
+    windows: dict[tuple[tuple[str, str], ...], SeriesWindow] = {}
+    for item in result:
+        labels = item["metric"]
+        key = _series_key(labels)
+        sw = windows.get(key)
+        if sw is None:
+            sw = windows[key] = SeriesWindow(labels=dict(key), window=CounterWindow())
+        value = float(item["value"][1])
+        match labels.get(promql.TAG):
+            case "last":
+                sw.window.last = value
+            case "anchor":
+                sw.window.anchor = value
+            case "min":
+                sw.window.minimum = value
+            case "resets":
+                sw.window.resets = value
+    return list(windows.values())
+
+
+def parse_tagged(result: list[dict[str, Any]]) -> list[tuple[str, dict[str, str], float]]:
+    return [
+        (item["metric"].get(promql.TAG, ""), dict(_series_key(item["metric"])), float(item["value"][1]))
+        for item in result
+    ]
+
+
+def _attach_raw(
+    reader: PrometheusReader,
+    queries: promql.HourQueries,
+    metric: str,
+    windows: list[SeriesWindow],
+    *,
+    label_names: tuple[str, ...],
+    at: float,
+) -> None:
+    """Fetch the raw samples of the series that reset, in at most one query per label name."""
+    by_label: dict[str, set[str]] = defaultdict(set)
+    for sw in windows:
+        if sw.window.needs_raw_samples():
+            for name in label_names:
+                if sw.labels.get(name):
+                    by_label[name].add(sw.labels[name])
+                    break
+    if not by_label:
+        return
+    index = {_series_key(sw.labels): sw for sw in windows}
+    for name, values in by_label.items():
+        for item in reader.instant(queries.raw_samples(metric, name, sorted(values)), at=at):
+            sw = index.get(_series_key(item["metric"]))
+            if sw is not None:
+                sw.window.raw = [(float(t), float(v)) for t, v in item["values"]]
+
+
+def hour_fetch(*, reader: PrometheusReader, queries: promql.HourQueries, hour_start: float) -> HourInput:
+    at = hour_start + 3600.0
+    data = HourInput(hour_start=hour_start, scrape_interval_s=queries.scrape_interval_s)
+    for metric in promql.AGENT_COUNTERS:
+        windows = parse_counter_windows(reader.instant(queries.counter_window(metric), at=at))
+        _attach_raw(reader, queries, metric, windows, label_names=("hostname",), at=at)
+        data.counters[metric] = windows
+    data.dcgm_energy = parse_counter_windows(reader.instant(queries.counter_window(promql.DCGM_ENERGY), at=at))
+    # dcgm copies of one GPU are merged later, so every copy of a GPU that reset needs its samples.
+    reset_uuids = {dcgm_uuid(sw.labels) for sw in data.dcgm_energy if sw.window.needs_raw_samples()}
+    for sw in data.dcgm_energy:
+        if dcgm_uuid(sw.labels) in reset_uuids and sw.window.last is not None:
+            sw.window.resets = max(sw.window.resets, 1.0)
+    _attach_raw(reader, queries, promql.DCGM_ENERGY, data.dcgm_energy, label_names=("UUID", "uuid"), at=at)
+    data.job_gauges = parse_tagged(reader.instant(queries.job_gauges(), at=at))
+    data.job_info = [dict(_series_key(item["metric"])) for item in reader.instant(queries.job_info(), at=at)]
+    data.dcgm_series = parse_tagged(reader.instant(queries.dcgm_series(), at=at))
+    return data

@@ -1,0 +1,424 @@
+"""One cluster-hour, from query results to rows (pure: plain data in, plain data out).
+
+Agent GPUs: the agent already split every second's energy, so the hour's rows are the exact rises of
+its counters. GPUs that only dcgm-exporter reports: one job label on the GPU takes the energy it drew
+while present (`whole_gpu`); pods sharing a GPU split it once, by their own utilisation (`sm_time`),
+else their own memory (`memory`), else equally (`equal`), never summing the copied series.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import promql
+from .counters import CounterWindow, counter_increase, merge_copies
+
+Labels = Mapping[str, str]
+
+
+@dataclass
+class SeriesWindow:
+    labels: dict[str, str]
+    window: CounterWindow
+
+
+@dataclass
+class HourInput:
+    """Everything the queries returned for one cluster-hour, parsed."""
+
+    hour_start: float
+    scrape_interval_s: int
+    counters: dict[str, list[SeriesWindow]] = field(default_factory=dict)  # agent counters by metric
+    dcgm_energy: list[SeriesWindow] = field(default_factory=list)
+    job_gauges: list[tuple[str, dict[str, str], float]] = field(default_factory=list)  # (tag, labels, value)
+    job_info: list[dict[str, str]] = field(default_factory=list)
+    dcgm_series: list[tuple[str, dict[str, str], float]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class GpuRef:
+    uuid: str
+    hostname: str
+    index: int
+    model_name: str
+
+
+@dataclass
+class GpuHourRow:
+    uuid: str
+    source: str
+    device_energy_j: float
+    agent_energy_j: float | None
+    dcgm_energy_j: float | None
+    jobs_energy_j: float = 0.0
+    idle_energy_j: float = 0.0
+    unattributed_j: float = 0.0
+    residual_j: float | None = None
+    residual_ratio: float | None = None
+    sampled_s: float = 0.0
+    occupied_s: float = 0.0
+    counter_resets: int = 0
+
+
+@dataclass
+class JobGpuHourRow:
+    job_key: str
+    uuid: str
+    source: str
+    energy_by_method: dict[str, float] = field(default_factory=dict)
+    sampled_s: float = 0.0
+    sm_s: float = 0.0
+    occupancy_s: float = 0.0
+    peak_memory_bytes: int = 0
+    job_start: float | None = None
+    first_seen: float | None = None
+    last_seen: float | None = None
+
+    @property
+    def energy_j(self) -> float:
+        return sum(self.energy_by_method.values())
+
+
+@dataclass(frozen=True)
+class JobMeta:
+    job_key: str
+    scheduler: str = ""
+    job_id: str = ""
+    user: str = ""
+    account: str = ""
+    namespace: str = ""
+    pod: str = ""
+    name: str = ""
+
+
+@dataclass
+class HourResult:
+    gpus: dict[str, GpuRef]
+    gpu_hours: list[GpuHourRow]
+    job_hours: list[JobGpuHourRow]
+    jobs: dict[str, JobMeta]
+
+
+def _first(labels: Labels, *names: str) -> str:
+    for name in names:
+        if labels.get(name):
+            return labels[name]
+    return ""
+
+
+def dcgm_uuid(labels: Labels) -> str:
+    return _first(labels, "UUID", "uuid")
+
+
+def dcgm_job_key(labels: Labels) -> str:
+    """The job a dcgm-exporter series is labelled with, or '' for a GPU-level series."""
+    pod = _first(labels, "pod", "exported_pod")
+    if pod:
+        return f"k8s/{_first(labels, 'namespace', 'exported_namespace')}/{pod}"
+    hpc_job = labels.get("hpc_job", "")
+    return f"slurm/{hpc_job}" if hpc_job else ""
+
+
+def _increases(
+    series: list[SeriesWindow],
+    key: Callable[[Labels], tuple[str, ...]],
+    *,
+    hour_start: float,
+) -> dict[tuple[str, ...], float]:
+    """Exact rise per key; duplicate series of one key (two scrape jobs of one agent) count once."""
+    out: dict[tuple[str, ...], float] = {}
+    for s in series:
+        k = key(s.labels)
+        rise = counter_increase(s.window, hour_start=hour_start, new_series_from_zero=True)
+        out[k] = max(rise, out.get(k, 0.0))
+    return out
+
+
+def _by_uuid(labels: Labels) -> tuple[str, ...]:
+    return (labels.get("uuid", ""),)
+
+
+def _by_uuid_job(labels: Labels) -> tuple[str, ...]:
+    return (labels.get("uuid", ""), labels.get("job_key", ""))
+
+
+def _by_uuid_job_method(labels: Labels) -> tuple[str, ...]:
+    return (labels.get("uuid", ""), labels.get("job_key", ""), labels.get("method", ""))
+
+
+def hour_compute(data: HourInput) -> HourResult:
+    """All rows of one cluster-hour."""
+    t0 = data.hour_start
+    gpus: dict[str, GpuRef] = {}
+    models: dict[str, str] = {}
+
+    def counters(metric: str) -> list[SeriesWindow]:
+        return data.counters.get(metric, [])
+
+    # --- the agent's GPUs
+    for s in counters(promql.GPU_ENERGY):
+        uuid = s.labels.get("uuid", "")
+        if uuid and s.window.last is not None:
+            gpus.setdefault(uuid, GpuRef(uuid, s.labels.get("hostname", ""), int(s.labels.get("gpu", "0") or 0), ""))
+    device = _increases(counters(promql.GPU_ENERGY), _by_uuid, hour_start=t0)
+    idle = _increases(counters(promql.GPU_IDLE_ENERGY), _by_uuid, hour_start=t0)
+    resets = _increases(counters(promql.GPU_COUNTER_RESETS), _by_uuid, hour_start=t0)
+    gpu_sampled = _increases(counters(promql.GPU_SAMPLED), _by_uuid, hour_start=t0)
+    agent_uuids = {u for (u,) in device if u in gpus and (device[(u,)] > 0 or gpu_sampled.get((u,), 0) > 0)}
+
+    # --- the agent's jobs
+    energy = _increases(counters(promql.JOB_ENERGY), _by_uuid_job_method, hour_start=t0)
+    sampled = _increases(counters(promql.JOB_SAMPLED), _by_uuid_job, hour_start=t0)
+    sm = _increases(counters(promql.JOB_SM), _by_uuid_job, hour_start=t0)
+    occupancy = _increases(counters(promql.JOB_OCCUPANCY), _by_uuid_job, hour_start=t0)
+    memory: dict[tuple[str, str], float] = {}
+    last_seen: dict[tuple[str, str], float] = {}
+    start: dict[str, float] = {}
+    for tag, labels, value in data.job_gauges:
+        key = (labels.get("uuid", ""), labels.get("job_key", ""))
+        if tag == "memory":
+            memory[key] = max(value, memory.get(key, 0.0))
+        elif tag == "last_seen":
+            last_seen[key] = max(value, last_seen.get(key, 0.0))
+        elif tag == "start" and value > 0:
+            job_key = labels.get("job_key", "")
+            start[job_key] = min(value, start.get(job_key, value))
+
+    rows: dict[tuple[str, str], JobGpuHourRow] = {}
+
+    def row(uuid: str, job_key: str) -> JobGpuHourRow:
+        if (uuid, job_key) not in rows:
+            rows[(uuid, job_key)] = JobGpuHourRow(job_key=job_key, uuid=uuid, source="agent")
+        return rows[(uuid, job_key)]
+
+    for (uuid, job_key, method), joules in energy.items():
+        if uuid in agent_uuids and joules > 0:
+            row(uuid, job_key).energy_by_method[method] = joules
+    for (uuid, job_key), seconds in sampled.items():
+        if uuid in agent_uuids and seconds > 0:
+            row(uuid, job_key).sampled_s = seconds
+    for (uuid, job_key), seconds in occupancy.items():
+        if uuid in agent_uuids and seconds > 0:
+            row(uuid, job_key).occupancy_s = seconds
+    for (uuid, job_key), r in rows.items():
+        r.sm_s = sm.get((uuid, job_key), 0.0)
+        r.peak_memory_bytes = int(memory.get((uuid, job_key), 0))
+        r.last_seen = last_seen.get((uuid, job_key))
+        r.job_start = start.get(job_key)
+
+    # --- dcgm-exporter: the reference energy of every GPU, and attribution where no agent reports
+    copies: dict[str, list[CounterWindow]] = defaultdict(list)
+    for s in data.dcgm_energy:
+        uuid = dcgm_uuid(s.labels)
+        if not uuid:
+            continue
+        copies[uuid].append(s.window)
+        if s.labels.get("modelName"):
+            models[uuid] = s.labels["modelName"]
+        if uuid not in gpus and s.window.last is not None:
+            gpus[uuid] = GpuRef(
+                uuid, _first(s.labels, "Hostname", "hostname"), int(s.labels.get("gpu", "0") or 0), ""
+            )
+    dcgm_energy: dict[str, float] = {}
+    dcgm_resets: dict[str, int] = {}
+    for uuid, windows in copies.items():
+        merged = merge_copies(windows)
+        if merged.last is None:
+            continue
+        dcgm_energy[uuid] = counter_increase(merged, hour_start=t0, new_series_from_zero=False) / 1000.0
+        dcgm_resets[uuid] = int(merged.resets > 0 or merged.needs_raw_samples())
+
+    dcgm_rows, dcgm_gpu = _dcgm_attribution(data, dcgm_energy, exclude=agent_uuids)
+
+    gpu_hours: list[GpuHourRow] = []
+    for uuid in sorted(agent_uuids):
+        agent_j = device[(uuid,)]
+        jobs_j = sum(r.energy_j for (u, _), r in rows.items() if u == uuid)
+        idle_j = idle.get((uuid,), 0.0)
+        dcgm_j = dcgm_energy.get(uuid)
+        residual = agent_j - dcgm_j if dcgm_j is not None else None
+        gpu_hours.append(
+            GpuHourRow(
+                uuid=uuid,
+                source="agent",
+                device_energy_j=agent_j,
+                agent_energy_j=agent_j,
+                dcgm_energy_j=dcgm_j,
+                jobs_energy_j=jobs_j,
+                idle_energy_j=idle_j,
+                unattributed_j=agent_j - jobs_j - idle_j,
+                residual_j=residual,
+                residual_ratio=(residual / dcgm_j) if residual is not None and dcgm_j else None,
+                sampled_s=gpu_sampled.get((uuid,), 0.0),
+                occupied_s=sum(r.occupancy_s for (u, _), r in rows.items() if u == uuid),
+                counter_resets=int(round(resets.get((uuid,), 0.0))),
+            )
+        )
+    for uuid, gpu_row in sorted(dcgm_gpu.items()):
+        gpu_row.counter_resets = dcgm_resets.get(uuid, 0)
+        gpu_hours.append(gpu_row)
+
+    for uuid, model in models.items():
+        if uuid in gpus:
+            g = gpus[uuid]
+            gpus[uuid] = GpuRef(g.uuid, g.hostname, g.index, model)
+
+    job_rows = [r for r in rows.values() if r.energy_j > 0 or r.sampled_s > 0 or r.occupancy_s > 0]
+    job_rows += dcgm_rows
+    jobs = _job_metas(data.job_info, {r.job_key for r in job_rows})
+    return HourResult(gpus=gpus, gpu_hours=gpu_hours, job_hours=job_rows, jobs=jobs)
+
+
+@dataclass
+class _PodStats:
+    samples: float = 0.0
+    power_sum: float = 0.0
+    first: float | None = None
+    last: float | None = None
+    util: float | None = None
+    fb_avg: float = 0.0
+    fb_max: float = 0.0
+
+
+def _dcgm_attribution(
+    data: HourInput, energy_j: dict[str, float], *, exclude: set[str]
+) -> tuple[list[JobGpuHourRow], dict[str, GpuHourRow]]:
+    """Split each dcgm-only GPU-hour's energy between the jobs labelled on it, once."""
+    t0, step = data.hour_start, float(data.scrape_interval_s)
+    pods: dict[str, dict[str, _PodStats]] = defaultdict(lambda: defaultdict(_PodStats))
+    gpu_level: dict[str, _PodStats] = defaultdict(_PodStats)
+    for tag, labels, value in data.dcgm_series:
+        uuid = dcgm_uuid(labels)
+        if not uuid or uuid in exclude:
+            continue
+        job_key = dcgm_job_key(labels)
+        stats = pods[uuid][job_key] if job_key else gpu_level[uuid]
+        match tag:
+            case "samples":
+                stats.samples = max(stats.samples, value)
+            case "power_sum":
+                stats.power_sum = max(stats.power_sum, value)
+            case "first":
+                stats.first = value if stats.first is None else min(stats.first, value)
+            case "last":
+                stats.last = value if stats.last is None else max(stats.last, value)
+            case "util":
+                stats.util = value if stats.util is None else max(stats.util, value)
+            case "fb_avg":
+                stats.fb_avg = max(stats.fb_avg, value)
+            case "fb_max":
+                stats.fb_max = max(stats.fb_max, value)
+
+    job_rows: list[JobGpuHourRow] = []
+    gpu_rows: dict[str, GpuHourRow] = {}
+    for uuid, total_j in energy_j.items():
+        if uuid in exclude:
+            continue
+        present = {k: p for k, p in pods.get(uuid, {}).items() if p.samples > 0}
+        gpu_row = GpuHourRow(uuid=uuid, source="dcgm", device_energy_j=total_j, agent_energy_j=None, dcgm_energy_j=total_j)
+        gpu_rows[uuid] = gpu_row
+        if not present:
+            gpu_row.unattributed_j = total_j  # nothing says which job, if any, used it
+            continue
+        intervals = {k: _presence(p, t0, step) for k, p in present.items()}
+        union_s = _union_length(list(intervals.values()))
+        durations = {k: b - a for k, (a, b) in intervals.items()}
+        overlap = sum(durations.values()) > union_s + step / 2
+        # Power integral while each job was present; copies during an overlap are the same power.
+        power_int = {k: p.power_sum * step for k, p in present.items()}
+        scale = union_s / sum(durations.values()) if sum(durations.values()) > 0 else 1.0
+        occupied_int = sum(power_int.values()) * scale
+        idle_int = gpu_level[uuid].power_sum * step if uuid in gpu_level else 0.0
+        jobs_j = total_j * occupied_int / (occupied_int + idle_int) if occupied_int + idle_int > 0 else total_j
+        method, weights = _dcgm_weights(present, power_int, overlap)
+        weight_sum = sum(weights.values())
+        for job_key, p in present.items():
+            share = weights[job_key] / weight_sum if weight_sum > 0 else 1.0 / len(present)
+            a, b = intervals[job_key]
+            job_rows.append(
+                JobGpuHourRow(
+                    job_key=job_key,
+                    uuid=uuid,
+                    source="dcgm",
+                    energy_by_method={method: jobs_j * share},
+                    sampled_s=p.samples * step,
+                    sm_s=(p.util or 0.0) / 100.0 * p.samples * step,
+                    occupancy_s=durations[job_key] * scale,
+                    peak_memory_bytes=int(p.fb_max * 1024 * 1024),
+                    first_seen=a,
+                    last_seen=b,
+                )
+            )
+        gpu_row.jobs_energy_j = jobs_j
+        gpu_row.idle_energy_j = total_j - jobs_j
+        gpu_row.occupied_s = union_s
+    return job_rows, gpu_rows
+
+
+def _presence(p: _PodStats, t0: float, step: float) -> tuple[float, float]:
+    """The part of the hour a series was present: from its first sample (or the hour's start, when it
+    was there before) to one scrape interval past its last."""
+    first = p.first if p.first is not None and p.first > t0 else t0
+    last = p.last if p.last is not None else first
+    return first, min(t0 + 3600.0, max(first, last) + step)
+
+
+def _union_length(intervals: list[tuple[float, float]]) -> float:
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(intervals):
+        if b <= end:
+            continue
+        total += b - max(a, end)
+        end = b
+    return total
+
+
+def _dcgm_weights(
+    present: dict[str, _PodStats], power_int: dict[str, float], overlap: bool
+) -> tuple[str, dict[str, float]]:
+    if not overlap:
+        return "whole_gpu", power_int
+    utils = [p.util for p in present.values() if p.util is not None]
+    if len(utils) == len(present) and max(utils) - min(utils) > 1e-6 and max(utils) > 0:
+        return "sm_time", {k: (p.util or 0.0) * p.samples for k, p in present.items()}
+    fbs = [p.fb_avg for p in present.values()]
+    if max(fbs) - min(fbs) > 1e-6 and max(fbs) > 0:
+        return "memory", {k: p.fb_avg * p.samples for k, p in present.items()}
+    return "equal", {k: p.samples for k in present for p in [present[k]]}
+
+
+def _job_metas(infos: list[dict[str, str]], job_keys: set[str]) -> dict[str, JobMeta]:
+    metas: dict[str, JobMeta] = {}
+    for labels in infos:
+        key = labels.get("job_key", "")
+        if key:
+            metas[key] = JobMeta(
+                job_key=key,
+                scheduler=labels.get("scheduler", ""),
+                job_id=labels.get("job_id", ""),
+                user=labels.get("user", ""),
+                account=labels.get("account", ""),
+                namespace=labels.get("namespace", ""),
+                pod=labels.get("pod", ""),
+                name=labels.get("name", ""),
+            )
+    for key in job_keys:
+        if key not in metas:
+            metas[key] = _meta_from_key(key)
+    return metas
+
+
+def _meta_from_key(job_key: str) -> JobMeta:
+    """Jobs seen only through dcgm-exporter labels: what the key itself says."""
+    parts = job_key.split("/")
+    if parts[0] == "k8s" and len(parts) >= 3:
+        return JobMeta(job_key=job_key, scheduler="k8s", job_id=parts[2], namespace=parts[1], pod=parts[2], name=parts[2])
+    if parts[0] == "slurm" and len(parts) >= 2:
+        return JobMeta(job_key=job_key, scheduler="slurm", job_id=parts[1])
+    return JobMeta(job_key=job_key, scheduler=parts[0])
+
+
+def parse_vector(result: list[dict[str, Any]]) -> list[tuple[dict[str, str], float]]:
+    return [(dict(item["metric"]), float(item["value"][1])) for item in result]

@@ -1,0 +1,46 @@
+"""python manage.py ingest --start ISO --end ISO [--cluster NAME]"""
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from apps.telemetry.prometheus import PrometheusUnavailable
+from apps.telemetry.services import HourReport, IngestError, clusters_select, range_ingest
+
+
+def _iso(value: str) -> datetime:
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise CommandError(f"{value!r} is not an ISO 8601 time such as 2026-11-02T00:00:00Z.") from None
+
+
+class Command(BaseCommand):
+    help = "Ingest the closed hours h with start <= h < end from each cluster's Prometheus (safe to repeat)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--start", required=True, type=str, help="first hour, ISO 8601 (whole hour, with zone)")
+        parser.add_argument("--end", required=True, type=str, help="end, exclusive, ISO 8601 (whole hour)")
+        parser.add_argument("--cluster", default=None, help="cluster name (default: every cluster)")
+
+    def handle(self, *args: object, **options: str) -> None:
+        start, end = _iso(options["start"]), _iso(options["end"])
+        verbosity = int(options.get("verbosity", 1))
+        try:
+            clusters = clusters_select(options["cluster"])
+            total = int((end - start).total_seconds() // 3600) * len(clusters) if end > start else 0
+
+            def progress(report: HourReport, done: list[int] = [0]) -> None:
+                done[0] += 1
+                if verbosity >= 1:
+                    self.stdout.write(
+                        f"[{done[0]}/{total}] {report.cluster} {report.hour:%Y-%m-%d %H}:00  "
+                        f"{report.gpus} GPUs, {report.jobs} jobs, {report.query_count} queries, "
+                        f"{report.duration_s:.2f}s (Prometheus {report.prometheus_s:.2f}s)"
+                    )
+
+            reports = range_ingest(clusters=clusters, start=start, end=end, progress=progress)
+        except (IngestError, PrometheusUnavailable) as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(self.style.SUCCESS(f"Ingested {len(reports)} cluster-hours."))

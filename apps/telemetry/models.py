@@ -1,0 +1,66 @@
+"""Per GPU-hour device energy, and the ingest's bookkeeping per cluster."""
+from __future__ import annotations
+
+from django.db import models
+
+from apps.fleet.models import Cluster, Gpu
+
+
+class GpuHour(models.Model):
+    """One GPU's closed hour: energy from the agent and from DCGM, idle energy, the residuals."""
+
+    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="hours")
+    hour = models.DateTimeField(help_text="Start of the hour, UTC.")
+    source = models.CharField(max_length=10, help_text="agent, or dcgm where no agent reports this GPU")
+    device_energy_j = models.FloatField(help_text="Energy the GPU used: the agent's, else DCGM's.")
+    agent_energy_j = models.FloatField(null=True, blank=True)
+    dcgm_energy_j = models.FloatField(null=True, blank=True)
+    jobs_energy_j = models.FloatField(default=0.0)
+    idle_energy_j = models.FloatField(default=0.0)
+    unattributed_j = models.FloatField(default=0.0, help_text="device - jobs - idle: zero when the split adds up.")
+    residual_j = models.FloatField(null=True, blank=True, help_text="agent - DCGM energy.")
+    residual_ratio = models.FloatField(null=True, blank=True, help_text="residual / DCGM energy.")
+    sampled_s = models.FloatField(default=0.0, help_text="Seconds of the hour the agent sampled.")
+    occupied_s = models.FloatField(default=0.0, help_text="GPU-seconds charged to jobs.")
+    counter_resets = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["hour", "gpu_id"]
+        constraints = [models.UniqueConstraint(fields=["gpu", "hour"], name="gpuhour_unique")]
+        indexes = [models.Index(fields=["hour"], name="gpuhour_hour")]  # fleet totals over a period
+
+    def __str__(self) -> str:
+        return f"{self.gpu_id} at {self.hour:%Y-%m-%d %H}:00"
+
+
+class IngestedHour(models.Model):
+    """A cluster-hour that was ingested, with what it cost."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="ingested_hours")
+    hour = models.DateTimeField()
+    ingested_at = models.DateTimeField(auto_now=True)
+    query_count = models.PositiveIntegerField(default=0)
+    duration_s = models.FloatField(default=0.0)
+    prometheus_s = models.FloatField(default=0.0, help_text="Time spent waiting on Prometheus.")
+    stats = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["cluster__name", "hour"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "hour"], name="ingestedhour_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.cluster} {self.hour:%Y-%m-%d %H}:00"
+
+
+class IngestWatermark(models.Model):
+    """Every hour of the cluster before `ingested_through` has been ingested."""
+
+    cluster = models.OneToOneField(Cluster, on_delete=models.CASCADE, related_name="watermark")
+    ingested_through = models.DateTimeField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["cluster__name"]
+
+    def __str__(self) -> str:
+        return f"{self.cluster} through {self.ingested_through:%Y-%m-%d %H}:00"

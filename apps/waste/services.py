@@ -1,0 +1,104 @@
+"""Writes to flags: raised while their condition holds, withdrawn (if nobody reviewed them) once it
+no longer does, so re-ingesting an hour leaves them as they were."""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import datetime
+
+from django.conf import settings
+from django.db.models import Q
+
+from apps.fleet.models import Cluster
+from apps.jobs.models import Job, JobGpuHour
+from apps.telemetry.models import GpuHour
+
+from .models import Flag
+
+GPU_HOUR_KINDS = (Flag.Kind.COUNTER_RESET, Flag.Kind.CONSERVATION)
+
+
+def gpu_hour_flag_kinds(row: GpuHour, *, scrape_interval_s: int) -> list[str]:
+    """`counter_reset` when the driver's counter went backwards; `conservation` when the agent saw the
+    whole hour and still differs from DCGM by more than the threshold (a reset explains a residual)."""
+    kinds = []
+    if row.counter_resets:
+        kinds.append(Flag.Kind.COUNTER_RESET)
+    elif (
+        row.source == "agent"
+        and row.residual_ratio is not None
+        and abs(row.residual_ratio) > settings.FLEETWATT_CONSERVATION_THRESHOLD
+        and row.sampled_s >= 3600 - 2 * scrape_interval_s
+    ):
+        kinds.append(Flag.Kind.CONSERVATION)
+    return kinds
+
+
+def gpu_hour_flags_replace(*, cluster: Cluster, hour: datetime, rows: Sequence[GpuHour]) -> None:
+    wanted: dict[tuple[str, int], dict] = {}
+    for row in rows:
+        for kind in gpu_hour_flag_kinds(row, scrape_interval_s=cluster.scrape_interval_s):
+            wanted[(kind, row.gpu.pk)] = {
+                "device_energy_j": row.device_energy_j,
+                "dcgm_energy_j": row.dcgm_energy_j,
+                "residual_j": row.residual_j,
+                "residual_ratio": row.residual_ratio,
+                "counter_resets": row.counter_resets,
+            }
+    existing = Flag.objects.filter(cluster=cluster, hour=hour, job__isnull=True, kind__in=GPU_HOUR_KINDS)
+    existing.filter(status=Flag.Status.OPEN).exclude(
+        Q(pk__in=[f.pk for f in existing if (f.kind, f.gpu_id) in wanted])
+    ).delete()
+    for (kind, gpu_id), evidence in wanted.items():
+        Flag.objects.update_or_create(
+            kind=kind, cluster=cluster, job=None, gpu_id=gpu_id, hour=hour, defaults={"evidence": evidence}
+        )
+
+
+def job_flags_sync(*, jobs: Sequence[Job]) -> None:
+    """The job's own flags (low coverage) and the kinds of flags on the GPU-hours it ran in."""
+    if not jobs:
+        return
+    threshold = settings.FLEETWATT_COVERAGE_THRESHOLD
+    by_id = {j.pk: j for j in jobs}
+    low = [j for j in jobs if j.coverage < threshold and j.sampled_s > 0]
+    fine = [j.pk for j in jobs if j not in low]
+    Flag.objects.filter(kind=Flag.Kind.LOW_COVERAGE, job_id__in=fine, status=Flag.Status.OPEN).delete()
+    for job in low:
+        Flag.objects.update_or_create(
+            kind=Flag.Kind.LOW_COVERAGE,
+            cluster_id=job.cluster_id,
+            job=job,
+            gpu=None,
+            hour=None,
+            defaults={
+                "evidence": {
+                    "coverage": job.coverage,
+                    "sampled_s": job.sampled_s,
+                    "expected_s": job.expected_s,
+                    "energy_j": job.energy_j,
+                    "threshold": threshold,
+                }
+            },
+        )
+    kinds: dict[int, set[str]] = defaultdict(set)
+    for job_id, kind in Flag.objects.filter(job_id__in=by_id).values_list("job_id", "kind"):
+        kinds[job_id].add(kind)
+    gpu_hours = JobGpuHour.objects.filter(job_id__in=by_id).values_list("job_id", "gpu_id", "hour")
+    hour_flags: dict[tuple[int, datetime], set[str]] = defaultdict(set)
+    pairs = {(g, h) for _, g, h in gpu_hours}
+    if pairs:
+        gpu_ids = {g for g, _ in pairs}
+        for gpu_id, hour, kind in Flag.objects.filter(
+            job__isnull=True, gpu_id__in=gpu_ids, kind__in=GPU_HOUR_KINDS
+        ).values_list("gpu_id", "hour", "kind"):
+            hour_flags[(gpu_id, hour)].add(kind)
+        for job_id, gpu_id, hour in gpu_hours:
+            kinds[job_id] |= hour_flags.get((gpu_id, hour), set())
+    changed = []
+    for job in jobs:
+        new = sorted(kinds.get(job.pk, set()))
+        if new != sorted(job.flags):
+            job.flags = new
+            changed.append(job)
+    Job.objects.bulk_update(changed, ["flags"], batch_size=1000)

@@ -1,0 +1,10 @@
+"""Settings for the test suite: the real Postgres, Redis and Prometheus, and fixed test secrets."""
+import os
+
+os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-not-a-secret")
+os.environ.setdefault("DJANGO_SECURE_SSL_REDIRECT", "0")
+os.environ.setdefault("DJANGO_SECURE_COOKIES", "0")
+
+from .settings import *  # noqa: E402,F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins in tests

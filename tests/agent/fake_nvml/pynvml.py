@@ -1,0 +1,209 @@
+"""A fake `pynvml` for the agent's tests: the calls the NVML backend makes, over a scripted GPU.
+
+In-process tests set `GPUS` directly. A subprocess (the two-jobs script's dry run) gets this module
+first on PYTHONPATH and a JSON file in FAKE_NVML_STATE that it re-reads on every tick:
+{"gpus": [{"power_w": 700, "procs": {"<pid>": {"mem": bytes, "sm": percent}}}]}; the energy counter is
+then integrated from that power over real time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+NVML_SUCCESS = 0
+NVML_ERROR_UNINITIALIZED = 1
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_NOT_FOUND = 6
+NVML_ERROR_DRIVER_NOT_LOADED = 9
+NVML_ERROR_LIBRARY_NOT_FOUND = 12
+NVML_ERROR_GPU_IS_LOST = 15
+
+
+class NVMLError(Exception):
+    def __init__(self, value: int) -> None:
+        super().__init__(f"fake NVML error {value}")
+        self.value = value
+
+
+@dataclass
+class Proc:
+    pid: int
+    usedGpuMemory: int | None  # noqa: N815 - pynvml's name
+
+
+@dataclass
+class UtilSample:
+    pid: int
+    timeStamp: int  # noqa: N815
+    smUtil: int  # noqa: N815
+    memUtil: int = 0  # noqa: N815
+    encUtil: int = 0  # noqa: N815
+    decUtil: int = 0  # noqa: N815
+
+
+@dataclass
+class Memory:
+    total: int
+    used: int
+    free: int
+
+
+@dataclass
+class FakeGpu:
+    uuid: str = "GPU-00000000-0000-0000-0000-000000000000"
+    name: str = "Fake H200"
+    energy_mj: int = 1_000_000
+    power_mw: int = 100_000
+    memory_total: int = 141 * 2**30
+    procs: dict[int, int | None] = field(default_factory=dict)  # pid -> memory bytes
+    sm: dict[int, int] = field(default_factory=dict)  # pid -> SM %; absent: no sample this tick
+    energy_supported: bool = True
+    util_supported: bool = True
+    accounting: bool = False
+    mig: bool = False
+    lost: bool = False
+    calls: dict[str, int] = field(default_factory=dict)
+    last_energy_time: float = field(default_factory=time.monotonic)
+
+
+GPUS: list[FakeGpu] = []
+INIT_ERROR: int | None = None
+DRIVER = "999.99.99"
+_CONTROL = os.environ.get("FAKE_NVML_STATE")
+
+
+def reset(n: int = 1) -> list[FakeGpu]:
+    global INIT_ERROR
+    INIT_ERROR = None
+    GPUS[:] = [FakeGpu(uuid=f"GPU-fake-{i:04d}") for i in range(n)]
+    return GPUS
+
+
+def _gpu(handle: int) -> FakeGpu:
+    gpu = GPUS[handle]
+    gpu.calls[_caller()] = gpu.calls.get(_caller(), 0) + 1
+    if gpu.lost:
+        raise NVMLError(NVML_ERROR_GPU_IS_LOST)
+    return gpu
+
+
+def _caller() -> str:
+    import sys
+
+    return sys._getframe(2).f_code.co_name
+
+
+def _sync_control() -> None:
+    """Subprocess mode: follow the control file, integrate energy from its power."""
+    if not _CONTROL:
+        return
+    try:
+        with open(_CONTROL) as f:
+            state: dict[str, Any] = json.load(f)
+    except (OSError, ValueError):
+        return
+    now = time.time()
+    for gpu, spec in zip(GPUS, state.get("gpus", [])):
+        # Energy is a function of wall time over the control file's power history, so that every
+        # process using this fake reads the same counter.
+        history = spec.get("history") or [[now, spec.get("power_w", 100)]]
+        joules = 0.0
+        for (t0, p0), (t1, _) in zip(history, history[1:] + [[now, 0]]):
+            joules += float(p0) * max(min(t1, now) - t0, 0.0)
+        gpu.energy_mj = 1_000_000 + int(joules * 1000)
+        gpu.power_mw = int(float(spec.get("power_w", 100)) * 1000)
+        gpu.procs = {int(pid): int(p.get("mem", 0)) for pid, p in spec.get("procs", {}).items()}
+        gpu.sm = {int(pid): int(p["sm"]) for pid, p in spec.get("procs", {}).items() if p.get("sm")}
+
+
+def nvmlInit() -> None:  # noqa: N802 - pynvml's names follow
+    if INIT_ERROR is not None:
+        raise NVMLError(INIT_ERROR)
+    if _CONTROL and not GPUS:
+        reset(1)
+
+
+def nvmlShutdown() -> None:  # noqa: N802
+    pass
+
+
+def nvmlSystemGetDriverVersion() -> str:  # noqa: N802
+    return DRIVER
+
+
+def nvmlDeviceGetCount() -> int:  # noqa: N802
+    return len(GPUS)
+
+
+def nvmlDeviceGetHandleByIndex(index: int) -> int:  # noqa: N802
+    return index
+
+
+def nvmlDeviceGetUUID(h: int) -> str:  # noqa: N802
+    return _gpu(h).uuid
+
+
+def nvmlDeviceGetName(h: int) -> str:  # noqa: N802
+    return _gpu(h).name
+
+
+def nvmlDeviceGetTotalEnergyConsumption(h: int) -> int:  # noqa: N802
+    gpu = _gpu(h)
+    if not gpu.energy_supported:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    if _CONTROL:
+        _sync_control()
+    return gpu.energy_mj
+
+
+def nvmlDeviceGetPowerUsage(h: int) -> int:  # noqa: N802
+    return _gpu(h).power_mw
+
+
+def nvmlDeviceGetMemoryInfo(h: int) -> Memory:  # noqa: N802
+    gpu = _gpu(h)
+    used = sum(m or 0 for m in gpu.procs.values()) + 500 * 2**20
+    return Memory(gpu.memory_total, used, gpu.memory_total - used)
+
+
+def nvmlDeviceGetComputeRunningProcesses(h: int) -> list[Proc]:  # noqa: N802
+    if _CONTROL:
+        _sync_control()
+    return [Proc(pid, mem) for pid, mem in _gpu(h).procs.items()]
+
+
+def nvmlDeviceGetGraphicsRunningProcesses(h: int) -> list[Proc]:  # noqa: N802
+    _gpu(h)
+    return []
+
+
+def nvmlDeviceGetProcessUtilization(h: int, last_seen: int) -> list[UtilSample]:  # noqa: N802
+    gpu = _gpu(h)
+    if not gpu.util_supported:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    now = int(time.time() * 1e6)
+    samples = [UtilSample(pid, now, util) for pid, util in gpu.sm.items() if util > 0]
+    if not samples or now <= last_seen:
+        raise NVMLError(NVML_ERROR_NOT_FOUND)
+    return samples
+
+
+def nvmlDeviceGetAccountingMode(h: int) -> int:  # noqa: N802
+    return 1 if _gpu(h).accounting else 0
+
+
+def nvmlDeviceGetMigMode(h: int) -> list[int]:  # noqa: N802
+    gpu = _gpu(h)
+    return [1, 1] if gpu.mig else [0, 0]
+
+
+def nvmlDeviceGetAccountingPids(h: int) -> list[int]:  # noqa: N802
+    return list(_gpu(h).procs)
+
+
+def nvmlDeviceGetAccountingStats(h: int, pid: int) -> Any:  # noqa: N802
+    raise NVMLError(NVML_ERROR_NOT_FOUND)

@@ -1,0 +1,82 @@
+"""Shared fixtures: real Postgres (pytest-django), and real Prometheus servers loaded with simulated
+history through promtool."""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from apps.simulator.engine import FleetSimulation, JobTruth
+from apps.simulator.exposition import openmetrics_write
+from apps.simulator.local_prometheus import LocalPrometheus, blocks_create, config_write, free_port
+from apps.simulator.scenario import Scenario, scenario_from_dict
+
+SIM_LABELS = {"job": "fleetwatt-sim", "instance": "simulator:9400"}
+
+
+@dataclass
+class LoadedHistory:
+    scenario: Scenario
+    sim: FleetSimulation
+    truth: dict[str, JobTruth]
+    prometheus: LocalPrometheus
+
+    @property
+    def url(self) -> str:
+        return self.prometheus.url
+
+
+@pytest.fixture(scope="session")
+def history_loader(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[dict[str, Any]], LoadedHistory]]:
+    """Simulate a scenario, backfill it with promtool into a fresh Prometheus, start it (cached)."""
+    loaded: dict[str, LoadedHistory] = {}
+
+    def load(raw: dict[str, Any]) -> LoadedHistory:
+        key = json.dumps(raw, sort_keys=True)
+        if key not in loaded:
+            scenario = scenario_from_dict(raw)
+            sim = FleetSimulation(scenario)
+            folder = tmp_path_factory.mktemp(f"prometheus-{scenario.name}")
+            history = folder / "history.om"
+            with history.open("w") as out:
+                written = openmetrics_write(sim.series(), out, extra_labels=SIM_LABELS)
+            blocks_create(history, folder / "data", expected_samples=written)
+            config_write(folder / "prometheus.yml", targets=[], scrape_interval_s=scenario.scrape_interval_s)
+            prometheus = LocalPrometheus(folder / "data", folder / "prometheus.yml", free_port())
+            prometheus.start(log=folder / "prometheus.log")
+            loaded[key] = LoadedHistory(scenario, sim, sim.truth(), prometheus)
+        return loaded[key]
+
+    yield load
+    for history in loaded.values():
+        history.prometheus.stop()
+
+
+@pytest.fixture
+def cluster_for(db: None) -> Callable[[LoadedHistory], Any]:
+    from apps.fleet.models import Cluster
+
+    def make(history: LoadedHistory, name: str = "default") -> Cluster:
+        cluster, _ = Cluster.objects.update_or_create(
+            name=name,
+            defaults={"prometheus_url": history.url, "scrape_interval_s": history.scenario.scrape_interval_s},
+        )
+        return cluster
+
+    return make
+
+
+@pytest.fixture(autouse=True)
+def _fleetwatt_settings(settings: Any) -> None:
+    settings.FLEETWATT_PROMETHEUS_URL = "http://127.0.0.1:9"  # never the developer's own server
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
