@@ -161,6 +161,8 @@ def nvmlDeviceGetTotalEnergyConsumption(h: int) -> int:  # noqa: N802
 
 
 def nvmlDeviceGetPowerUsage(h: int) -> int:  # noqa: N802
+    if _CONTROL:
+        _sync_control()
     return _gpu(h).power_mw
 
 
