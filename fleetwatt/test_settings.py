@@ -8,3 +8,6 @@ os.environ.setdefault("DJANGO_SECURE_COOKIES", "0")
 from .settings import *  # noqa: E402,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins in tests
+
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # noqa: F405
+WHITENOISE_USE_FINDERS = True

@@ -9,6 +9,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from apps.fleet.models import Cluster
+from apps.jobs.models import Job
 from apps.telemetry.models import IngestedHour
 
 from .selectors import low_coverage_jobs, team_daily_energy
@@ -32,6 +33,14 @@ def _period(request: HttpRequest) -> tuple[datetime, datetime]:
     return start, end
 
 
+def _with_split(job: Job) -> Job:
+    """Energy in kWh and each method's share, for the table."""
+    job.energy_kwh = job.energy_j / 3.6e6  # type: ignore[attr-defined]
+    total = sum(job.attribution_j.values()) or 1.0
+    job.split_pct = [(m, 100.0 * j / total) for m, j in job.attribution_j.items()]  # type: ignore[attr-defined]
+    return job
+
+
 @login_required
 def fleet(request: HttpRequest) -> HttpResponse:
     start, end = _period(request)
@@ -41,7 +50,7 @@ def fleet(request: HttpRequest) -> HttpResponse:
         "start": start.date(),
         "end": end.date(),
         "energy": energy,
-        "flagged": low_coverage_jobs(user=request.user, start=start, end=end, threshold=threshold),
+        "flagged": [_with_split(job) for job in low_coverage_jobs(user=request.user, start=start, end=end, threshold=threshold)],
         "threshold_pct": round(threshold * 100),
         "has_data": IngestedHour.objects.exists(),
         "prometheus_url": Cluster.objects.values_list("prometheus_url", flat=True).first()

@@ -6,7 +6,7 @@ from apps.fleet.models import Gpu
 class GpuSerializer(serializers.ModelSerializer):
     cluster = serializers.CharField(source="node.cluster.name", help_text="Cluster name.")
     hostname = serializers.CharField(source="node.hostname", help_text="Node hostname.")
-    hours = serializers.IntegerField(help_text="Ingested hours in the period (h).")
+    hours = serializers.IntegerField(source="hours_count", help_text="Ingested hours in the period (h).")
     energy_j = serializers.FloatField(help_text="Device energy in the period (J).")
     jobs_energy_j = serializers.FloatField(help_text="Energy attributed to jobs (J).")
     idle_energy_j = serializers.FloatField(help_text="Energy in samples with no job (J).")
@@ -21,5 +21,5 @@ class GpuSerializer(serializers.ModelSerializer):
         ]
 
     def get_utilisation(self, gpu: Gpu) -> float:
-        hours = getattr(gpu, "hours", 0) or 0
+        hours = getattr(gpu, "hours_count", 0) or 0
         return (getattr(gpu, "occupied_s", 0.0) or 0.0) / (hours * 3600.0) if hours else 0.0

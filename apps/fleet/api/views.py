@@ -38,7 +38,7 @@ class GpuViewSet(viewsets.ReadOnlyModelViewSet):
         return (
             Gpu.objects.select_related("node__cluster")
             .annotate(
-                hours=Count("hours", filter=period),
+                hours_count=Count("hours", filter=period),
                 energy_j=Coalesce(Sum("hours__device_energy_j", filter=period), zero),
                 jobs_energy_j=Coalesce(Sum("hours__jobs_energy_j", filter=period), zero),
                 idle_energy_j=Coalesce(Sum("hours__idle_energy_j", filter=period), zero),

@@ -1,0 +1,44 @@
+# fleetwatt: the commands people run. `make demo` and `make test` set everything up themselves.
+SHELL := /bin/bash
+PY := .venv/bin/python
+export PYTHONUNBUFFERED := 1
+
+.PHONY: demo test bootstrap lint run worker beat bench stop gpu-two-jobs migrate
+
+bootstrap:
+	@bash scripts/bootstrap.sh
+
+demo: bootstrap
+	@bash scripts/demo.sh
+
+test:
+	@WANT_CHROMIUM=1 bash scripts/bootstrap.sh
+	@DJANGO_DEBUG=1 $(PY) manage.py check >/dev/null
+	$(PY) -m pytest -q -p no:cacheprovider
+
+lint: bootstrap
+	.venv/bin/ruff check apps fleetwatt tests bench
+	.venv/bin/mypy
+
+migrate: bootstrap
+	DJANGO_DEBUG=1 $(PY) manage.py migrate
+
+run: bootstrap
+	DJANGO_DEBUG=1 $(PY) manage.py runserver
+
+worker: bootstrap
+	.venv/bin/celery -A fleetwatt worker -l info
+
+beat: bootstrap
+	.venv/bin/celery -A fleetwatt beat -l info -s var/celerybeat-schedule
+
+bench: bootstrap
+	$(PY) bench/ingest_cluster_hour.py
+	@if [ -f bench/agent_tick.py ]; then $(PY) bench/agent_tick.py; fi
+
+stop:
+	@for p in var/run/*.pid; do [ -f "$$p" ] && kill "$$(cat $$p)" 2>/dev/null; rm -f "$$p"; done; echo stopped
+
+# On a GPU node (the H200 experiment of docs/agent-h200.md).
+gpu-two-jobs:
+	bash agent/scripts/gpu_two_jobs.sh

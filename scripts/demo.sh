@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# make demo: a week of simulated fleet history in a Prometheus of our own, the live simulator, Celery
+# worker and beat, the web server; then the URL and a login.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export DJANGO_DEBUG=${DJANGO_DEBUG:-1}
+PY=.venv/bin/python
+VAR=var/demo
+RUN=var/run
+mkdir -p "$VAR" "$RUN" var/log
+
+stop_pid() { [ -f "$1" ] && kill "$(cat "$1")" 2>/dev/null || true; rm -f "$1"; }
+free_port() { $PY -c 'from apps.simulator.local_prometheus import free_port; print(free_port())'; }
+wait_http() { for _ in $(seq 120); do curl -fsS -o /dev/null "$1" && return 0; sleep 0.5; done; echo "no answer from $1" >&2; return 1; }
+
+$PY manage.py migrate -v0
+
+for p in prometheus simulator worker beat web; do stop_pid "$RUN/$p.pid"; done
+
+# The fleet starts a week before the current hour; its history runs up to now, the live simulator on.
+START=$(date -u -d "$(date -u +%Y-%m-%dT%H:00:00) 7 days ago" +%Y-%m-%dT%H:00:00Z)
+NOW=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+SIM_PORT=${FLEETWATT_SIM_PORT:-9400}
+PROM_PORT=${FLEETWATT_DEMO_PROMETHEUS_PORT:-$(free_port)}
+echo "simulating the demo fleet from $START to $NOW ..."
+rm -rf "$VAR/data" "$VAR"/history*.om
+$PY manage.py simulate history --scenario demo --start "$START" --until "$NOW" --out "$VAR/history" --chunk-hours 24 \
+  --truth "$VAR/truth.json" --label job=fleetwatt-sim --label "instance=127.0.0.1:$SIM_PORT" | tee "$VAR/simulate.log"
+echo "backfilling it into Prometheus with promtool, a day at a time ..."
+# Two days at once: promtool is single-threaded and the machine has two cores.
+ls "$VAR"/history.*.om | xargs -P 2 -I{} sh -c 'promtool tsdb create-blocks-from openmetrics {} "$0/data" >> var/log/promtool.log && rm -f {}' "$VAR"
+$PY - <<PY
+from pathlib import Path
+from apps.simulator.local_prometheus import config_write
+config_write(Path("$VAR/prometheus.yml"), targets=["127.0.0.1:$SIM_PORT"], scrape_interval_s=60)
+PY
+
+setsid nohup $PY manage.py simulate serve --scenario demo --start "$START" --listen "127.0.0.1:$SIM_PORT" \
+  > var/log/simulator.log 2>&1 & echo $! > "$RUN/simulator.pid"
+setsid nohup prometheus --config.file="$VAR/prometheus.yml" --storage.tsdb.path="$VAR/data" \
+  --storage.tsdb.retention.time=3650d --web.listen-address="127.0.0.1:$PROM_PORT" \
+  > var/log/prometheus.log 2>&1 & echo $! > "$RUN/prometheus.pid"
+wait_http "http://127.0.0.1:$PROM_PORT/-/ready"
+wait_http "http://127.0.0.1:$SIM_PORT/healthz"
+
+export FLEETWATT_PROMETHEUS_URL="http://127.0.0.1:$PROM_PORT" FLEETWATT_SCRAPE_INTERVAL_S=60
+echo "FLEETWATT_PROMETHEUS_URL=$FLEETWATT_PROMETHEUS_URL" > "$VAR/env"
+$PY manage.py demo_setup --prometheus-url "$FLEETWATT_PROMETHEUS_URL" --scrape-interval 60
+END=$(date -u -d "$(date -u +%Y-%m-%dT%H:00:00) 1 hour ago" +%Y-%m-%dT%H:00:00Z)
+echo "ingesting $START .. $END ..."
+$PY manage.py ingest --start "$START" --end "$END" --cluster default -v1 | awk 'NR % 24 == 0 || /Ingested/'
+
+setsid nohup .venv/bin/celery -A fleetwatt worker -l info --concurrency 1 > var/log/worker.log 2>&1 & echo $! > "$RUN/worker.pid"
+setsid nohup .venv/bin/celery -A fleetwatt beat -l info -s var/celerybeat-schedule > var/log/beat.log 2>&1 & echo $! > "$RUN/beat.pid"
+WEB_PORT=${FLEETWATT_WEB_PORT:-8000}
+setsid nohup $PY manage.py runserver "0.0.0.0:$WEB_PORT" --noreload > var/log/web.log 2>&1 & echo $! > "$RUN/web.pid"
+wait_http "http://127.0.0.1:$WEB_PORT/healthz"
+echo
+echo "fleetwatt is running: http://127.0.0.1:$WEB_PORT/   (API: /api/, docs: /api/docs/)"
+echo "log in as admin / fleetwatt-admin (everything) or ada / fleetwatt-demo (team vision)"
+echo "Prometheus: $FLEETWATT_PROMETHEUS_URL   simulator: http://127.0.0.1:$SIM_PORT/metrics   logs: var/log/"

@@ -1,0 +1,130 @@
+"""The jobs and GPUs API over an ingested scenario: auth, team scoping, fields and units, CSV, schema."""
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.core.management import call_command
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from apps.fleet.models import Team, TeamMembership, TeamRule
+from apps.jobs.models import Job
+from tests.scenarios import spine_scenario
+
+pytestmark = [pytest.mark.django_db, pytest.mark.prometheus]
+
+FIELDS = {
+    "cluster", "job_key", "scheduler", "job_id", "user", "team", "start", "end", "gpu_hours", "energy_j",
+    "facility_kwh", "attribution", "attribution_j", "coverage", "operational_kg", "embodied_kg", "cost",
+    "currency", "flags",
+}
+
+
+@pytest.fixture
+def ingested(history_loader, cluster_for):
+    history = history_loader(spine_scenario())
+    cluster_for(history)
+    vision = Team.objects.create(name="vision")
+    nlp = Team.objects.create(name="nlp")
+    TeamRule.objects.create(team=vision, kind="slurm_account", value="vision")
+    TeamRule.objects.create(team=nlp, kind="slurm_account", value="nlp")
+    call_command("ingest", start="2026-11-02T00:00:00Z", end="2026-11-02T07:00:00Z", verbosity=0)
+    member = User.objects.create_user("ada", password="pw")
+    TeamMembership.objects.create(user=member, team=vision)
+    return history
+
+
+def _client(user: User | None) -> APIClient:
+    client = APIClient()
+    if user is not None:
+        client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    return client
+
+
+def test_anonymous_is_refused(ingested) -> None:
+    assert APIClient().get("/api/jobs/").status_code in (401, 403)
+    assert APIClient().get("/api/gpus/").status_code in (401, 403)
+
+
+def test_member_sees_only_the_team_jobs_and_gets_404_on_others(ingested) -> None:
+    client = _client(User.objects.get(username="ada"))
+    listed = client.get("/api/jobs/").json()["results"]
+    assert {j["job_key"] for j in listed} == {"slurm/101", "slurm/104"}
+    other = Job.objects.get(job_key="slurm/102")
+    assert client.get(f"/api/jobs/{other.pk}/").status_code == 404
+    mine = Job.objects.get(job_key="slurm/101")
+    assert client.get(f"/api/jobs/{mine.pk}/").status_code == 200
+
+
+def test_unmatched_jobs_go_to_unassigned_that_admins_see(ingested) -> None:
+    admin = User.objects.create_user("root", is_staff=True)
+    listed = _client(admin).get("/api/jobs/", {"team": "unassigned", "page_size": 100}).json()["results"]
+    assert {"proc/4242-1793580000", "slurm/105", "k8s/search/ranker-0"} <= {j["job_key"] for j in listed}
+
+
+def test_fields_and_units(ingested) -> None:
+    finance = User.objects.create_user("fin")
+    finance.groups.add(Group.objects.create(name="finance"))
+    client = _client(finance)
+    jobs = client.get("/api/jobs/", {"page_size": 100}).json()["results"]
+    assert len(jobs) == len(ingested.truth)
+    for job in jobs:
+        assert FIELDS <= job.keys()
+    heavy = next(j for j in jobs if j["job_key"] == "slurm/101")
+    truth = ingested.truth["slurm/101"]
+    assert heavy["energy_j"] == pytest.approx(truth.energy_j, rel=1e-4)
+    assert heavy["facility_kwh"] == pytest.approx(truth.energy_j / 3.6e6, rel=1e-4)
+    assert heavy["attribution"] == "whole_gpu" and set(heavy["attribution_j"]) == {"whole_gpu"}
+    assert 0 <= heavy["coverage"] <= 1
+    assert heavy["gpu_hours"] == pytest.approx((truth.end - truth.start) * 2 / 3600, rel=1e-3)
+
+    detail = client.get(f"/api/jobs/{heavy['id']}/").json()
+    assert len(detail["gpus"]) == 2
+    assert sum(h["energy_j"] for h in detail["hours"]) == pytest.approx(heavy["energy_j"], rel=1e-9)
+    assert {h["hour"][:13] for h in detail["hours"]} == {f"2026-11-02T0{h}" for h in range(4)}
+
+
+def test_filters_flagged_and_cluster(ingested) -> None:
+    client = _client(User.objects.create_user("root", is_staff=True))
+    flagged = client.get("/api/jobs/", {"flagged": "true"}).json()["results"]
+    assert {"slurm/105"} <= {j["job_key"] for j in flagged}
+    assert all(j["flags"] for j in flagged)
+    low = client.get("/api/jobs/", {"flag": "low_coverage"}).json()["results"]
+    assert [j["job_key"] for j in low] == ["slurm/105"]
+    assert client.get("/api/jobs/", {"cluster": "nope"}).status_code == 400
+    window = client.get("/api/jobs/", {"start": "2026-11-02T04:30:00Z"}).json()["results"]
+    assert "slurm/101" not in {j["job_key"] for j in window}  # ended 03:41
+
+
+def test_csv(ingested) -> None:
+    client = _client(User.objects.create_user("root", is_staff=True))
+    response = client.get("/api/jobs/", {"format": "csv", "page_size": 100})
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert len(rows) == len(ingested.truth)
+    assert {"energy_j", "coverage", "attribution", "gpu_hours"} <= rows[0].keys()
+    gpus = client.get("/api/gpus/", {"format": "csv"})
+    assert gpus.status_code == 200 and b"idle_energy_j" in gpus.content
+
+
+def test_gpus(ingested) -> None:
+    client = _client(User.objects.create_user("root", is_staff=True))
+    gpus = client.get("/api/gpus/", {"page_size": 100}).json()["results"]
+    assert len(gpus) == 8
+    for gpu in gpus:
+        assert gpu["hours"] >= 6
+        assert gpu["energy_j"] > 0 and 0 <= gpu["utilisation"] <= 1
+        assert gpu["model_name"] == "NVIDIA H200"
+
+
+def test_schema_and_offline_docs(ingested) -> None:
+    client = _client(User.objects.create_user("root", is_staff=True))
+    schema = client.get("/api/schema/", {"format": "json"})
+    assert schema.status_code == 200
+    paths = schema.json()["paths"]
+    assert {"/api/jobs/", "/api/jobs/{id}/", "/api/gpus/"} <= paths.keys()
+    docs = client.get("/api/docs/")
+    assert docs.status_code == 200 and b"cdn" not in docs.content.lower()
