@@ -187,9 +187,9 @@ def nvmlDeviceGetProcessUtilization(h: int, last_seen: int) -> list[UtilSample]:
     gpu = _gpu(h)
     if not gpu.util_supported:
         raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
-    now = int(time.time() * 1e6)
+    now = max(int(time.time() * 1e6), last_seen + 1)  # a sample newer than the caller's last one
     samples = [UtilSample(pid, now, util) for pid, util in gpu.sm.items() if util > 0]
-    if not samples or now <= last_seen:
+    if not samples:
         raise NVMLError(NVML_ERROR_NOT_FOUND)
     return samples
 
