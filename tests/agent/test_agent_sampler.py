@@ -1,0 +1,143 @@
+"""Linger, job start times, replay time shifting, missed ticks and the flags' environment fallbacks."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from fleetwatt_agent.backends.replay import ReplayBackend
+from fleetwatt_agent.collector import make_registry
+from fleetwatt_agent.config import load
+from fleetwatt_agent.errors import ConfigError
+from fleetwatt_agent.model import JobInfo
+from fleetwatt_agent.sampler import SamplerSettings
+from prometheus_client import generate_latest
+
+from .testkit import gpu, make_sampler, tick, write_trace
+
+
+def job_series(sampler, key: str) -> list[str]:  # type: ignore[no-untyped-def]
+    text = generate_latest(make_registry(sampler.snapshot, process_metrics=False)).decode()
+    return [line for line in text.splitlines() if f'job_key="{key}"' in line]
+
+
+def test_a_job_that_left_lingers_then_is_dropped() -> None:
+    # given job a on the GPU for 5 s, then gone; linger 10 s
+    ticks = [tick(i, [gpu(energy_mj=100_000 * i, procs=[(1, 10, 50.0)] if i <= 5 else [])]) for i in range(0, 30)]
+    sampler, _ = make_sampler(ticks, jobs={1: "slurm/1"},
+                              settings=SamplerSettings(hostname="h", energy_interval_s=0.0, linger_s=10.0))
+    seen_at = {}
+    for i in range(30):
+        sampler.tick()
+        seen_at[i] = bool(job_series(sampler, "slurm/1"))
+    # then its series, with their final values, stay until 10 s after it left, then go
+    assert all(seen_at[i] for i in range(0, 15))
+    assert not any(seen_at[i] for i in range(16, 30))
+    assert "slurm/1" not in sampler.jobs
+
+
+def test_final_values_stay_exported_while_lingering() -> None:
+    ticks = [tick(i, [gpu(energy_mj=100_000 * i, procs=[(1, 10, 50.0)] if i <= 3 else [])]) for i in range(0, 8)]
+    sampler, _ = make_sampler(ticks, jobs={1: "slurm/1"},
+                              settings=SamplerSettings(hostname="h", energy_interval_s=0.0, linger_s=300.0))
+    for _ in ticks:
+        sampler.tick()
+    lines = job_series(sampler, "slurm/1")
+    energy = [line for line in lines if line.startswith("fleetwatt_job_energy_joules_total")]
+    assert energy == ['fleetwatt_job_energy_joules_total{gpu="0",hostname="h",job_key="slurm/1",method="whole_gpu",'
+                      'uuid="GPU-test-0"} 300.0']
+    assert any(line.startswith("fleetwatt_job_last_seen_time_seconds") and line.endswith(" 1.800000003e+09")
+               for line in lines)
+
+
+def test_a_job_back_within_linger_continues_after_linger_restarts_at_zero() -> None:
+    def present(i: int) -> bool:
+        return i <= 2 or 5 <= i <= 6 or i >= 20
+
+    ticks = [tick(i, [gpu(energy_mj=100_000 * i, procs=[(1, 10, 50.0)] if present(i) else [])]) for i in range(23)]
+    sampler, _ = make_sampler(ticks, jobs={1: "slurm/1"},
+                              settings=SamplerSettings(hostname="h", energy_interval_s=0.0, linger_s=5.0))
+    for i in range(23):
+        sampler.tick()
+        if i == 6:
+            # back within 5 s: the same series, counting on (2 s before + 2 s now)
+            assert sampler.gpus[0].jobs["slurm/1"].energy_j["whole_gpu"] == pytest.approx(400.0)
+    # dropped at t=11, back at t=20: a new series from 0 (the app treats it as a counter reset)
+    assert sampler.gpus[0].jobs["slurm/1"].energy_j["whole_gpu"] == pytest.approx(300.0)
+
+
+def test_job_start_is_the_oldest_process_unless_the_scheduler_says() -> None:
+    ticks = [tick(0, [gpu(procs=[(1, 1, None)])]), tick(1, [gpu(procs=[(1, 1, None), (2, 1, None)])])]
+    sampler, _ = make_sampler(ticks, jobs={1: "slurm/1", 2: "slurm/1"}, starts={1: 500.0, 2: 400.0})
+    for _ in ticks:
+        sampler.tick()
+    assert sampler.jobs["slurm/1"].start_time == 400.0
+
+
+def test_replay_shifts_every_time_to_now_unless_asked_to_keep_them(tmp_path: Path) -> None:
+    ticks = [tick(i, [gpu(energy_mj=1000 * i, procs=[(5, 1, 10.0)])], wall0=1_000_000_000.0) for i in range(3)]
+    trace = write_trace(tmp_path / "t.jsonl", ticks, {5: JobInfo("slurm/5", start_time=999_999_990.0)})
+    shifted = ReplayBackend(trace, speed=0)
+    shifted.open()
+    first = shifted.read(read_energy=True)
+    assert abs(first.wall - time.time()) < 5
+    assert shifted.resolver().resolve(5).start_time == pytest.approx(first.wall - 10.0)
+    kept = ReplayBackend(trace, speed=0, keep_time=True)
+    kept.open()
+    assert kept.read(read_energy=True).wall == 1_000_000_000.0
+    assert kept.resolver().resolve(5).start_time == 999_999_990.0
+
+
+def test_replay_in_real_time_paces_itself(tmp_path: Path) -> None:
+    ticks = [tick(i * 0.1, [gpu()]) for i in range(4)]
+    backend = ReplayBackend(write_trace(tmp_path / "t.jsonl", ticks, {}), speed=1.0)
+    backend.open()
+    start = time.monotonic()
+    for _ in ticks:
+        backend.read(read_energy=True)
+    assert time.monotonic() - start >= 0.28
+
+
+def test_overrun_ticks_are_counted_as_missed() -> None:
+    class SlowBackend:
+        name, self_paced = "slow", False
+
+        def __init__(self) -> None:
+            self.n = 0
+
+        def read(self, *, read_energy: bool):  # type: ignore[no-untyped-def]
+            self.n += 1
+            if self.n == 2:
+                time.sleep(0.35)  # one slow driver call
+            return tick(time.monotonic(), [gpu()])
+
+    sampler, _ = make_sampler([], settings=SamplerSettings(hostname="h", interval_s=0.1))
+    sampler.backend = SlowBackend()  # type: ignore[assignment]
+    stop = threading.Event()
+    thread = threading.Thread(target=sampler.run, args=(stop,))
+    thread.start()
+    time.sleep(0.8)
+    stop.set()
+    thread.join()
+    assert sampler.missed_total >= 2
+    assert sampler.samples_total >= 3
+
+
+def test_flags_fall_back_to_the_environment() -> None:
+    env = {"FLEETWATT_AGENT_LINGER": "42", "FLEETWATT_AGENT_LISTEN": "0.0.0.0:9000",
+           "FLEETWATT_AGENT_BACKEND": "replay", "FLEETWATT_AGENT_REPLAY": "x.jsonl",
+           "FLEETWATT_AGENT_HOSTNAME": "node-1", "FLEETWATT_AGENT_ENERGY_INTERVAL": "5"}
+    cfg = load([], env)
+    assert (cfg.linger_s, cfg.listen_host, cfg.listen_port, cfg.backend, cfg.replay, cfg.hostname,
+            cfg.energy_interval_s) == (42.0, "0.0.0.0", 9000, "replay", "x.jsonl", "node-1", 5.0)
+    assert load(["--linger", "7"], env).linger_s == 7.0  # a flag beats the environment
+    defaults = load([], {})
+    assert (defaults.listen_host, defaults.listen_port, defaults.linger_s, defaults.interval_s) == (
+        "127.0.0.1", 9877, 300.0, 1.0)
+    with pytest.raises(ConfigError):
+        load(["--backend", "replay"], {})
+    with pytest.raises(ConfigError):
+        load(["--listen", "nowhere"], {})
