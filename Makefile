@@ -17,7 +17,7 @@ test:
 	$(PY) -m pytest -q -p no:cacheprovider
 
 lint: bootstrap
-	.venv/bin/ruff check apps fleetwatt tests bench
+	.venv/bin/ruff check apps fleetwatt tests bench agent
 	.venv/bin/mypy
 
 migrate: bootstrap

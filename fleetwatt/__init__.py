@@ -1,4 +1,5 @@
 """fleetwatt: GPU fleet energy, cost and carbon analytics."""
+
 from .celery import app as celery_app
 
 __all__ = ("celery_app",)

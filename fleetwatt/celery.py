@@ -1,4 +1,5 @@
 """Celery application: configured from Django settings under the CELERY_ namespace."""
+
 import os
 
 from celery import Celery

@@ -1,4 +1,5 @@
 """fleetwatt settings. Every value comes from the environment; `.env.example` lists them all."""
+
 from pathlib import Path
 
 import environ

@@ -1,4 +1,5 @@
 """Settings for the test suite: the real Postgres, Redis and Prometheus, and fixed test secrets."""
+
 import os
 
 os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-not-a-secret")
@@ -11,3 +12,7 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast log
 
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # noqa: F405
 WHITENOISE_USE_FINDERS = True
+
+# Tests use their own Redis database, so a running demo worker never takes a test's tasks.
+REDIS_URL = os.environ.get("FLEETWATT_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+CELERY_BROKER_URL = REDIS_URL

@@ -1,5 +1,6 @@
 """Shared fixtures: real Postgres (pytest-django), and real Prometheus servers loaded with simulated
 history through promtool."""
+
 from __future__ import annotations
 
 import json

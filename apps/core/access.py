@@ -1,4 +1,5 @@
 """Who may see what. Team scoping itself lives in Job.objects.visible_to."""
+
 from __future__ import annotations
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser

@@ -1,4 +1,5 @@
 """CSV for finance tools: `?format=csv` on any list endpoint. Column names carry their units."""
+
 from __future__ import annotations
 
 import csv
@@ -16,7 +17,9 @@ def _flatten(row: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         if isinstance(value, dict):
             flat.update(_flatten(value, f"{name}."))
         elif isinstance(value, list):
-            flat[name] = json.dumps(value) if any(isinstance(v, dict | list) for v in value) else ";".join(map(str, value))
+            flat[name] = (
+                json.dumps(value) if any(isinstance(v, dict | list) for v in value) else ";".join(map(str, value))
+            )
         else:
             flat[name] = "" if value is None else value
     return flat

@@ -1,4 +1,5 @@
 """Reads for the dashboards (aggregated in the database, scoped through Job.objects.visible_to)."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -24,7 +25,12 @@ def team_daily_energy(*, user: User, start: datetime, end: datetime) -> list[dic
         .order_by("day", "job__team__name", "method")
     )
     return [
-        {"day": r["day"].date().isoformat(), "team": r["job__team__name"], "method": r["method"], "energy_j": r["energy_j"]}
+        {
+            "day": r["day"].date().isoformat(),
+            "team": r["job__team__name"],
+            "method": r["method"],
+            "energy_j": r["energy_j"],
+        }
         for r in rows
     ]
 

@@ -50,7 +50,9 @@ def fleet(request: HttpRequest) -> HttpResponse:
         "start": start.date(),
         "end": end.date(),
         "energy": energy,
-        "flagged": [_with_split(job) for job in low_coverage_jobs(user=request.user, start=start, end=end, threshold=threshold)],
+        "flagged": [
+            _with_split(job) for job in low_coverage_jobs(user=request.user, start=start, end=end, threshold=threshold)
+        ],
         "threshold_pct": round(threshold * 100),
         "has_data": IngestedHour.objects.exists(),
         "prometheus_url": Cluster.objects.values_list("prometheus_url", flat=True).first()

@@ -1,4 +1,5 @@
 """The fleet: clusters (one Prometheus-compatible endpoint each), nodes, GPUs, teams and their rules."""
+
 from __future__ import annotations
 
 from django.conf import settings

@@ -1,4 +1,5 @@
 """Writes to the fleet: the default cluster from settings, and a job's team from the rules."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable

@@ -1,4 +1,5 @@
 """Job filters, shared by the API and the dashboards."""
+
 from __future__ import annotations
 
 import django_filters
@@ -17,8 +18,12 @@ class JobFilterSet(django_filters.FilterSet):
     start = django_filters.IsoDateTimeFilter(
         method="filter_start", help_text="Jobs still running at or after this time (ISO 8601)."
     )
-    end = django_filters.IsoDateTimeFilter(field_name="start", lookup_expr="lt", help_text="Jobs started before this time.")
-    flagged = django_filters.BooleanFilter(method="filter_flagged", help_text="Only jobs with (true) or without (false) flags.")
+    end = django_filters.IsoDateTimeFilter(
+        field_name="start", lookup_expr="lt", help_text="Jobs started before this time."
+    )
+    flagged = django_filters.BooleanFilter(
+        method="filter_flagged", help_text="Only jobs with (true) or without (false) flags."
+    )
     flag = django_filters.CharFilter(method="filter_flag", help_text="Only jobs with this kind of flag.")
 
     class Meta:

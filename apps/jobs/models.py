@@ -1,4 +1,5 @@
 """Jobs and their measured energy per GPU, hour and split method."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -128,9 +129,7 @@ class JobGpuHourEnergy(models.Model):
 
     class Meta:
         ordering = ["hour", "gpu_id", "method"]
-        constraints = [
-            models.UniqueConstraint(fields=["job", "gpu", "hour", "method"], name="jobgpuhourenergy_unique")
-        ]
+        constraints = [models.UniqueConstraint(fields=["job", "gpu", "hour", "method"], name="jobgpuhourenergy_unique")]
         indexes = [
             # Re-ingest of one cluster-hour; daily energy per team by method on the dashboard.
             models.Index(fields=["hour", "gpu"], name="jobenergy_hour_gpu"),

@@ -1,4 +1,5 @@
 """Writes to jobs: their summaries, recomputed from their hour rows."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -11,8 +12,19 @@ from .models import Job, JobGpuHour, JobGpuHourEnergy
 from .summary import GpuTotals, job_summarize
 
 SUMMARY_FIELDS = [
-    "energy_j", "attribution", "attribution_j", "sampled_s", "expected_s", "coverage", "gpu_hours", "sm_s",
-    "peak_memory_bytes", "gpu_count", "start", "last_seen", "end",
+    "energy_j",
+    "attribution",
+    "attribution_j",
+    "sampled_s",
+    "expected_s",
+    "coverage",
+    "gpu_hours",
+    "sm_s",
+    "peak_memory_bytes",
+    "gpu_count",
+    "start",
+    "last_seen",
+    "end",
 ]
 
 
@@ -54,7 +66,10 @@ def jobs_summary_refresh(*, job_ids: Iterable[int], ingested_through: datetime) 
         )
     energy: dict[int, dict[str, float]] = defaultdict(dict)
     for row in (
-        JobGpuHourEnergy.objects.filter(job_id__in=ids).values("job_id", "method").annotate(j=Sum("energy_j")).order_by()
+        JobGpuHourEnergy.objects.filter(job_id__in=ids)
+        .values("job_id", "method")
+        .annotate(j=Sum("energy_j"))
+        .order_by()
     ):
         energy[row["job_id"]][row["method"]] = row["j"]
     jobs = list(Job.objects.filter(pk__in=ids).select_related("cluster"))

@@ -1,4 +1,5 @@
 """A job's summary from its hour rows (pure): energy, split, coverage, occupancy, start and end."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable

@@ -5,6 +5,7 @@ breakpoints on whole seconds, so every counter is piecewise linear and exact at 
 agent's counters advance once a second by that second's energy, split as the agent splits it
 (DESIGN section 2). A scrape at time t reads the counters after the last tick at or before t.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -39,11 +40,27 @@ DCGM_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 DCGM_FB_USED = "DCGM_FI_DEV_FB_USED"
 
 FAMILY_TYPES: dict[str, str] = {
-    GPU_ENERGY: "counter", GPU_IDLE: "counter", GPU_POWER: "gauge", GPU_MEMORY: "gauge", GPU_RESETS: "counter",
-    GPU_SAMPLED: "counter", JOB_ENERGY: "counter", JOB_SAMPLED: "counter", JOB_SM: "counter",
-    JOB_OCCUPANCY: "counter", JOB_MEMORY: "gauge", JOB_LAST_SEEN: "gauge", JOB_START: "gauge", JOB_INFO: "gauge",
-    AGENT_INFO: "gauge", AGENT_SAMPLES: "counter", AGENT_MISSED: "counter",
-    DCGM_ENERGY: "counter", DCGM_POWER: "gauge", DCGM_UTIL: "gauge", DCGM_FB_USED: "gauge",
+    GPU_ENERGY: "counter",
+    GPU_IDLE: "counter",
+    GPU_POWER: "gauge",
+    GPU_MEMORY: "gauge",
+    GPU_RESETS: "counter",
+    GPU_SAMPLED: "counter",
+    JOB_ENERGY: "counter",
+    JOB_SAMPLED: "counter",
+    JOB_SM: "counter",
+    JOB_OCCUPANCY: "counter",
+    JOB_MEMORY: "gauge",
+    JOB_LAST_SEEN: "gauge",
+    JOB_START: "gauge",
+    JOB_INFO: "gauge",
+    AGENT_INFO: "gauge",
+    AGENT_SAMPLES: "counter",
+    AGENT_MISSED: "counter",
+    DCGM_ENERGY: "counter",
+    DCGM_POWER: "gauge",
+    DCGM_UTIL: "gauge",
+    DCGM_FB_USED: "gauge",
 }
 HELP: dict[str, str] = {
     GPU_ENERGY: "Energy the GPU used while the agent watched (J).",
@@ -144,14 +161,14 @@ class FleetSimulation:
         self.lives: dict[str, list[tuple[int, int]]] = {}
         self.gaps: dict[str, list[tuple[int, int]]] = defaultdict(list)
         for node in scenario.nodes:
-            downs = sorted((f.start_s, f.end_s) for f in scenario.faults if f.kind == "agent_down" and f.node == node.hostname)
+            downs = sorted(
+                (f.start_s, f.end_s) for f in scenario.faults if f.kind == "agent_down" and f.node == node.hostname
+            )
             self.lives[node.hostname] = _lives(scenario.duration_s, downs) if node.agent else []
             self.gaps[node.hostname] = [
                 (f.start_s, f.end_s) for f in scenario.faults if f.kind == "scrape_gap" and f.node == node.hostname
             ]
-        self.gpus: list[GpuModel] = [
-            self._gpu_model(node, i) for node in scenario.nodes for i in range(node.gpus)
-        ]
+        self.gpus: list[GpuModel] = [self._gpu_model(node, i) for node in scenario.nodes for i in range(node.gpus)]
         first = scenario.scrape_offset_s % scenario.scrape_interval_s
         self.scrapes = np.arange(first, scenario.duration_s, scenario.scrape_interval_s, dtype=float)
 
@@ -161,7 +178,9 @@ class FleetSimulation:
         jobs = [(k, j) for k, j in enumerate(sc.jobs) if j.node == node.hostname and index in j.gpus]
         lives = self.lives[node.hostname]
         resets = sorted(
-            f.start_s for f in sc.faults if f.kind == "counter_reset" and f.node == node.hostname and f.gpu in (None, index)
+            f.start_s
+            for f in sc.faults
+            if f.kind == "counter_reset" and f.node == node.hostname and f.gpu in (None, index)
         )
         points = {0, sc.duration_s, *resets}
         for _, j in jobs:
@@ -204,8 +223,17 @@ class FleetSimulation:
                 rates[("job_sm", j.job_key)][s] = sms[k] / 100.0
                 rates[("job_occupancy", j.job_key)][s] = 1.0 / len(here)
         model = GpuModel(
-            node=node, index=index, uuid=sc.gpu_uuid(node.hostname, index), bps=bps, power_w=power,
-            util=util, fb_bytes=fb, present=present, rates=dict(rates), resets=resets, jobs=[k for k, _ in jobs],
+            node=node,
+            index=index,
+            uuid=sc.gpu_uuid(node.hostname, index),
+            bps=bps,
+            power_w=power,
+            util=util,
+            fb_bytes=fb,
+            present=present,
+            rates=dict(rates),
+            resets=resets,
+            jobs=[k for k, _ in jobs],
         )
         widths = np.diff(bps)
         for key, rate in model.rates.items():
@@ -298,8 +326,12 @@ class FleetSimulation:
         # A driver reload restarts the counter from 0.
         energy_mj = np.where(last_reset >= 0, (energy_j - at_reset) * 1000.0, boot_mj + energy_j * 1000.0)
         base = {
-            "gpu": str(gpu.index), "UUID": gpu.uuid, "device": f"nvidia{gpu.index}", "modelName": sc.gpu_model,
-            "Hostname": node.hostname, "DCGM_FI_DRIVER_VERSION": "580.159.04",
+            "gpu": str(gpu.index),
+            "UUID": gpu.uuid,
+            "device": f"nvidia{gpu.index}",
+            "modelName": sc.gpu_model,
+            "Hostname": node.hostname,
+            "DCGM_FI_DRIVER_VERSION": "580.159.04",
         }
         values = {
             DCGM_ENERGY: energy_mj,
@@ -382,8 +414,13 @@ AGENT_INFO_LABELS = {"version": "sim", "backend": "simulator", "process_utilizat
 
 def _info_labels(job: JobSpec) -> dict[str, str]:
     return {
-        "scheduler": job.scheduler, "job_id": job.job_id, "user": job.user, "account": job.account,
-        "namespace": job.namespace, "pod": job.pod, "name": job.name,
+        "scheduler": job.scheduler,
+        "job_id": job.job_id,
+        "user": job.user,
+        "account": job.account,
+        "namespace": job.namespace,
+        "pod": job.pod,
+        "name": job.name,
     }
 
 

@@ -1,4 +1,5 @@
 """Writing the simulator's series: OpenMetrics history for promtool, Prometheus text for live scrapes."""
+
 from __future__ import annotations
 
 import json
@@ -26,9 +27,7 @@ def _family_name(name: str) -> str:
     return name[: -len("_total")] if name.endswith("_total") else name
 
 
-def openmetrics_write(
-    series: Iterable[Series], out: TextIO, *, extra_labels: dict[str, str] | None = None
-) -> int:
+def openmetrics_write(series: Iterable[Series], out: TextIO, *, extra_labels: dict[str, str] | None = None) -> int:
     """Write series grouped by family (OpenMetrics wants each family in one block), samples in time
     order; returns the number of samples written, to compare with what promtool reports."""
     by_family: dict[str, list[Series]] = defaultdict(list)
@@ -45,7 +44,8 @@ def openmetrics_write(
         out.write(f"# HELP {family} {HELP[name]}\n# TYPE {family} {kind}\n")
         for s in by_family[name]:
             prefix = f"{name}{{{_labels({**s.labels, **extra})}}} "
-            out.write("".join(f"{prefix}{v!r} {t:.3f}\n" for v, t in zip(s.values.tolist(), s.times.tolist())))
+            pairs = zip(s.values.tolist(), s.times.tolist(), strict=True)
+            out.write("".join(f"{prefix}{v!r} {t:.3f}\n" for v, t in pairs))
             written += len(s.times)
     out.write("# EOF\n")
     return written

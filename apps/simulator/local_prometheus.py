@@ -1,5 +1,6 @@
 """A Prometheus of our own for the demo and the tests: Debian's `prometheus` and `promtool`, on a free
 port, with its own config and data folder, loaded with simulated history through promtool."""
+
 from __future__ import annotations
 
 import re

@@ -1,4 +1,5 @@
 """Fleet scenarios: a YAML file that describes nodes, GPUs, jobs and faults (validated as a whole)."""
+
 from __future__ import annotations
 
 import random
@@ -38,7 +39,7 @@ def _profile(value: Any, where: str) -> Profile:
         return [(0, float(value))]
     if isinstance(value, list) and value and all(isinstance(p, list | tuple) and len(p) == 2 for p in value):
         points = [(parse_duration(t, where), float(v)) for t, v in value]
-        if points[0][0] != 0 or any(b[0] <= a[0] for a, b in zip(points, points[1:])):
+        if points[0][0] != 0 or any(b[0] <= a[0] for a, b in zip(points, points[1:], strict=False)):
             raise ScenarioError(f"{where}: profile times must start at 0 and increase")
         return points
     raise ScenarioError(f"{where}: expected a number or a list of [time, value] pairs")

@@ -1,4 +1,5 @@
 """The simulator's live /metrics endpoint: the same fleet, evaluated at the wall-clock time."""
+
 from __future__ import annotations
 
 import time

@@ -8,6 +8,7 @@ value is the rise. Prometheus's `increase()` is not used: it extrapolates at ser
 The ingest fetches four cheap aggregates per series (last value, anchor, minimum, resets) and needs the
 raw samples only for a series that reset, which is rare.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -33,9 +34,7 @@ class CounterWindow:
         return self.anchor is not None and self.minimum is not None and self.minimum < self.anchor
 
 
-def sum_of_rises(
-    samples: Iterable[tuple[float, float]], *, anchor: float | None, new_series_from_zero: bool
-) -> float:
+def sum_of_rises(samples: Iterable[tuple[float, float]], *, anchor: float | None, new_series_from_zero: bool) -> float:
     """Sum of the rises of a counter over time-ordered samples that follow `anchor`.
 
     `new_series_from_zero`: a series with no anchor started at 0 within the hour (the agent's

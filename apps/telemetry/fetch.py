@@ -1,4 +1,5 @@
 """Running one cluster-hour's queries and parsing the answers into an HourInput."""
+
 from __future__ import annotations
 
 from collections import defaultdict

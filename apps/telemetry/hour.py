@@ -5,6 +5,7 @@ its counters. GPUs that only dcgm-exporter reports: one job label on the GPU tak
 while present (`whole_gpu`); pods sharing a GPU split it once, by their own utilisation (`sm_time`),
 else their own memory (`memory`), else equally (`equal`), never summing the copied series.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -218,9 +219,7 @@ def hour_compute(data: HourInput) -> HourResult:
         if s.labels.get("modelName"):
             models[uuid] = s.labels["modelName"]
         if uuid not in gpus and s.window.last is not None:
-            gpus[uuid] = GpuRef(
-                uuid, _first(s.labels, "Hostname", "hostname"), int(s.labels.get("gpu", "0") or 0), ""
-            )
+            gpus[uuid] = GpuRef(uuid, _first(s.labels, "Hostname", "hostname"), int(s.labels.get("gpu", "0") or 0), "")
     dcgm_energy: dict[str, float] = {}
     dcgm_resets: dict[str, int] = {}
     for uuid, windows in copies.items():
@@ -317,7 +316,9 @@ def _dcgm_attribution(
         if uuid in exclude:
             continue
         present = {k: p for k, p in pods.get(uuid, {}).items() if p.samples > 0}
-        gpu_row = GpuHourRow(uuid=uuid, source="dcgm", device_energy_j=total_j, agent_energy_j=None, dcgm_energy_j=total_j)
+        gpu_row = GpuHourRow(
+            uuid=uuid, source="dcgm", device_energy_j=total_j, agent_energy_j=None, dcgm_energy_j=total_j
+        )
         gpu_rows[uuid] = gpu_row
         if not present:
             gpu_row.unattributed_j = total_j  # nothing says which job, if any, used it
@@ -414,7 +415,9 @@ def _meta_from_key(job_key: str) -> JobMeta:
     """Jobs seen only through dcgm-exporter labels: what the key itself says."""
     parts = job_key.split("/")
     if parts[0] == "k8s" and len(parts) >= 3:
-        return JobMeta(job_key=job_key, scheduler="k8s", job_id=parts[2], namespace=parts[1], pod=parts[2], name=parts[2])
+        return JobMeta(
+            job_key=job_key, scheduler="k8s", job_id=parts[2], namespace=parts[1], pod=parts[2], name=parts[2]
+        )
     if parts[0] == "slurm" and len(parts) >= 2:
         return JobMeta(job_key=job_key, scheduler="slurm", job_id=parts[1])
     return JobMeta(job_key=job_key, scheduler=parts[0])

@@ -1,4 +1,5 @@
 """Per GPU-hour device energy, and the ingest's bookkeeping per cluster."""
+
 from __future__ import annotations
 
 from django.db import models

@@ -1,4 +1,5 @@
 """Reading a cluster's Prometheus-compatible endpoint through prometheus-api-client."""
+
 from __future__ import annotations
 
 import time

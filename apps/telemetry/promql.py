@@ -3,6 +3,7 @@
 Every query covers the whole cluster: their number does not grow with GPUs or jobs. Each is evaluated
 as an instant query at the hour's end, so `[1h]` is the hour itself.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,7 +17,16 @@ JOB_ENERGY = "fleetwatt_job_energy_joules_total"
 JOB_SAMPLED = "fleetwatt_job_sampled_seconds_total"
 JOB_SM = "fleetwatt_job_sm_seconds_total"
 JOB_OCCUPANCY = "fleetwatt_job_occupancy_seconds_total"
-AGENT_COUNTERS = (GPU_ENERGY, GPU_IDLE_ENERGY, GPU_COUNTER_RESETS, GPU_SAMPLED, JOB_ENERGY, JOB_SAMPLED, JOB_SM, JOB_OCCUPANCY)
+AGENT_COUNTERS = (
+    GPU_ENERGY,
+    GPU_IDLE_ENERGY,
+    GPU_COUNTER_RESETS,
+    GPU_SAMPLED,
+    JOB_ENERGY,
+    JOB_SAMPLED,
+    JOB_SM,
+    JOB_OCCUPANCY,
+)
 
 JOB_MEMORY = "fleetwatt_job_gpu_memory_bytes"
 JOB_LAST_SEEN = "fleetwatt_job_last_seen_time_seconds"

@@ -1,4 +1,5 @@
 """Ingest: one closed cluster-hour from Prometheus into Postgres, in one transaction, idempotently."""
+
 from __future__ import annotations
 
 import logging
@@ -140,7 +141,9 @@ def _cluster_hour_lock(cluster: Cluster, hour: datetime) -> None:
 def _gpus_upsert(cluster: Cluster, result: HourResult) -> dict[str, Gpu]:
     hostnames = sorted({g.hostname for g in result.gpus.values()})
     Node.objects.bulk_create(
-        [Node(cluster=cluster, hostname=h) for h in hostnames], ignore_conflicts=True, unique_fields=["cluster", "hostname"]
+        [Node(cluster=cluster, hostname=h) for h in hostnames],
+        ignore_conflicts=True,
+        unique_fields=["cluster", "hostname"],
     )
     nodes = {n.hostname: n for n in Node.objects.filter(cluster=cluster, hostname__in=hostnames)}
     existing = {g.uuid: g for g in Gpu.objects.filter(uuid__in=list(result.gpus))}
@@ -165,7 +168,9 @@ def _jobs_upsert(cluster: Cluster, metas: Iterable[JobMeta], sources: dict[str, 
     resolver = TeamResolver(cluster=cluster)
     jobs = []
     for m in metas:
-        team = resolver.team_for(JobIdentity(scheduler=m.scheduler, user=m.user, account=m.account, namespace=m.namespace))
+        team = resolver.team_for(
+            JobIdentity(scheduler=m.scheduler, user=m.user, account=m.account, namespace=m.namespace)
+        )
         jobs.append(
             Job(
                 cluster=cluster,
@@ -228,7 +233,9 @@ def _hour_write(*, cluster: Cluster, hour: datetime, result: HourResult) -> None
     JobGpuHour.objects.filter(pk__in=stale).delete()
     energy_in_hour = JobGpuHourEnergy.objects.filter(gpu__node__cluster=cluster, hour=hour)
     stale = [
-        pk for pk, j, g, m in energy_in_hour.values_list("pk", "job_id", "gpu_id", "method") if (j, g, m) not in keep_energy
+        pk
+        for pk, j, g, m in energy_in_hour.values_list("pk", "job_id", "gpu_id", "method")
+        if (j, g, m) not in keep_energy
     ]
     JobGpuHourEnergy.objects.filter(pk__in=stale).delete()
     JobGpuHour.objects.bulk_create(
@@ -236,8 +243,15 @@ def _hour_write(*, cluster: Cluster, hour: datetime, result: HourResult) -> None
         update_conflicts=True,
         unique_fields=["job", "gpu", "hour"],
         update_fields=[
-            "source", "energy_j", "sampled_s", "sm_s", "occupancy_s", "peak_memory_bytes",
-            "job_start", "first_seen", "last_seen",
+            "source",
+            "energy_j",
+            "sampled_s",
+            "sm_s",
+            "occupancy_s",
+            "peak_memory_bytes",
+            "job_start",
+            "first_seen",
+            "last_seen",
         ],
         batch_size=2000,
     )
@@ -276,8 +290,18 @@ def _hour_write(*, cluster: Cluster, hour: datetime, result: HourResult) -> None
         update_conflicts=True,
         unique_fields=["gpu", "hour"],
         update_fields=[
-            "source", "device_energy_j", "agent_energy_j", "dcgm_energy_j", "jobs_energy_j", "idle_energy_j",
-            "unattributed_j", "residual_j", "residual_ratio", "sampled_s", "occupied_s", "counter_resets",
+            "source",
+            "device_energy_j",
+            "agent_energy_j",
+            "dcgm_energy_j",
+            "jobs_energy_j",
+            "idle_energy_j",
+            "unattributed_j",
+            "residual_j",
+            "residual_ratio",
+            "sampled_s",
+            "occupied_s",
+            "counter_resets",
         ],
         batch_size=2000,
     )

@@ -1,4 +1,5 @@
 """Celery tasks: thin wrappers over the ingest services."""
+
 from __future__ import annotations
 
 from datetime import datetime

@@ -1,4 +1,5 @@
 """Flags: what a job or a GPU-hour needs a person to look at."""
+
 from __future__ import annotations
 
 from django.db import models

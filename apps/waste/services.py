@@ -1,5 +1,6 @@
 """Writes to flags: raised while their condition holds, withdrawn (if nobody reviewed them) once it
 no longer does, so re-ingesting an hour leaves them as they were."""
+
 from __future__ import annotations
 
 from collections import defaultdict

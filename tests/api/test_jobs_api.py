@@ -1,4 +1,5 @@
 """The jobs and GPUs API over an ingested scenario: auth, team scoping, fields and units, CSV, schema."""
+
 from __future__ import annotations
 
 import csv
@@ -17,9 +18,25 @@ from tests.scenarios import spine_scenario
 pytestmark = [pytest.mark.django_db, pytest.mark.prometheus]
 
 FIELDS = {
-    "cluster", "job_key", "scheduler", "job_id", "user", "team", "start", "end", "gpu_hours", "energy_j",
-    "facility_kwh", "attribution", "attribution_j", "coverage", "operational_kg", "embodied_kg", "cost",
-    "currency", "flags",
+    "cluster",
+    "job_key",
+    "scheduler",
+    "job_id",
+    "user",
+    "team",
+    "start",
+    "end",
+    "gpu_hours",
+    "energy_j",
+    "facility_kwh",
+    "attribution",
+    "attribution_j",
+    "coverage",
+    "operational_kg",
+    "embodied_kg",
+    "cost",
+    "currency",
+    "flags",
 }
 
 

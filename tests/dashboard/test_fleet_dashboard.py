@@ -1,4 +1,5 @@
 """The fleet dashboard in a real browser: Debian's chromium driven by Playwright, against the live app."""
+
 from __future__ import annotations
 
 import os
@@ -29,8 +30,15 @@ def browser():
     with sync_playwright() as p:
         browser = p.chromium.launch(
             executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync", "--no-first-run", "--disable-quic"],
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+                "--disable-quic",
+            ],
         )
         yield browser
         browser.close()
@@ -70,7 +78,9 @@ def test_dashboard_renders_chart_and_flagged_jobs(history_loader, cluster_for, l
         "document.getElementById('energy-chart').data.reduce((s, t) => s + t.y.reduce((a, b) => a + b, 0), 0)"
     )
     assert total_kwh == pytest.approx(sum(j.energy_j for j in Job.objects.all()) / 3.6e6, rel=1e-6)
-    listed = page.eval_on_selector_all("#flagged-jobs tbody tr[data-job-key]", "rows => rows.map(r => r.dataset.jobKey)")
+    listed = page.eval_on_selector_all(
+        "#flagged-jobs tbody tr[data-job-key]", "rows => rows.map(r => r.dataset.jobKey)"
+    )
     expected = sorted(k for k, t in history.truth.items() if t.coverage < 0.95)
     assert sorted(listed) == expected
     page.screenshot(path=str(ARTIFACTS / "dashboard-fleet-admin.png"), full_page=True)

@@ -1,4 +1,5 @@
 """The counter arithmetic alone: exact rises, resets, anchors, copies (property-tested)."""
+
 from __future__ import annotations
 
 from hypothesis import given
@@ -10,7 +11,7 @@ from apps.telemetry.counters import CounterWindow, counter_increase, merge_copie
 def _window(samples: list[tuple[float, float]], anchor: float | None, t0: float) -> CounterWindow:
     in_hour = [(t, v) for t, v in samples if t > t0]
     values = [v for _, v in in_hour]
-    resets = sum(1 for a, b in zip(values, values[1:]) if b < a)
+    resets = sum(1 for a, b in zip(values, values[1:], strict=False) if b < a)
     return CounterWindow(
         last=values[-1] if values else None,
         anchor=anchor,
@@ -60,7 +61,9 @@ def test_hours_partition_the_total_exactly(history: tuple[list[float], list[int]
 
 
 def test_a_reset_counts_the_whole_new_value() -> None:
-    assert sum_of_rises([(1, 10.0), (2, 15.0), (3, 4.0), (4, 9.0)], anchor=8.0, new_series_from_zero=True) == 2 + 5 + 4 + 5
+    assert (
+        sum_of_rises([(1, 10.0), (2, 15.0), (3, 4.0), (4, 9.0)], anchor=8.0, new_series_from_zero=True) == 2 + 5 + 4 + 5
+    )
 
 
 def test_a_counter_that_does_not_start_at_zero_counts_from_its_first_value() -> None:

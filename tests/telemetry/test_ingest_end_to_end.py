@@ -1,4 +1,5 @@
 """The spine end to end: simulator -> promtool -> a real Prometheus -> `manage.py ingest` -> Postgres."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -86,10 +87,20 @@ def _snapshot() -> dict[str, list[tuple]]:
     from apps.jobs.models import JobGpuHour, JobGpuHourEnergy
 
     return {
-        "jobs": sorted(Job.objects.values_list("job_key", "energy_j", "coverage", "attribution", "gpu_hours", "start", "end", "flags")),
-        "hours": sorted(JobGpuHour.objects.values_list("job__job_key", "gpu__uuid", "hour", "energy_j", "sampled_s", "occupancy_s")),
-        "energy": sorted(JobGpuHourEnergy.objects.values_list("job__job_key", "gpu__uuid", "hour", "method", "energy_j")),
-        "gpu_hours": sorted(GpuHour.objects.values_list("gpu__uuid", "hour", "device_energy_j", "idle_energy_j", "residual_j")),
+        "jobs": sorted(
+            Job.objects.values_list(
+                "job_key", "energy_j", "coverage", "attribution", "gpu_hours", "start", "end", "flags"
+            )
+        ),
+        "hours": sorted(
+            JobGpuHour.objects.values_list("job__job_key", "gpu__uuid", "hour", "energy_j", "sampled_s", "occupancy_s")
+        ),
+        "energy": sorted(
+            JobGpuHourEnergy.objects.values_list("job__job_key", "gpu__uuid", "hour", "method", "energy_j")
+        ),
+        "gpu_hours": sorted(
+            GpuHour.objects.values_list("gpu__uuid", "hour", "device_energy_j", "idle_energy_j", "residual_j")
+        ),
         "flags": sorted(Flag.objects.values_list("kind", "job__job_key", "gpu__uuid", "hour")),
     }
 

@@ -1,4 +1,5 @@
 """Bad input and an unreachable Prometheus: a clear error, nothing written, no watermark moved."""
+
 from __future__ import annotations
 
 from datetime import UTC, datetime
@@ -16,7 +17,9 @@ pytestmark = pytest.mark.django_db
 
 
 def _nothing_written() -> bool:
-    return not (Job.objects.exists() or JobGpuHour.objects.exists() or GpuHour.objects.exists() or IngestedHour.objects.exists())
+    return not (
+        Job.objects.exists() or JobGpuHour.objects.exists() or GpuHour.objects.exists() or IngestedHour.objects.exists()
+    )
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
 """The number of PromQL queries per cluster-hour does not grow with GPUs or jobs."""
+
 from __future__ import annotations
 
 from datetime import UTC, datetime

@@ -16,8 +16,18 @@ class GpuSerializer(serializers.ModelSerializer):
     class Meta:
         model = Gpu
         fields = [
-            "id", "uuid", "cluster", "hostname", "index", "model_name", "hours", "energy_j", "jobs_energy_j",
-            "idle_energy_j", "occupied_s", "utilisation",
+            "id",
+            "uuid",
+            "cluster",
+            "hostname",
+            "index",
+            "model_name",
+            "hours",
+            "energy_j",
+            "jobs_energy_j",
+            "idle_energy_j",
+            "occupied_s",
+            "utilisation",
         ]
 
     def get_utilisation(self, gpu: Gpu) -> float:

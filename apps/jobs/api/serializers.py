@@ -1,4 +1,5 @@
 """Job serializers: every quantity carries its unit in its name (DESIGN section 5)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -19,7 +20,9 @@ class JobSerializer(serializers.ModelSerializer):
     facility_kwh = serializers.SerializerMethodField(
         help_text="Facility energy (kWh): GPU energy x node overhead x PUE; both 1.0 until configured."
     )
-    attribution = serializers.CharField(help_text="Dominant split method: whole_gpu, sm_time, busy_time, memory, equal.")
+    attribution = serializers.CharField(
+        help_text="Dominant split method: whole_gpu, sm_time, busy_time, memory, equal."
+    )
     attribution_j = serializers.DictField(child=serializers.FloatField(), help_text="Joules per split method (J).")
     coverage = serializers.FloatField(help_text="Sampled GPU-seconds / expected GPU-seconds (0..1).")
     operational_kg = serializers.SerializerMethodField(help_text="Operational CO2e (kg); null until intensity is set.")
@@ -31,10 +34,37 @@ class JobSerializer(serializers.ModelSerializer):
     class Meta:
         model = Job
         fields = [
-            "id", "cluster", "job_key", "scheduler", "job_id", "user", "account", "namespace", "pod", "name",
-            "team", "source", "start", "end", "last_seen", "gpu_count", "gpu_hours", "energy_j", "facility_kwh",
-            "attribution", "attribution_j", "coverage", "sampled_s", "expected_s", "sm_s", "peak_memory_bytes",
-            "operational_kg", "embodied_kg", "cost", "currency", "flags",
+            "id",
+            "cluster",
+            "job_key",
+            "scheduler",
+            "job_id",
+            "user",
+            "account",
+            "namespace",
+            "pod",
+            "name",
+            "team",
+            "source",
+            "start",
+            "end",
+            "last_seen",
+            "gpu_count",
+            "gpu_hours",
+            "energy_j",
+            "facility_kwh",
+            "attribution",
+            "attribution_j",
+            "coverage",
+            "sampled_s",
+            "expected_s",
+            "sm_s",
+            "peak_memory_bytes",
+            "operational_kg",
+            "embodied_kg",
+            "cost",
+            "currency",
+            "flags",
         ]
         read_only_fields = fields
 
@@ -68,8 +98,19 @@ class JobGpuHourSerializer(serializers.ModelSerializer):
     class Meta:
         model = JobGpuHour
         fields = [
-            "hour", "gpu_uuid", "hostname", "gpu_index", "source", "energy_j", "attribution_j", "sampled_s", "sm_s",
-            "occupancy_s", "peak_memory_bytes", "first_seen", "last_seen",
+            "hour",
+            "gpu_uuid",
+            "hostname",
+            "gpu_index",
+            "source",
+            "energy_j",
+            "attribution_j",
+            "sampled_s",
+            "sm_s",
+            "occupancy_s",
+            "peak_memory_bytes",
+            "first_seen",
+            "last_seen",
         ]
 
     @extend_schema_field(serializers.DictField(child=serializers.FloatField()))
@@ -103,8 +144,15 @@ class JobDetailSerializer(JobSerializer):
         for row in JobGpuHour.objects.filter(job=job).select_related("gpu__node"):
             g = per_gpu.setdefault(
                 row.gpu.uuid,
-                {"gpu_uuid": row.gpu.uuid, "hostname": row.gpu.node.hostname, "gpu_index": row.gpu.index,
-                 "energy_j": 0.0, "sampled_s": 0.0, "occupancy_s": 0.0, "peak_memory_bytes": 0},
+                {
+                    "gpu_uuid": row.gpu.uuid,
+                    "hostname": row.gpu.node.hostname,
+                    "gpu_index": row.gpu.index,
+                    "energy_j": 0.0,
+                    "sampled_s": 0.0,
+                    "occupancy_s": 0.0,
+                    "peak_memory_bytes": 0,
+                },
             )
             g["energy_j"] += row.energy_j
             g["sampled_s"] += row.sampled_s

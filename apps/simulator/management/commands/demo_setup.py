@@ -1,4 +1,5 @@
 """python manage.py demo_setup: the demo's cluster, teams, rules and logins (idempotent)."""
+
 from __future__ import annotations
 
 from django.conf import settings

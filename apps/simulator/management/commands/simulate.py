@@ -1,4 +1,5 @@
 """python manage.py simulate history|serve --scenario NAME_OR_FILE [--start ISO] ..."""
+
 from __future__ import annotations
 
 import time
@@ -29,7 +30,9 @@ class Command(BaseCommand):
         history.add_argument("--until", help="stop the history at this time (ISO 8601; default: the end)")
         history.add_argument("--label", action="append", default=[], help="extra label k=v on every series")
         history.add_argument(
-            "--chunk-hours", type=int, default=0,
+            "--chunk-hours",
+            type=int,
+            default=0,
             help="write one file per this many hours (OUT.0000.om, ...): promtool reads a file once per 2-hour "
             "block it writes, so a week goes much faster in day-sized files",
         )
@@ -47,7 +50,9 @@ class Command(BaseCommand):
         sim = FleetSimulation(scenario)
         if options["action"] == "serve":
             host, _, port = str(options["listen"]).rpartition(":")
-            self.stdout.write(f"Serving {scenario.name} on http://{host}:{port}/metrics (start {scenario.start.isoformat()})")
+            self.stdout.write(
+                f"Serving {scenario.name} on http://{host}:{port}/metrics (start {scenario.start.isoformat()})"
+            )
             serve(sim, host, int(port))
             return
         times = sim.scrapes

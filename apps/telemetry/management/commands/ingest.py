@@ -1,4 +1,5 @@
 """python manage.py ingest --start ISO --end ISO [--cluster NAME]"""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -31,7 +32,9 @@ class Command(BaseCommand):
             clusters = clusters_select(options["cluster"])
             total = int((end - start).total_seconds() // 3600) * len(clusters) if end > start else 0
 
-            def progress(report: HourReport, done: list[int] = [0]) -> None:
+            done = [0]
+
+            def progress(report: HourReport) -> None:
                 done[0] += 1
                 if verbosity >= 1:
                     self.stdout.write(

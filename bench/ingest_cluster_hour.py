@@ -1,0 +1,150 @@
+"""Benchmark: ingest one day of a simulated 1,000-GPU fleet from a real Prometheus.
+
+Reports seconds per cluster-hour, PromQL queries per cluster-hour, the time spent waiting on Prometheus
+(the floor: the same queries' HTTP round trips) and Prometheus's own evaluation time, and the ratio.
+Target: a cluster-hour of 1,000 GPUs in under 2 s, and under 1.5x the Prometheus floor.
+
+    .venv/bin/python bench/ingest_cluster_hour.py [--gpus 1000] [--hours 24] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fleetwatt.settings")
+os.environ.setdefault("DJANGO_DEBUG", "1")
+os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/fleetwatt_bench")
+
+import django  # noqa: E402
+
+
+def scenario(gpus: int, hours: int) -> dict:
+    nodes = gpus // 8
+    return {
+        "name": "bench",
+        "start": "2026-11-02T00:00:00Z",
+        "duration": f"{hours + 1}h",
+        "scrape_interval_s": 15,
+        "nodes": [{"prefix": "b", "count": nodes, "gpus": 8}],
+        "generate": {
+            "seed": 3,
+            "teams": [{"account": a, "users": ["u1", "u2"]} for a in ("vision", "nlp", "bio", "ads")],
+        },
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gpus", type=int, default=1000)
+    ap.add_argument("--hours", type=int, default=24)
+    ap.add_argument("--keep", type=Path, help="reuse/keep the Prometheus data folder here")
+    args = ap.parse_args()
+
+    subprocess.run(["createdb", "-h", "127.0.0.1", "-U", "postgres", "fleetwatt_bench"], capture_output=True)
+    django.setup()
+    from django.core.management import call_command
+
+    from apps.fleet.models import Cluster
+    from apps.jobs.models import Job
+    from apps.simulator.engine import FleetSimulation
+    from apps.simulator.exposition import openmetrics_write
+    from apps.simulator.local_prometheus import LocalPrometheus, config_write, free_port
+    from apps.simulator.scenario import scenario_from_dict
+    from apps.telemetry.prometheus import PrometheusReader
+    from apps.telemetry.services import hour_ingest
+
+    call_command("migrate", verbosity=0)
+    Job.objects.all().delete()
+    sc = scenario_from_dict(scenario(args.gpus, args.hours))
+    sim = FleetSimulation(sc)
+    folder = args.keep or Path(tempfile.mkdtemp(prefix="fleetwatt-bench-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    data = folder / "data"
+    if not data.exists():
+        started = time.perf_counter()
+        samples = 0
+        files = []
+        for k, first in enumerate(range(0, sc.duration_s, 7200)):
+            part = sim.scrapes[(sim.scrapes >= first) & (sim.scrapes < first + 7200)]
+            path = folder / f"history.{k:03d}.om"
+            with path.open("w") as out:
+                samples += openmetrics_write(
+                    sim.series(np.asarray(part)), out, extra_labels={"job": "sim", "instance": "sim"}
+                )
+            files.append(path)
+        elapsed = time.perf_counter() - started
+        print(f"simulated {args.gpus} GPUs, {len(sc.jobs)} jobs, {samples:,} samples in {elapsed:.0f}s")
+        started = time.perf_counter()
+
+        def backfill(path: Path) -> None:
+            subprocess.run(
+                ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(path), str(data)],
+                check=True,
+                capture_output=True,
+            )
+            path.unlink()
+
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            list(pool.map(backfill, files))
+        print(f"backfilled with promtool in {time.perf_counter() - started:.0f}s")
+    config_write(folder / "prometheus.yml", targets=[], scrape_interval_s=15)
+    prom = LocalPrometheus(data, folder / "prometheus.yml", free_port())
+    prom.start(log=folder / "prometheus.log", timeout_s=300)
+    try:
+        cluster, _ = Cluster.objects.update_or_create(
+            name="bench", defaults={"prometheus_url": prom.url, "scrape_interval_s": 15}
+        )
+        rows = []
+        for h in range(args.hours):
+            hour = datetime(2026, 11, 2, tzinfo=UTC) + timedelta(hours=h)
+            reader = PrometheusReader(prom.url, timeout_s=120)
+            report = hour_ingest(cluster=cluster, hour=hour, reader=reader)
+            # Prometheus's own evaluation time for the same queries (no transfer, no decoding).
+            eval_s = 0.0
+            for q in reader.log.queries:
+                r = requests.post(
+                    f"{prom.url}/api/v1/query",
+                    data={"query": q, "time": hour.timestamp() + 3600, "stats": "all"},
+                    timeout=120,
+                )
+                eval_s += r.json()["data"].get("stats", {}).get("timings", {}).get("execTotalTime", 0.0)
+            rows.append((report.duration_s, report.query_count, report.prometheus_s, eval_s, report.jobs))
+            reader.close()
+            print(
+                f"{hour:%H}:00  {report.duration_s:.2f}s  queries={report.query_count}  "
+                f"prometheus={report.prometheus_s:.2f}s (eval {eval_s:.2f}s)  jobs={report.jobs}"
+            )
+        total = [r[0] for r in rows]
+        floor = [r[2] for r in rows]
+        print()
+        print(f"GPUs: {args.gpus}   hours: {len(rows)}   jobs: {Job.objects.count()}")
+        p95 = sorted(total)[int(0.95 * (len(total) - 1))]
+        print(f"seconds per cluster-hour: median {statistics.median(total):.2f}  p95 {p95:.2f}  max {max(total):.2f}")
+        print(f"PromQL queries per cluster-hour: {sorted({r[1] for r in rows})}")
+        print(
+            f"Prometheus floor (HTTP round trips) per hour: median {statistics.median(floor):.2f}s; "
+            f"its own evaluation: median {statistics.median(r[3] for r in rows):.2f}s"
+        )
+        print(f"ratio ingest / floor: median {statistics.median(t / f for t, f in zip(total, floor, strict=True)):.2f}")
+    finally:
+        prom.stop()
+        if not args.keep:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
