@@ -64,6 +64,7 @@ class Snapshot:
     first_tick_wall: float | None
     interval_s: float
     errors_total: int
+    tick_cpu_s: float
     done: bool
     gpus: list[GpuLedger]
     jobs: dict[str, JobInfo]
@@ -98,6 +99,8 @@ class Sampler:
         self.first_tick_wall: float | None = None
         self.done = False
         self.errors_total = 0
+        # CPU time of the sampler thread in its ticks (driver calls included), for the bench figures.
+        self.tick_cpu_s = 0.0
 
     # -- the loop ---------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
@@ -128,6 +131,13 @@ class Sampler:
             self.done = True
 
     def tick(self) -> None:
+        cpu0 = time.thread_time()
+        try:
+            self._tick()
+        finally:
+            self.tick_cpu_s += time.thread_time() - cpu0
+
+    def _tick(self) -> None:
         now = time.monotonic()
         due = (
             self.last_energy_mono is None
@@ -299,6 +309,7 @@ class Sampler:
                 first_tick_wall=self.first_tick_wall,
                 interval_s=self.settings.interval_s,
                 errors_total=self.errors_total,
+                tick_cpu_s=self.tick_cpu_s,
                 done=self.done,
                 gpus=gpus,
                 jobs={k: replace(v) for k, v in self.jobs.items()},

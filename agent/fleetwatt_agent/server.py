@@ -124,6 +124,7 @@ def jobs_document(snap: Snapshot) -> dict[str, Any]:
         "time": snap.last_tick_wall,
         "samples_total": snap.samples_total,
         "missed_samples_total": snap.missed_total,
+        "tick_cpu_seconds_total": snap.tick_cpu_s,
         "gpus": [_gpu_json(led) for led in snap.gpus],
         "jobs": jobs,
     }
@@ -135,6 +136,7 @@ def health(snap: Snapshot) -> tuple[int, dict[str, Any]]:
         "backend": snap.info.backend,
         "samples_total": snap.samples_total,
         "errors_total": snap.errors_total,
+        "tick_cpu_seconds_total": snap.tick_cpu_s,
         "replay_done": snap.done and snap.info.backend == "replay",
         "done": snap.done,
     }

@@ -151,8 +151,32 @@ def proc_cpu_s(pid: int) -> float:
 def proc_mem_kib(pid: int) -> dict[str, int]:
     out = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(("VmRSS:", "VmHWM:")):
+        if line.startswith(("VmRSS:", "VmHWM:", "RssAnon:", "RssFile:", "RssShmem:")):
             out[line.split(":")[0]] = int(line.split()[1])
+    return out
+
+
+RSS_PROBE = """
+import sys
+if sys.argv[1] != "bare":
+    import pynvml
+    pynvml.nvmlInit()
+if sys.argv[1] == "agent":
+    import fleetwatt_agent.cli, fleetwatt_agent.backends.nvml, prometheus_client  # noqa
+for line in open("/proc/self/status"):
+    if line.startswith(("VmRSS:", "RssAnon:", "RssFile:")):
+        print(line.split()[0].rstrip(":"), line.split()[1])
+"""
+
+
+def rss_floor(run: "Run") -> dict[str, dict[str, int]]:
+    """Resident memory of a bare interpreter, of one that initialised NVML, and of one that also imported
+    the agent: what the agent's own code adds over the driver library's floor."""
+    out = {}
+    for what in ("bare", "nvml", "agent"):
+        text = subprocess.run([sys.executable, "-c", RSS_PROBE, what], env=run.env(), capture_output=True,
+                              text=True, timeout=60).stdout
+        out[what] = {k: int(v) for k, v in (line.split() for line in text.splitlines() if line.strip())}
     return out
 
 
@@ -319,6 +343,8 @@ def experiment(run: Run) -> int:
     run.log(f"own cgroup identity {own}; tagging as Slurm jobs: {tag}")
 
     costs_idle = nvml_costs(pynvml, handle, args.nvml_calls)
+    floors = rss_floor(run)
+    run.log(f"resident memory floors (KiB): {floors}")
     agent_a, url_a = run.start_agent(
         "main", ["--record", str(out / "trace.jsonl"), "--energy-interval", str(args.energy_interval)]
     )
@@ -343,6 +369,7 @@ def experiment(run: Run) -> int:
             "metrics_main_sums": metrics_sums(met_a),
             "metrics_naive_sums": metrics_sums(met_b),
             "cpu_s": {"main": proc_cpu_s(agent_a.pid), "naive": proc_cpu_s(agent_b.pid)},
+            "tick_cpu_s": {"main": doc_a["tick_cpu_seconds_total"], "naive": doc_b["tick_cpu_seconds_total"]},
             "mem_kib": {"main": proc_mem_kib(agent_a.pid), "naive": proc_mem_kib(agent_b.pid)},
         }
         if name == "after":
@@ -394,6 +421,7 @@ def experiment(run: Run) -> int:
 
     report = evaluate(run, device, scrapes, heavy_key, light_key, together_to - together_from)
     report["nvml_call_costs"] = {"idle": costs_idle, "both_jobs_running": costs_busy}
+    report["agent_cost"]["rss_floor_kib"] = floors
     (out / "report.json").write_text(json.dumps(report, indent=1))
     if run.control is not None:
         run.control.unlink(missing_ok=True)
@@ -430,6 +458,16 @@ def evaluate(run: Run, device: dict[str, Any], scrapes: dict[str, Any], heavy: s
     }
     cpu = {w: after["cpu_s"][w] - start["cpu_s"][w] for w in ("main", "naive")}
     cpu_per_tick_ms = {w: 1000 * cpu[w] / ticks[w] if ticks[w] else None for w in cpu}
+    # The sampler thread's own CPU in its ticks (thread_time, ns resolution), driver calls included,
+    # scrapes excluded: over the whole run, and over the second half (both jobs, then none).
+    tick_ms = {
+        w: 1000 * (after["tick_cpu_s"][w] - start["tick_cpu_s"][w]) / ticks[w] if ticks[w] else None for w in cpu
+    }
+    ticks_late = {w: after[f"jobs_{w}"]["samples_total"] - during[f"jobs_{w}"]["samples_total"] for w in cpu}
+    tick_ms_late = {
+        w: 1000 * (after["tick_cpu_s"][w] - during["tick_cpu_s"][w]) / ticks_late[w] if ticks_late[w] else None
+        for w in cpu
+    }
     methods = trace["methods_while_both_present"]
     checks = {
         "together_s": (together_s, ">=", args.min_together),
@@ -472,11 +510,14 @@ def evaluate(run: Run, device: dict[str, Any], scrapes: dict[str, Any], heavy: s
             "ticks": ticks,
             "cpu_s": cpu,
             "cpu_ms_per_tick": cpu_per_tick_ms,
+            "tick_cpu_ms_per_tick": tick_ms,
+            "tick_cpu_ms_per_tick_second_half": tick_ms_late,
             "percent_of_one_core_per_gpu": {
                 w: (v / 10.0 / len(after[f"jobs_{w}"]["gpus"])) if v is not None else None
                 for w, v in cpu_per_tick_ms.items()
             },
             "rss_kib": {w: mem[w].get("VmRSS") for w in mem},
+            "rss_detail_kib": mem,
             "peak_rss_kib": {w: mem[w].get("VmHWM") for w in mem},
             "energy_interval_s": {"main": args.energy_interval, "naive": 0},
         },
@@ -491,7 +532,8 @@ def summary(run: Run, report: dict[str, Any]) -> None:
     run.log(f"energy J: heavy {e['heavy']:.0f}  light {e['light']:.0f}  agent GPU {e['agent_gpu']:.0f}  "
             f"naive {e['agent_gpu_naive']:.0f}  NVML counter {e['nvml_counter']:.0f}")
     c = report["agent_cost"]
-    run.log(f"agent CPU ms/tick {c['cpu_ms_per_tick']}  RSS KiB {c['rss_kib']}  peak {c['peak_rss_kib']}")
+    run.log(f"agent CPU ms/tick (process) {c['cpu_ms_per_tick']}  (sampler thread) {c['tick_cpu_ms_per_tick']}")
+    run.log(f"agent RSS KiB {c['rss_detail_kib']}  floors {c.get('rss_floor_kib')}")
     for name, r in report["checks"].items():
         run.log(f"{'PASS' if r['pass'] else 'FAIL'}  {name}: {r['value']:.6g} {r['op']} {r['threshold']}")
     run.log("ALL CHECKS PASSED" if report["passed"] else "SOME CHECKS FAILED")
