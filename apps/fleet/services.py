@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.db.models import Q
 
 from .models import Cluster, Team, TeamRule
 
@@ -55,7 +56,7 @@ class TeamResolver:
 
     def __init__(self, *, cluster: Cluster, rules: Iterable[TeamRule] | None = None) -> None:
         if rules is None:
-            rules = TeamRule.objects.filter(cluster__in=[cluster]) | TeamRule.objects.filter(cluster__isnull=True)
+            rules = TeamRule.objects.filter(Q(cluster=cluster) | Q(cluster__isnull=True)).select_related("team")
         self._rules = sorted(rules, key=lambda r: (r.priority, r.id or 0))
         self._unassigned: Team | None = None
 

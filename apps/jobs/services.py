@@ -8,6 +8,8 @@ from datetime import datetime
 
 from django.db.models import Max, Min, Sum
 
+from apps.core.bulk import rows_update
+
 from .models import Job, JobGpuHour, JobGpuHourEnergy
 from .summary import GpuTotals, job_summarize
 
@@ -82,5 +84,5 @@ def jobs_summary_refresh(*, job_ids: Iterable[int], ingested_through: datetime) 
         )
         for name in SUMMARY_FIELDS:
             setattr(job, name, getattr(s, name))
-    Job.objects.bulk_update(jobs, SUMMARY_FIELDS, batch_size=1000)
+    rows_update(jobs, SUMMARY_FIELDS)
     job_flags_sync(jobs=jobs)

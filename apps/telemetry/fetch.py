@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from . import promql
@@ -11,6 +12,7 @@ from .hour import HourInput, SeriesWindow, dcgm_uuid
 from .prometheus import PrometheusReader
 
 _DROP = {"__name__", promql.TAG}
+PARALLEL_QUERIES = 3
 
 
 def _series_key(labels: dict[str, str]) -> tuple[tuple[str, str], ...]:
@@ -73,20 +75,26 @@ def _attach_raw(
 
 
 def hour_fetch(*, reader: PrometheusReader, queries: promql.HourQueries, hour_start: float) -> HourInput:
+    """The hour's queries, a few at a time (Prometheus answers them in parallel), then the raw samples
+    of any series that reset."""
     at = hour_start + 3600.0
     data = HourInput(hour_start=hour_start, scrape_interval_s=queries.scrape_interval_s)
+    batch = {metric: queries.counter_window(metric) for metric in (*promql.AGENT_COUNTERS, promql.DCGM_ENERGY)}
+    batch |= {"gauges": queries.job_gauges(), "info": queries.job_info(), "dcgm": queries.dcgm_series()}
+    with ThreadPoolExecutor(max_workers=PARALLEL_QUERIES) as pool:
+        answers = dict(zip(batch, pool.map(lambda q: reader.instant(q, at=at), batch.values()), strict=True))
     for metric in promql.AGENT_COUNTERS:
-        windows = parse_counter_windows(reader.instant(queries.counter_window(metric), at=at))
+        windows = parse_counter_windows(answers[metric])
         _attach_raw(reader, queries, metric, windows, label_names=("hostname",), at=at)
         data.counters[metric] = windows
-    data.dcgm_energy = parse_counter_windows(reader.instant(queries.counter_window(promql.DCGM_ENERGY), at=at))
+    data.dcgm_energy = parse_counter_windows(answers[promql.DCGM_ENERGY])
     # dcgm copies of one GPU are merged later, so every copy of a GPU that reset needs its samples.
     reset_uuids = {dcgm_uuid(sw.labels) for sw in data.dcgm_energy if sw.window.needs_raw_samples()}
     for sw in data.dcgm_energy:
         if dcgm_uuid(sw.labels) in reset_uuids and sw.window.last is not None:
             sw.window.resets = max(sw.window.resets, 1.0)
     _attach_raw(reader, queries, promql.DCGM_ENERGY, data.dcgm_energy, label_names=("UUID", "uuid"), at=at)
-    data.job_gauges = parse_tagged(reader.instant(queries.job_gauges(), at=at))
-    data.job_info = [dict(_series_key(item["metric"])) for item in reader.instant(queries.job_info(), at=at)]
-    data.dcgm_series = parse_tagged(reader.instant(queries.dcgm_series(), at=at))
+    data.job_gauges = parse_tagged(answers["gauges"])
+    data.job_info = [dict(_series_key(item["metric"])) for item in answers["info"]]
+    data.dcgm_series = parse_tagged(answers["dcgm"])
     return data

@@ -231,10 +231,15 @@ def hour_compute(data: HourInput) -> HourResult:
 
     dcgm_rows, dcgm_gpu = _dcgm_attribution(data, dcgm_energy, exclude=agent_uuids)
 
+    jobs_j_by_gpu: dict[str, float] = defaultdict(float)
+    occupied_by_gpu: dict[str, float] = defaultdict(float)
+    for (u, _), r in rows.items():
+        jobs_j_by_gpu[u] += r.energy_j
+        occupied_by_gpu[u] += r.occupancy_s
     gpu_hours: list[GpuHourRow] = []
     for uuid in sorted(agent_uuids):
         agent_j = device[(uuid,)]
-        jobs_j = sum(r.energy_j for (u, _), r in rows.items() if u == uuid)
+        jobs_j = jobs_j_by_gpu[uuid]
         idle_j = idle.get((uuid,), 0.0)
         dcgm_j = dcgm_energy.get(uuid)
         residual = agent_j - dcgm_j if dcgm_j is not None else None
@@ -251,7 +256,7 @@ def hour_compute(data: HourInput) -> HourResult:
                 residual_j=residual,
                 residual_ratio=(residual / dcgm_j) if residual is not None and dcgm_j else None,
                 sampled_s=gpu_sampled.get((uuid,), 0.0),
-                occupied_s=sum(r.occupancy_s for (u, _), r in rows.items() if u == uuid),
+                occupied_s=occupied_by_gpu[uuid],
                 counter_resets=int(round(resets.get((uuid,), 0.0))),
             )
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,7 @@ class PrometheusReader:
         retry = Retry(total=2, backoff_factor=0.2, status_forcelist=(502, 503, 504), allowed_methods=None)
         self._client = PrometheusConnect(url=self.url, retry=retry, timeout=timeout_s, method="POST")
         self.log = QueryLog()
+        self._lock = threading.Lock()
 
     def instant(self, query: str, *, at: float) -> list[dict[str, Any]]:
         started = time.perf_counter()
@@ -43,9 +45,10 @@ class PrometheusReader:
         except PrometheusApiClientException as exc:
             raise PrometheusUnavailable(f"Prometheus at {self.url} refused a query: {exc}") from exc
         finally:
-            self.log.count += 1
-            self.log.seconds += time.perf_counter() - started
-            self.log.queries.append(query)
+            with self._lock:
+                self.log.count += 1
+                self.log.seconds += time.perf_counter() - started
+                self.log.queries.append(query)
         return result
 
     def close(self) -> None:

@@ -38,6 +38,9 @@ DCGM_POWER = "DCGM_FI_DEV_POWER_USAGE"
 DCGM_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 DCGM_FB_USED = "DCGM_FI_DEV_FB_USED"  # MiB
 
+# Labels by which dcgm-exporter ties a series to a job (Kubernetes pod mapping, HPC job mapping).
+DCGM_JOB_LABELS = ("pod", "exported_pod", "hpc_job")
+
 # Tag label that lets one HTTP query carry several aggregates of the same series.
 TAG = "fw_q"
 
@@ -95,20 +98,32 @@ class HourQueries:
         return f"last_over_time({selector(JOB_INFO, self.cluster_selector)}[1h])"
 
     def dcgm_series(self) -> str:
-        """Per dcgm-exporter series (one per GPU, or per pod on a GPU): presence and signals."""
-        power = selector(DCGM_POWER, self.cluster_selector)
+        """Per dcgm-exporter series: presence and signals of the series labelled with a job (pod or
+        hpc_job), and the power integral of every series (the unlabelled ones are the GPU's idle time).
+
+        First and last sample times need a subquery at the scrape step, the costliest query here, so
+        they are asked only of job-labelled series, which only GPUs without an agent need."""
         step = f"{self.scrape_interval_s}s"
+        power = selector(DCGM_POWER, self.cluster_selector)
+
+        def each(template: str, metric: str) -> str:
+            # timestamp() gives sample times only over a plain selector, so `or` goes outside.
+            return " or ".join(template.format(s=s, step=step) for s in self._job_labelled_selectors(metric))
+
         return _tagged_union(
             {
-                "samples": f"count_over_time({power}[1h])",
                 "power_sum": f"sum_over_time({power}[1h])",
-                "first": f"min_over_time(timestamp({power})[1h:{step}])",
-                "last": f"max_over_time(timestamp({power})[1h:{step}])",
-                "util": f"avg_over_time({selector(DCGM_UTIL, self.cluster_selector)}[1h])",
-                "fb_avg": f"avg_over_time({selector(DCGM_FB_USED, self.cluster_selector)}[1h])",
-                "fb_max": f"max_over_time({selector(DCGM_FB_USED, self.cluster_selector)}[1h])",
+                "samples": each("count_over_time({s}[1h])", DCGM_POWER),
+                "first": each("min_over_time(timestamp({s})[1h:{step}])", DCGM_POWER),
+                "last": each("max_over_time(timestamp({s})[1h:{step}])", DCGM_POWER),
+                "util": each("avg_over_time({s}[1h])", DCGM_UTIL),
+                "fb_avg": each("avg_over_time({s}[1h])", DCGM_FB_USED),
+                "fb_max": each("max_over_time({s}[1h])", DCGM_FB_USED),
             }
         )
+
+    def _job_labelled_selectors(self, metric: str) -> list[str]:
+        return [selector(metric, self.cluster_selector, f'{label}!=""') for label in DCGM_JOB_LABELS]
 
 
 def _regex_escape(value: str) -> str:

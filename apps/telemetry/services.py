@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from apps.core.bulk import rows_update, rows_upsert
 from apps.fleet.models import Cluster, Gpu, Node
 from apps.fleet.services import JobIdentity, TeamResolver, default_cluster_ensure
 from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy
@@ -165,35 +166,41 @@ def _gpus_upsert(cluster: Cluster, result: HourResult) -> dict[str, Gpu]:
 
 
 def _jobs_upsert(cluster: Cluster, metas: Iterable[JobMeta], sources: dict[str, str]) -> dict[str, Job]:
+    """Create the jobs first seen in this hour, update the metadata of those whose labels changed."""
+    metas = list(metas)
+    existing = {j.job_key: j for j in Job.objects.filter(cluster=cluster, job_key__in=[m.job_key for m in metas])}
     resolver = TeamResolver(cluster=cluster)
-    jobs = []
+    fields = ["scheduler", "job_id", "user", "account", "namespace", "pod", "name", "team", "source"]
+    new, changed = [], []
     for m in metas:
         team = resolver.team_for(
             JobIdentity(scheduler=m.scheduler, user=m.user, account=m.account, namespace=m.namespace)
         )
-        jobs.append(
-            Job(
-                cluster=cluster,
-                job_key=m.job_key,
-                scheduler=m.scheduler,
-                job_id=m.job_id,
-                user=m.user,
-                account=m.account,
-                namespace=m.namespace,
-                pod=m.pod,
-                name=m.name,
-                team=team,
-                source=sources.get(m.job_key, "agent"),
-            )
+        values = {
+            "scheduler": m.scheduler,
+            "job_id": m.job_id,
+            "user": m.user,
+            "account": m.account,
+            "namespace": m.namespace,
+            "pod": m.pod,
+            "name": m.name,
+            "team_id": team.pk,
+            "source": sources.get(m.job_key, "agent"),
+        }
+        job = existing.get(m.job_key)
+        if job is None:
+            new.append(Job(cluster=cluster, job_key=m.job_key, **values))
+        elif any(getattr(job, k) != v for k, v in values.items()):
+            for k, v in values.items():
+                setattr(job, k, v)
+            changed.append(job)
+    Job.objects.bulk_create(new, ignore_conflicts=True, unique_fields=["cluster", "job_key"])
+    rows_update(changed, fields)
+    if new:
+        existing.update(
+            (j.job_key, j) for j in Job.objects.filter(cluster=cluster, job_key__in=[j.job_key for j in new])
         )
-    Job.objects.bulk_create(
-        jobs,
-        update_conflicts=True,
-        unique_fields=["cluster", "job_key"],
-        update_fields=["scheduler", "job_id", "user", "account", "namespace", "pod", "name", "team", "source"],
-    )
-    keys = [j.job_key for j in jobs]
-    return {j.job_key: j for j in Job.objects.filter(cluster=cluster, job_key__in=keys)}
+    return existing
 
 
 def _hour_write(*, cluster: Cluster, hour: datetime, result: HourResult) -> None:
@@ -238,9 +245,8 @@ def _hour_write(*, cluster: Cluster, hour: datetime, result: HourResult) -> None
         if (j, g, m) not in keep_energy
     ]
     JobGpuHourEnergy.objects.filter(pk__in=stale).delete()
-    JobGpuHour.objects.bulk_create(
+    rows_upsert(
         hour_rows,
-        update_conflicts=True,
         unique_fields=["job", "gpu", "hour"],
         update_fields=[
             "source",
@@ -253,15 +259,8 @@ def _hour_write(*, cluster: Cluster, hour: datetime, result: HourResult) -> None
             "first_seen",
             "last_seen",
         ],
-        batch_size=2000,
     )
-    JobGpuHourEnergy.objects.bulk_create(
-        energy_rows,
-        update_conflicts=True,
-        unique_fields=["job", "gpu", "hour", "method"],
-        update_fields=["energy_j"],
-        batch_size=2000,
-    )
+    rows_upsert(energy_rows, unique_fields=["job", "gpu", "hour", "method"], update_fields=["energy_j"])
 
     gpu_hour_rows = [
         GpuHour(
@@ -285,9 +284,8 @@ def _hour_write(*, cluster: Cluster, hour: datetime, result: HourResult) -> None
     GpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour).exclude(
         gpu__in=[row.gpu for row in gpu_hour_rows]
     ).delete()
-    GpuHour.objects.bulk_create(
+    rows_upsert(
         gpu_hour_rows,
-        update_conflicts=True,
         unique_fields=["gpu", "hour"],
         update_fields=[
             "source",
@@ -303,7 +301,6 @@ def _hour_write(*, cluster: Cluster, hour: datetime, result: HourResult) -> None
             "occupied_s",
             "counter_resets",
         ],
-        batch_size=2000,
     )
     gpu_hour_flags_replace(cluster=cluster, hour=hour, rows=gpu_hour_rows)
     through = _ingested_through(cluster, hour)

@@ -10,6 +10,7 @@ from datetime import datetime
 from django.conf import settings
 from django.db.models import Q
 
+from apps.core.bulk import rows_update
 from apps.fleet.models import Cluster
 from apps.jobs.models import Job, JobGpuHour
 from apps.telemetry.models import GpuHour
@@ -102,4 +103,4 @@ def job_flags_sync(*, jobs: Sequence[Job]) -> None:
         if new != sorted(job.flags):
             job.flags = new
             changed.append(job)
-    Job.objects.bulk_update(changed, ["flags"], batch_size=1000)
+    rows_update(changed, ["flags"])
