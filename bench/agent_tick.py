@@ -35,12 +35,19 @@ N_GPUS, N_PROCS = 8, 20
 def synthetic(ticks: int, seed: int = 7) -> tuple[BackendInfo, list[TickReading], dict[int, JobInfo]]:
     """20 processes of 12 jobs on 8 GPUs: some GPUs shared, one job on 4 GPUs; the counter every 10 s."""
     rng = random.Random(seed)
-    info = BackendInfo("synthetic", tuple(GpuInfo(i, f"GPU-bench-{i:02d}", "Bench GPU", True) for i in range(N_GPUS)),
-                       driver="bench", process_utilization="supported", accounting_mode="disabled")
+    info = BackendInfo(
+        "synthetic",
+        tuple(GpuInfo(i, f"GPU-bench-{i:02d}", "Bench GPU", True) for i in range(N_GPUS)),
+        driver="bench",
+        process_utilization="supported",
+        accounting_mode="disabled",
+    )
     pids = list(range(1000, 1000 + N_PROCS))
     placement = {pid: i % N_GPUS for i, pid in enumerate(pids)}  # 2 or 3 processes per GPU
-    jobs = {pid: JobInfo(f"slurm/{500 + i % 12}", "slurm", str(500 + i % 12), "user", start_time=1.7e9)
-            for i, pid in enumerate(pids)}
+    jobs = {
+        pid: JobInfo(f"slurm/{500 + i % 12}", "slurm", str(500 + i % 12), "user", start_time=1.7e9)
+        for i, pid in enumerate(pids)
+    }
     energy = [10**9] * N_GPUS
     readings = []
     for t in range(ticks):
@@ -48,11 +55,16 @@ def synthetic(ticks: int, seed: int = 7) -> tuple[BackendInfo, list[TickReading]
         for g in range(N_GPUS):
             power = rng.uniform(80, 700)
             energy[g] += int(power * 1000)
-            procs = tuple(ProcessReading(pid, rng.randrange(1, 40) * 2**30,
-                                         rng.choice([None, rng.uniform(0, 100)]))
-                          for pid, where in placement.items() if where == g)
-            gpus.append(GpuReading(g, power, sum(p.memory_bytes for p in procs), procs,
-                                   energy[g] if t % 10 == 0 else None, "sm"))
+            procs = tuple(
+                ProcessReading(pid, rng.randrange(1, 40) * 2**30, rng.choice([None, rng.uniform(0, 100)]))
+                for pid, where in placement.items()
+                if where == g
+            )
+            gpus.append(
+                GpuReading(
+                    g, power, sum(p.memory_bytes for p in procs), procs, energy[g] if t % 10 == 0 else None, "sm"
+                )
+            )
         readings.append(TickReading(1.7e9 + t, 1000.0 + t, tuple(gpus)))
     return info, readings, jobs
 
@@ -115,7 +127,10 @@ def main() -> int:
     series = generate_latest(registry).decode().count("\n")
 
     figures = {
-        "gpus": N_GPUS, "processes": N_PROCS, "jobs": len({j.job_key for j in jobs.values()}), "ticks": args.ticks,
+        "gpus": N_GPUS,
+        "processes": N_PROCS,
+        "jobs": len({j.job_key for j in jobs.values()}),
+        "ticks": args.ticks,
         "agent_ms_per_tick": 1000 * statistics.median(own),
         "agent_plus_trace_decode_ms_per_tick": 1000 * statistics.median(replay),
         "metrics_scrape_ms": 1000 * scrape,
@@ -124,8 +139,10 @@ def main() -> int:
         "target_ms_per_tick": 0.5,
         "python": sys.version.split()[0],
     }
-    print(f"fleetwatt-agent tick, {N_GPUS} GPUs x {N_PROCS} processes ({figures['jobs']} jobs), "
-          f"replay backend, {args.ticks} ticks, median of {args.repeat}:")
+    print(
+        f"fleetwatt-agent tick, {N_GPUS} GPUs x {N_PROCS} processes ({figures['jobs']} jobs), "
+        f"replay backend, {args.ticks} ticks, median of {args.repeat}:"
+    )
     print(f"  agent's own work per tick      {figures['agent_ms_per_tick']:.3f} ms CPU  (target < 0.5 ms)")
     print(f"  + reading the JSON trace       {figures['agent_plus_trace_decode_ms_per_tick']:.3f} ms CPU")
     print(f"  one /metrics scrape            {figures['metrics_scrape_ms']:.3f} ms CPU  ({series} lines)")

@@ -75,8 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             recorder = Recorder(
                 cfg.record,
-                header(info, hostname=cfg.hostname, interval_s=cfg.interval_s,
-                       energy_interval_s=cfg.energy_interval_s),
+                header(info, hostname=cfg.hostname, interval_s=cfg.interval_s, energy_interval_s=cfg.energy_interval_s),
             )
         except OSError as exc:
             backend.close()
@@ -94,8 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sink=recorder,
     )
     try:
-        server = AgentHTTPServer((cfg.listen_host, cfg.listen_port), make_registry(sampler.snapshot),
-                                 sampler.snapshot)
+        server = AgentHTTPServer((cfg.listen_host, cfg.listen_port), make_registry(sampler.snapshot), sampler.snapshot)
     except OSError as exc:
         backend.close()
         return fail(f"cannot listen on {cfg.listen_host}:{cfg.listen_port}: {exc}", 4)

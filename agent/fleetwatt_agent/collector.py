@@ -38,8 +38,7 @@ class AgentCollector(Collector):
         gpu_mem = GaugeMetricFamily("fleetwatt_gpu_memory_used_bytes", "GPU memory used now", labels=GPU)
         gpu_resets = CounterMetricFamily(
             "fleetwatt_gpu_energy_counter_resets",
-            "Times the driver's energy counter went backwards (driver reload); that interval was "
-            "integrated from power",
+            "Times the driver's energy counter went backwards (driver reload); that interval was integrated from power",
             labels=GPU,
         )
         gpu_sampled = CounterMetricFamily(
@@ -64,8 +63,7 @@ class AgentCollector(Collector):
         )
         job_occ = CounterMetricFamily(
             "fleetwatt_job_occupancy_seconds",
-            "Sum over samples with the job present of sample length / jobs present (extension: GPU-hours "
-            "charged once)",
+            "Sum over samples with the job present of sample length / jobs present (extension: GPU-hours charged once)",
             labels=JOB_GPU,
         )
         job_last = GaugeMetricFamily(
@@ -73,9 +71,7 @@ class AgentCollector(Collector):
             "Unix time of the end of the last sample in which the job was present on that GPU (extension)",
             labels=JOB_GPU,
         )
-        job_mem = GaugeMetricFamily(
-            "fleetwatt_job_gpu_memory_bytes", "GPU memory the job holds now", labels=JOB_GPU
-        )
+        job_mem = GaugeMetricFamily("fleetwatt_job_gpu_memory_bytes", "GPU memory the job holds now", labels=JOB_GPU)
         for led in snap.gpus:
             gl = [host, str(led.info.index), led.info.uuid]
             gpu_energy.add_metric(gl, led.energy_j)
@@ -104,8 +100,7 @@ class AgentCollector(Collector):
             if info.start_time is not None:
                 job_start.add_metric([host, key], info.start_time)
             job_info.add_metric(
-                [host, key, info.scheduler, info.job_id, info.user, info.account, info.namespace, info.pod,
-                 info.name],
+                [host, key, info.scheduler, info.job_id, info.user, info.account, info.namespace, info.pod, info.name],
                 1.0,
             )
 
@@ -120,15 +115,27 @@ class AgentCollector(Collector):
         )
         samples = CounterMetricFamily("fleetwatt_agent_samples", "Ticks done", labels=["hostname"])
         samples.add_metric([host], float(snap.samples_total))
-        missed = CounterMetricFamily(
-            "fleetwatt_agent_missed_samples", "Ticks missed (overrun)", labels=["hostname"]
-        )
+        missed = CounterMetricFamily("fleetwatt_agent_missed_samples", "Ticks missed (overrun)", labels=["hostname"])
         missed.add_metric([host], float(snap.missed_total))
 
         yield from (
-            gpu_energy, gpu_idle, gpu_power, gpu_mem, gpu_resets, gpu_sampled,
-            job_energy, job_sampled, job_sm, job_occ, job_last, job_mem, job_start, job_info,
-            agent_info, samples, missed,
+            gpu_energy,
+            gpu_idle,
+            gpu_power,
+            gpu_mem,
+            gpu_resets,
+            gpu_sampled,
+            job_energy,
+            job_sampled,
+            job_sm,
+            job_occ,
+            job_last,
+            job_mem,
+            job_start,
+            job_info,
+            agent_info,
+            samples,
+            missed,
         )
 
 

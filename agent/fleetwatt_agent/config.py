@@ -47,7 +47,9 @@ def parse_listen(value: str) -> tuple[str, int]:
 
 
 def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
-    e = lambda name, default=None: _env(environ, name, default)  # noqa: E731
+    def e(name: str, default: str | None = None) -> str | None:
+        return _env(environ, name, default)
+
     p = argparse.ArgumentParser(
         prog="fleetwatt-agent",
         description="Per-job GPU energy on shared GPUs, exported to Prometheus. Every flag falls back "
@@ -56,27 +58,50 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"fleetwatt-agent {__version__}")
     p.add_argument("--backend", choices=["nvml", "drm", "replay"], default=e("BACKEND", "nvml"))
     p.add_argument("--replay", metavar="FILE", default=e("REPLAY"), help="trace to play (--backend replay)")
-    p.add_argument("--replay-speed", type=float, default=e("REPLAY_SPEED", "1"),
-                   help="1: real time; N: N times faster; 0: as fast as possible (default 1)")
-    p.add_argument("--replay-keep-time", action="store_true",
-                   default=_bool(e("REPLAY_KEEP_TIME", "0")),
-                   help="keep the recorded Unix times instead of shifting the first tick to now")
-    p.add_argument("--replay-exit", action="store_true", default=_bool(e("REPLAY_EXIT", "0")),
-                   help="exit when the trace ends (default: keep serving the final values)")
+    p.add_argument(
+        "--replay-speed",
+        type=float,
+        default=e("REPLAY_SPEED", "1"),
+        help="1: real time; N: N times faster; 0: as fast as possible (default 1)",
+    )
+    p.add_argument(
+        "--replay-keep-time",
+        action="store_true",
+        default=_bool(e("REPLAY_KEEP_TIME", "0")),
+        help="keep the recorded Unix times instead of shifting the first tick to now",
+    )
+    p.add_argument(
+        "--replay-exit",
+        action="store_true",
+        default=_bool(e("REPLAY_EXIT", "0")),
+        help="exit when the trace ends (default: keep serving the final values)",
+    )
     p.add_argument("--record", metavar="FILE", default=e("RECORD"), help="write a JSONL trace of every tick")
-    p.add_argument("--listen", default=e("LISTEN", "127.0.0.1:9877"),
-                   help="HOST:PORT for /metrics, /jobs, /healthz (default 127.0.0.1:9877; port 0 picks one)")
+    p.add_argument(
+        "--listen",
+        default=e("LISTEN", "127.0.0.1:9877"),
+        help="HOST:PORT for /metrics, /jobs, /healthz (default 127.0.0.1:9877; port 0 picks one)",
+    )
     p.add_argument("--interval", type=float, default=e("INTERVAL", "1"), help="seconds between samples")
-    p.add_argument("--energy-interval", type=float, default=e("ENERGY_INTERVAL", "10"),
-                   help="seconds between reads of the driver's energy counter; power is integrated in "
-                   "between and scaled to the counter (default 10; 0: every sample)")
-    p.add_argument("--linger", type=float, default=e("LINGER", "300"),
-                   help="seconds a job's series stay exported after it leaves a GPU (default 300)")
+    p.add_argument(
+        "--energy-interval",
+        type=float,
+        default=e("ENERGY_INTERVAL", "10"),
+        help="seconds between reads of the driver's energy counter; power is integrated in "
+        "between and scaled to the counter (default 10; 0: every sample)",
+    )
+    p.add_argument(
+        "--linger",
+        type=float,
+        default=e("LINGER", "300"),
+        help="seconds a job's series stay exported after it leaves a GPU (default 300)",
+    )
     p.add_argument("--hostname", default=e("HOSTNAME") or socket.gethostname())
     p.add_argument("--proc-root", default=e("PROC_ROOT", "/proc"))
     p.add_argument("--sys-root", default=e("SYS_ROOT", "/sys"))
-    p.add_argument("--pod-resources-socket",
-                   default=e("POD_RESOURCES_SOCKET", "/var/lib/kubelet/pod-resources/kubelet.sock"))
+    p.add_argument(
+        "--pod-resources-socket", default=e("POD_RESOURCES_SOCKET", "/var/lib/kubelet/pod-resources/kubelet.sock")
+    )
     p.add_argument("--gpus", default=e("GPUS"), help="comma-separated GPU indices to watch (default: all)")
     p.add_argument("--log-level", default=e("LOG_LEVEL", "INFO"))
     return p

@@ -26,9 +26,7 @@ from fleetwatt_agent.model import JobInfo
 log = logging.getLogger(__name__)
 
 _SLURM_JOB = re.compile(r"/job_(\d+)(?=/|$|\.)")
-_POD_UID = re.compile(
-    r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})(?=\.slice|/|$)"
-)
+_POD_UID = re.compile(r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})(?=\.slice|/|$)")
 _CONTAINER = re.compile(
     r"(?:^|[/-])(?:(docker|cri-containerd|containerd|crio|libpod|nerdctl)[-/:])?([0-9a-f]{64})(?:\.scope)?(?=/|$)"
 )
@@ -236,9 +234,7 @@ class ProcResolver:
         self._pod_keys[uid] = result
         return result
 
-    def _oldest_start(
-        self, pid: int, starttime: int, cg: CgroupIdentity, env: dict[str, str], key: str
-    ) -> float:
+    def _oldest_start(self, pid: int, starttime: int, cg: CgroupIdentity, env: dict[str, str], key: str) -> float:
         """Oldest start among the process and its ancestors in the same job (for a plain process, itself)."""
         oldest = starttime
         if key.startswith("proc/"):

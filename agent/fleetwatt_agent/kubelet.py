@@ -140,8 +140,12 @@ def grpc_unary(socket_path: str, method: str, request: bytes = b"", timeout: flo
     headers = b"".join(
         hpack_literal(k, v)
         for k, v in (
-            (":method", "POST"), (":scheme", "http"), (":path", method), (":authority", "localhost"),
-            ("content-type", "application/grpc"), ("te", "trailers"),
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", method),
+            (":authority", "localhost"),
+            ("content-type", "application/grpc"),
+            ("te", "trailers"),
         )
     )
     message = b"\x00" + len(request).to_bytes(4, "big") + request

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from fleetwatt_agent.energy import Commit, EnergyMeter
-from fleetwatt_agent.model import GpuInfo, Method
+from fleetwatt_agent.model import GpuInfo
 from fleetwatt_agent.split import JobLoad, SampleSplit, proportional
 
 IDLE = ("", "idle")  # window target for idle energy; jobs are (job_key, method)

@@ -83,9 +83,7 @@ class Recorder:
             self._file.write(json.dumps(obj, separators=(",", ":")) + "\n")
             self._file.flush()
 
-    def write_tick(
-        self, reading: TickReading, new_jobs: dict[int, JobInfo], outputs: list[dict[str, Any]]
-    ) -> None:
+    def write_tick(self, reading: TickReading, new_jobs: dict[int, JobInfo], outputs: list[dict[str, Any]]) -> None:
         self._write(tick_record(reading, new_jobs, outputs))
 
     def close(self) -> None:

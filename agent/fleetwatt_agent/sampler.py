@@ -20,9 +20,7 @@ log = logging.getLogger(__name__)
 class TickSink(Protocol):
     """Receives every tick (the recorder)."""
 
-    def write_tick(
-        self, reading: TickReading, new_jobs: dict[int, JobInfo], outputs: list[dict[str, Any]]
-    ) -> None: ...
+    def write_tick(self, reading: TickReading, new_jobs: dict[int, JobInfo], outputs: list[dict[str, Any]]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -192,9 +190,7 @@ class Sampler:
                 _merge_start(known, info)
         return new_jobs
 
-    def _apply_gpu(
-        self, led: GpuLedger, g: GpuReading, wall: float, mono: float
-    ) -> dict[str, Any] | None:
+    def _apply_gpu(self, led: GpuLedger, g: GpuReading, wall: float, mono: float) -> dict[str, Any] | None:
         if g.power_w is not None:
             led.power_w = g.power_w
         led.memory_used_bytes = g.memory_used_bytes
@@ -229,9 +225,7 @@ class Sampler:
         else:
             fractions = split_sample(1.0, loads, g.signal)
             energy_j = meter.add_sample(dt, g.power_w)
-            residual = led.add_sample(
-                dt_s=dt, wall=wall, energy_j=energy_j, fractions=fractions, loads=loads
-            )
+            residual = led.add_sample(dt_s=dt, wall=wall, energy_j=energy_j, fractions=fractions, loads=loads)
             out["sample_j"] = energy_j
             out["idle_j"] = fractions.idle_j * energy_j
             out["jobs"] = {k: [fractions.method, f * energy_j] for k, f in fractions.shares_j.items()}
@@ -255,12 +249,7 @@ class Sampler:
     def _with_activity(self, led: GpuLedger, g: GpuReading) -> tuple[ProcessReading, ...]:
         if g.signal is None:
             return g.processes
-        if (
-            g.activity_missing
-            and g.processes
-            and led.prev_activity
-            and led.carried < self.settings.activity_carry
-        ):
+        if g.activity_missing and g.processes and led.prev_activity and led.carried < self.settings.activity_carry:
             led.carried += 1
             prev = led.prev_activity
             return tuple(replace(p, activity_pct=prev.get(p.pid, 0.0)) for p in g.processes)
@@ -292,9 +281,15 @@ class Sampler:
         with self.lock:
             gpus = []
             for led in self.gpus.values():
-                copy = replace(led, jobs={k: replace(j, energy_j=dict(j.energy_j), pending_j=dict(j.pending_j))
-                                          for k, j in led.jobs.items()},
-                               window={t: list(v) for t, v in led.window.items()}, prev_activity={})
+                copy = replace(
+                    led,
+                    jobs={
+                        k: replace(j, energy_j=dict(j.energy_j), pending_j=dict(j.pending_j))
+                        for k, j in led.jobs.items()
+                    },
+                    window={t: list(v) for t, v in led.window.items()},
+                    prev_activity={},
+                )
                 gpus.append(copy)
             return Snapshot(
                 hostname=self.settings.hostname,

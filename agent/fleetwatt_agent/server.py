@@ -69,8 +69,7 @@ def jobs_document(snap: Snapshot) -> dict[str, Any]:
     for led in snap.gpus:
         for key, job in led.jobs.items():
             by_method = {
-                m: job.energy_j.get(m, 0.0) + job.pending_j.get(m, 0.0)
-                for m in set(job.energy_j) | set(job.pending_j)
+                m: job.energy_j.get(m, 0.0) + job.pending_j.get(m, 0.0) for m in set(job.energy_j) | set(job.pending_j)
             }
             per_job.setdefault(key, []).append(
                 {
@@ -94,19 +93,19 @@ def jobs_document(snap: Snapshot) -> dict[str, Any]:
     for key in sorted(per_job):
         gpus = per_job[key]
         info = snap.jobs.get(key) or JobInfo(job_key=key)
-        by_method: dict[str, float] = {}
+        job_methods: dict[str, float] = {}
         for g in gpus:
             for m, j in g["energy_by_method_j"].items():
-                by_method[m] = by_method.get(m, 0.0) + j
+                job_methods[m] = job_methods.get(m, 0.0) + j
         sampled = sum(g["sampled_s"] for g in gpus)
         expected = sum(g["sampled_s"] / g["coverage"] for g in gpus if g["coverage"] > 0)
         jobs.append(
             {
                 **info.to_json(),
                 "present": any(g["present"] for g in gpus),
-                "energy_j": sum(by_method.values()),
-                "attribution": _dominant(by_method),
-                "energy_by_method_j": by_method,
+                "energy_j": sum(job_methods.values()),
+                "attribution": _dominant(job_methods),
+                "energy_by_method_j": job_methods,
                 "sampled_s": sampled,
                 "occupancy_s": sum(g["occupancy_s"] for g in gpus),
                 "coverage": min(sampled / expected, 1.0) if expected > 0 else 0.0,
@@ -155,9 +154,7 @@ class AgentHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(
-        self, address: tuple[str, int], registry: CollectorRegistry, snapshot: Callable[[], Snapshot]
-    ) -> None:
+    def __init__(self, address: tuple[str, int], registry: CollectorRegistry, snapshot: Callable[[], Snapshot]) -> None:
         self.registry = registry
         self.snapshot = snapshot
         super().__init__(address, _Handler)

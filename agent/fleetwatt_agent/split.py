@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from fleetwatt_agent.model import Method, ProcessReading, Signal
 
@@ -29,9 +30,7 @@ class SampleSplit:
     idle_j: float
 
 
-def job_loads(
-    processes: Iterable[ProcessReading], job_of: Mapping[int, str]
-) -> dict[str, JobLoad]:
+def job_loads(processes: Iterable[ProcessReading], job_of: Mapping[int, str]) -> dict[str, JobLoad]:
     """Group a GPU's processes by job. A PID with no job (unresolved) is not in `job_of`: never charged."""
     mem: dict[str, int] = {}
     act: dict[str, float] = {}
@@ -73,7 +72,10 @@ def split_sample(energy_j: float, jobs: Mapping[str, JobLoad], signal: Signal | 
     return SampleSplit(method, proportional(energy_j, weights), 0.0)
 
 
-def proportional(total: float, weights: Mapping[str, float]) -> dict[str, float]:
+K = TypeVar("K")
+
+
+def proportional(total: float, weights: Mapping[K, float]) -> dict[K, float]:
     """`total` in proportion to non-negative `weights` (at least one positive); parts sum to total.
 
     The largest part takes the float rounding remainder so that the parts add back up exactly where the

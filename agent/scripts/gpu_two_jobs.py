@@ -35,8 +35,8 @@ HERE = Path(__file__).resolve().parent
 AGENT_SRC = HERE.parent
 sys.path.insert(0, str(AGENT_SRC))
 
-from fleetwatt_agent.discovery import ProcResolver, parse_cgroup  # noqa: E402
 from fleetwatt_agent.backends.replay import read_trace  # noqa: E402
+from fleetwatt_agent.discovery import ProcResolver, parse_cgroup  # noqa: E402
 
 GIB = 2**30
 
@@ -83,8 +83,20 @@ class Run:
 
     # -- processes ----------------------------------------------------------------------------------
     def start_agent(self, name: str, extra: list[str]) -> tuple[subprocess.Popen[bytes], str]:
-        cmd = [sys.executable, "-m", "fleetwatt_agent", "--backend", "nvml", "--listen", "127.0.0.1:0",
-               "--hostname", "h200-two-jobs", "--log-level", "WARNING", *extra]
+        cmd = [
+            sys.executable,
+            "-m",
+            "fleetwatt_agent",
+            "--backend",
+            "nvml",
+            "--listen",
+            "127.0.0.1:0",
+            "--hostname",
+            "h200-two-jobs",
+            "--log-level",
+            "WARNING",
+            *extra,
+        ]
         self.log(f"start agent {name}: {' '.join(cmd[1:])}")
         proc = subprocess.Popen(cmd, env=self.env(), stdout=subprocess.PIPE, stderr=self.log_file)
         self.procs.append(proc)
@@ -169,13 +181,14 @@ for line in open("/proc/self/status"):
 """
 
 
-def rss_floor(run: "Run") -> dict[str, dict[str, int]]:
+def rss_floor(run: Run) -> dict[str, dict[str, int]]:
     """Resident memory of a bare interpreter, of one that initialised NVML, and of one that also imported
     the agent: what the agent's own code adds over the driver library's floor."""
     out = {}
     for what in ("bare", "nvml", "agent"):
-        text = subprocess.run([sys.executable, "-c", RSS_PROBE, what], env=run.env(), capture_output=True,
-                              text=True, timeout=60).stdout
+        text = subprocess.run(
+            [sys.executable, "-c", RSS_PROBE, what], env=run.env(), capture_output=True, text=True, timeout=60
+        ).stdout
         out[what] = {k: int(v) for k, v in (line.split() for line in text.splitlines() if line.strip())}
     return out
 
@@ -390,8 +403,7 @@ def experiment(run: Run) -> int:
     run.log(f"heavy is {heavy_key}")
     time.sleep(2.0)
     light = run.start_workload("light", light_env)
-    run.fake_set(procs={heavy.pid: {"mem": 1_050_000_000, "sm": 99},
-                        light.pid: {"mem": 11_406_409_728, "sm": 1}})
+    run.fake_set(procs={heavy.pid: {"mem": 1_050_000_000, "sm": 99}, light.pid: {"mem": 11_406_409_728, "sm": 1}})
     light_key = ""
 
     def light_seen() -> bool:
@@ -430,8 +442,9 @@ def experiment(run: Run) -> int:
     return 0 if report["passed"] else 1
 
 
-def evaluate(run: Run, device: dict[str, Any], scrapes: dict[str, Any], heavy: str, light: str,
-             together_s: float) -> dict[str, Any]:
+def evaluate(
+    run: Run, device: dict[str, Any], scrapes: dict[str, Any], heavy: str, light: str, together_s: float
+) -> dict[str, Any]:
     args = run.args
     after, during, start = scrapes["after"], scrapes["during"], scrapes["start"]
     h = job_on_gpu(after["jobs_main"], heavy) or {}
@@ -451,11 +464,10 @@ def evaluate(run: Run, device: dict[str, Any], scrapes: dict[str, Any], heavy: s
     naive_j = agent_energy(after, "naive") - agent_energy(start, "naive")
     scrape_invariant = max(
         abs(s[k]["jobs"] + s[k]["idle"] - s[k]["gpu"]) / max(s[k]["gpu"], 1.0)
-        for s in scrapes.values() for k in ("metrics_main_sums", "metrics_naive_sums")
+        for s in scrapes.values()
+        for k in ("metrics_main_sums", "metrics_naive_sums")
     )
-    ticks = {
-        w: after[f"jobs_{w}"]["samples_total"] - start[f"jobs_{w}"]["samples_total"] for w in ("main", "naive")
-    }
+    ticks = {w: after[f"jobs_{w}"]["samples_total"] - start[f"jobs_{w}"]["samples_total"] for w in ("main", "naive")}
     cpu = {w: after["cpu_s"][w] - start["cpu_s"][w] for w in ("main", "naive")}
     cpu_per_tick_ms = {w: 1000 * cpu[w] / ticks[w] if ticks[w] else None for w in cpu}
     # The sampler thread's own CPU in its ticks (thread_time, ns resolution), driver calls included,
@@ -475,18 +487,15 @@ def evaluate(run: Run, device: dict[str, Any], scrapes: dict[str, Any], heavy: s
         "heavy_share": (e_h / both if both else 0.0, ">=", 0.98),
         "light_share": (e_l / both if both else 1.0, "<=", 0.02),
         "light_memory_gib": (li_during.get("memory_bytes", 0) / GIB, ">=", 10.0),
-        "samples_both_present_not_sm_time": (
-            sum(n for m, n in methods.items() if m != "sm_time"), "==", 0),
+        "samples_both_present_not_sm_time": (sum(n for m, n in methods.items() if m != "sm_time"), "==", 0),
         "light_attribution_is_sm_time": (float(li.get("attribution") == "sm_time"), "==", 1.0),
         "heavy_coverage": (h.get("coverage", 0.0), ">=", 0.95),
         "light_coverage": (li.get("coverage", 0.0), ">=", 0.95),
         "invariant_every_sample_worst_relative": (trace["invariant_worst_relative_residual"], "<=", 1e-9),
-        "invariant_naive_every_sample_worst_relative": (
-            trace_naive["invariant_worst_relative_residual"], "<=", 1e-9),
+        "invariant_naive_every_sample_worst_relative": (trace_naive["invariant_worst_relative_residual"], "<=", 1e-9),
         "invariant_every_scrape_worst_relative": (scrape_invariant, "<=", 1e-9),
         "agent_vs_counter_relative": (abs(agent_j - counter_j) / counter_j if counter_j else 1.0, "<=", 0.01),
-        "naive_agent_vs_counter_relative": (
-            abs(naive_j - counter_j) / counter_j if counter_j else 1.0, "<=", 0.01),
+        "naive_agent_vs_counter_relative": (abs(naive_j - counter_j) / counter_j if counter_j else 1.0, "<=", 0.01),
     }
     ops = {">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, "==": lambda a, b: a == b}
     results = {
@@ -495,12 +504,17 @@ def evaluate(run: Run, device: dict[str, Any], scrapes: dict[str, Any], heavy: s
     }
     mem = after["mem_kib"]
     return {
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "device": device,
         "heavy_job_key": heavy,
         "light_job_key": light,
-        "energy_j": {"heavy": e_h, "light": e_l, "agent_gpu": agent_j, "agent_gpu_naive": naive_j,
-                     "nvml_counter": counter_j},
+        "energy_j": {
+            "heavy": e_h,
+            "light": e_l,
+            "agent_gpu": agent_j,
+            "agent_gpu_naive": naive_j,
+            "nvml_counter": counter_j,
+        },
         "heavy": h,
         "light": li,
         "light_during": li_during,
@@ -529,8 +543,10 @@ def evaluate(run: Run, device: dict[str, Any], scrapes: dict[str, Any], heavy: s
 
 def summary(run: Run, report: dict[str, Any]) -> None:
     e = report["energy_j"]
-    run.log(f"energy J: heavy {e['heavy']:.0f}  light {e['light']:.0f}  agent GPU {e['agent_gpu']:.0f}  "
-            f"naive {e['agent_gpu_naive']:.0f}  NVML counter {e['nvml_counter']:.0f}")
+    run.log(
+        f"energy J: heavy {e['heavy']:.0f}  light {e['light']:.0f}  agent GPU {e['agent_gpu']:.0f}  "
+        f"naive {e['agent_gpu_naive']:.0f}  NVML counter {e['nvml_counter']:.0f}"
+    )
     c = report["agent_cost"]
     run.log(f"agent CPU ms/tick (process) {c['cpu_ms_per_tick']}  (sampler thread) {c['tick_cpu_ms_per_tick']}")
     run.log(f"agent RSS KiB {c['rss_detail_kib']}  floors {c.get('rss_floor_kib')}")

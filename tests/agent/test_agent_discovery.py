@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from fleetwatt_agent.discovery import ProcResolver, parse_cgroup, parse_stat
 
 BTIME = 1_800_000_000
@@ -16,8 +15,17 @@ UID = "3f1c2b3a-1111-2222-3333-444455556666"
 CID = "0123456789abcdef" * 4
 
 
-def make_proc(root: Path, pid: int, *, ppid: int = 1, start: int = 1000, cgroup: str = "0::/",
-              env: dict[str, str] | None = None, uid: int = 1000, comm: str = "python") -> None:
+def make_proc(
+    root: Path,
+    pid: int,
+    *,
+    ppid: int = 1,
+    start: int = 1000,
+    cgroup: str = "0::/",
+    env: dict[str, str] | None = None,
+    uid: int = 1000,
+    comm: str = "python",
+) -> None:
     d = root / str(pid)
     d.mkdir(parents=True)
     fields = ["S", str(ppid)] + ["0"] * 17 + [str(start)] + ["0"] * 30
@@ -42,31 +50,59 @@ def test_slurm_cgroup_v2_with_metadata_and_oldest_process_start(proc: Path) -> N
     # given slurmstepd (older) and the user's python under job_1234 (cgroup v2 plugin)
     base = "0::/system.slice/slurmstepd.scope/job_1234"
     make_proc(proc, 50, ppid=1, start=100, cgroup=base + "/step_0/slurm", comm="slurmstepd")
-    make_proc(proc, 60, ppid=50, start=200, cgroup=base + "/step_0/user/task_0",
-              env={"SLURM_JOB_ID": "1234", "SLURM_JOB_ACCOUNT": "physics", "SLURM_JOB_NAME": "train",
-                   "SLURM_JOB_USER": "ada"})
+    make_proc(
+        proc,
+        60,
+        ppid=50,
+        start=200,
+        cgroup=base + "/step_0/user/task_0",
+        env={
+            "SLURM_JOB_ID": "1234",
+            "SLURM_JOB_ACCOUNT": "physics",
+            "SLURM_JOB_NAME": "train",
+            "SLURM_JOB_USER": "ada",
+        },
+    )
     # when
     info = resolver(proc).resolve(60)
     # then
     assert info.job_key == "slurm/1234"
-    assert (info.scheduler, info.job_id, info.user, info.account, info.name) == ("slurm", "1234", "ada", "physics", "train")
+    assert (info.scheduler, info.job_id, info.user, info.account, info.name) == (
+        "slurm",
+        "1234",
+        "ada",
+        "physics",
+        "train",
+    )
     assert info.start_time == pytest.approx(BTIME + 100 / HZ)
     assert not info.scheduler_start
 
 
 def test_slurm_cgroup_v1_without_environment(proc: Path) -> None:
-    make_proc(proc, 70, start=300, uid=1001, cgroup="\n".join([
-        "12:memory:/slurm/uid_1001/job_77/step_batch/task_0",
-        "4:freezer:/slurm/uid_1001/job_77/step_batch",
-        "1:name=systemd:/system.slice/slurmd.service",
-    ]))
+    make_proc(
+        proc,
+        70,
+        start=300,
+        uid=1001,
+        cgroup="\n".join(
+            [
+                "12:memory:/slurm/uid_1001/job_77/step_batch/task_0",
+                "4:freezer:/slurm/uid_1001/job_77/step_batch",
+                "1:name=systemd:/system.slice/slurmd.service",
+            ]
+        ),
+    )
     info = resolver(proc).resolve(70)
     assert (info.job_key, info.user) == ("slurm/77", "bob")
 
 
 def test_slurm_from_the_environment_and_scheduler_start(proc: Path) -> None:
-    make_proc(proc, 80, cgroup="0::/user.slice/user-1000.slice/session-4.scope",
-              env={"SLURM_JOB_ID": "991", "SLURM_JOB_START_TIME": "1800000123"})
+    make_proc(
+        proc,
+        80,
+        cgroup="0::/user.slice/user-1000.slice/session-4.scope",
+        env={"SLURM_JOB_ID": "991", "SLURM_JOB_START_TIME": "1800000123"},
+    )
     info = resolver(proc).resolve(80)
     assert info.job_key == "slurm/991"
     assert info.start_time == 1_800_000_123.0 and info.scheduler_start
@@ -83,8 +119,12 @@ class Pods:
 
 
 def test_kubernetes_cgroup_v1_cgroupfs_named_by_the_kubelet(proc: Path) -> None:
-    make_proc(proc, 90, cgroup=f"11:memory:/kubepods/burstable/pod{UID}/{CID}\n10:cpu:/kubepods/burstable/pod{UID}/{CID}",
-              env={"HOSTNAME": "trainer-0"})
+    make_proc(
+        proc,
+        90,
+        cgroup=f"11:memory:/kubepods/burstable/pod{UID}/{CID}\n10:cpu:/kubepods/burstable/pod{UID}/{CID}",
+        env={"HOSTNAME": "trainer-0"},
+    )
     pods = Pods(("ml", "trainer-0"))
     info = resolver(proc, pods).resolve(90)
     assert info.job_key == "k8s/ml/trainer-0"
@@ -94,8 +134,12 @@ def test_kubernetes_cgroup_v1_cgroupfs_named_by_the_kubelet(proc: Path) -> None:
 
 def test_kubernetes_cgroup_v2_systemd_falls_back_to_the_pod_uid(proc: Path) -> None:
     uid_ = UID.replace("-", "_")
-    make_proc(proc, 91, cgroup=f"0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid_}.slice/"
-                               f"cri-containerd-{CID}.scope")
+    make_proc(
+        proc,
+        91,
+        cgroup=f"0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid_}.slice/"
+        f"cri-containerd-{CID}.scope",
+    )
     info = resolver(proc, Pods(None)).resolve(91)
     assert info.job_key == f"k8s/pod-uid/{UID}"
     assert resolver(proc).resolve(91).job_key == f"k8s/pod-uid/{UID}"
@@ -112,12 +156,15 @@ def test_a_pods_key_is_fixed_for_the_agents_life(proc: Path) -> None:
     assert len(pods.calls) == 1
 
 
-@pytest.mark.parametrize("cgroup", [
-    f"12:cpu,cpuacct:/docker/{CID}\n11:memory:/docker/{CID}",  # Docker, cgroup v1
-    f"0::/system.slice/docker-{CID}.scope",  # Docker, cgroup v2 (systemd driver)
-    f"0::/system.slice/containerd.service/default/{CID}",  # containerd (nerdctl), cgroupfs
-    f"0::/machine.slice/libpod-{CID}.scope/container",  # Podman
-])
+@pytest.mark.parametrize(
+    "cgroup",
+    [
+        f"12:cpu,cpuacct:/docker/{CID}\n11:memory:/docker/{CID}",  # Docker, cgroup v1
+        f"0::/system.slice/docker-{CID}.scope",  # Docker, cgroup v2 (systemd driver)
+        f"0::/system.slice/containerd.service/default/{CID}",  # containerd (nerdctl), cgroupfs
+        f"0::/machine.slice/libpod-{CID}.scope/container",  # Podman
+    ],
+)
 def test_containers(proc: Path, cgroup: str) -> None:
     make_proc(proc, 100, start=500, cgroup=cgroup)
     info = resolver(proc).resolve(100)

@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from fleetwatt_agent.backends.drm import DrmBackend, parse_fdinfo
 from fleetwatt_agent.sampler import Sampler, SamplerSettings
 
@@ -34,8 +33,16 @@ class Node:
         (self.sys / "class" / "drm").mkdir(parents=True)
         self.proc.mkdir()
 
-    def card(self, n: int, pdev: str, driver: str, *, energy_uj: int | None = None, power_uw: int | None = None,
-             vram: int | None = None) -> Path:
+    def card(
+        self,
+        n: int,
+        pdev: str,
+        driver: str,
+        *,
+        energy_uj: int | None = None,
+        power_uw: int | None = None,
+        vram: int | None = None,
+    ) -> Path:
         dev = self.sys / "devices" / "pci0000:00" / pdev
         (dev / "hwmon" / f"hwmon{n}").mkdir(parents=True)
         drv = self.sys / "bus" / "pci" / "drivers" / driver
@@ -66,9 +73,11 @@ class Node:
 
 
 def amd(pdev: str, cid: int, gfx_ns: int, vram_kib: int, compute_ns: int = 0) -> str:
-    return (f"pos:\t0\nflags:\t02100002\ndrm-driver:\tamdgpu\ndrm-pdev:\t{pdev}\ndrm-client-id:\t{cid}\n"
-            f"drm-engine-gfx:\t{gfx_ns} ns\ndrm-engine-compute:\t{compute_ns} ns\n"
-            f"drm-memory-vram:\t{vram_kib} KiB\ndrm-memory-gtt:\t4096 KiB\n")
+    return (
+        f"pos:\t0\nflags:\t02100002\ndrm-driver:\tamdgpu\ndrm-pdev:\t{pdev}\ndrm-client-id:\t{cid}\n"
+        f"drm-engine-gfx:\t{gfx_ns} ns\ndrm-engine-compute:\t{compute_ns} ns\n"
+        f"drm-memory-vram:\t{vram_kib} KiB\ndrm-memory-gtt:\t4096 KiB\n"
+    )
 
 
 def test_busy_time_split_with_the_hwmon_energy_counter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -86,9 +95,15 @@ def test_busy_time_split_with_the_hwmon_energy_counter(tmp_path: Path, monkeypat
     monkeypatch.setattr(drm_mod, "time", Clock(1000.0, 1001.0))
     backend = DrmBackend(sys_root=node.sys, proc_root=node.proc)
     info = backend.open()
-    assert [(g.index, g.uuid, g.name, g.energy_counter) for g in info.gpus] == [(0, f"drm-{pdev}", f"amdgpu {pdev}", True)]
-    sampler = Sampler(backend, info, MapResolver({100: "slurm/1", 200: "slurm/2"}),
-                      SamplerSettings(hostname="n", energy_interval_s=0.0))
+    assert [(g.index, g.uuid, g.name, g.energy_counter) for g in info.gpus] == [
+        (0, f"drm-{pdev}", f"amdgpu {pdev}", True)
+    ]
+    sampler = Sampler(
+        backend,
+        info,
+        MapResolver({100: "slurm/1", 200: "slurm/2"}),
+        SamplerSettings(hostname="n", energy_interval_s=0.0),
+    )
     sampler.tick()
     # when 1 s passes: client 1 busy 0.6 s on gfx, client 2 0.1 s gfx + 0.1 s compute; 250 J used
     node.client(100, 5, amd(pdev, 1, 600_000_000, 1024))
@@ -100,7 +115,9 @@ def test_busy_time_split_with_the_hwmon_energy_counter(tmp_path: Path, monkeypat
     # then
     g = reading.gpus[0]
     assert [(p.pid, p.memory_bytes, round(p.activity_pct or 0, 6)) for p in g.processes] == [
-        (100, 1024 * 1024, 60.0), (200, 2048 * 1024, 20.0)]
+        (100, 1024 * 1024, 60.0),
+        (200, 2048 * 1024, 20.0),
+    ]
     assert g.signal == "busy" and g.energy_mj == 260_000 and g.memory_used_bytes == 6 * 2**30
     jobs = sampler.gpus[0].jobs
     assert jobs["slurm/1"].energy_j == {"busy_time": pytest.approx(187.5)}
@@ -114,8 +131,10 @@ def test_power_average_only_and_intel_xe_cycles(tmp_path: Path, monkeypatch: pyt
     node.card(0, pdev, "xe", power_uw=20_000_000)
 
     def xe(cycles: int, total: int) -> str:
-        return (f"drm-driver: xe\ndrm-pdev: {pdev}\ndrm-client-id: 9\ndrm-cycles-rcs: {cycles}\n"
-                f"drm-total-cycles-rcs: {total}\ndrm-total-vram0: 8 MiB\ndrm-resident-vram0: 4 MiB\n")
+        return (
+            f"drm-driver: xe\ndrm-pdev: {pdev}\ndrm-client-id: 9\ndrm-cycles-rcs: {cycles}\n"
+            f"drm-total-cycles-rcs: {total}\ndrm-total-vram0: 8 MiB\ndrm-resident-vram0: 4 MiB\n"
+        )
 
     node.client(50, 4, xe(0, 1000))
     import fleetwatt_agent.backends.drm as drm_mod
@@ -150,8 +169,10 @@ def test_no_drm_card_is_backend_unavailable(tmp_path: Path) -> None:
 
 
 def test_parse_fdinfo_units_and_non_drm_files() -> None:
-    client = parse_fdinfo("drm-driver: i915\ndrm-client-id: 3\ndrm-engine-render: 10 ns\n"
-                          "drm-engine-capacity-video: 2\ndrm-total-local0: 2 GiB\ndrm-total-system: 1 MiB\n")
+    client = parse_fdinfo(
+        "drm-driver: i915\ndrm-client-id: 3\ndrm-engine-render: 10 ns\n"
+        "drm-engine-capacity-video: 2\ndrm-total-local0: 2 GiB\ndrm-total-system: 1 MiB\n"
+    )
     assert client is not None
     assert client.engines_ns == {"render": 10} and client.memory_bytes() == 2 * 2**30
     assert parse_fdinfo("pos: 0\nflags: 0\n") is None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from fleetwatt_agent.energy import Commit, EnergyMeter
 from fleetwatt_agent.sampler import SamplerSettings
 
@@ -129,10 +128,18 @@ def test_a_long_gap_is_not_sampled_and_not_charged() -> None:
 def test_two_gpus_are_split_independently() -> None:
     ticks = [
         tick(0, [gpu(0, energy_mj=0), gpu(1, energy_mj=0)]),
-        tick(1, [gpu(0, energy_mj=500_000, procs=[(1, 10, 60.0), (2, 10, 20.0)]),
-                 gpu(1, energy_mj=200_000, procs=[(2, 10, 5.0)])]),
+        tick(
+            1,
+            [
+                gpu(0, energy_mj=500_000, procs=[(1, 10, 60.0), (2, 10, 20.0)]),
+                gpu(1, energy_mj=200_000, procs=[(2, 10, 5.0)]),
+            ],
+        ),
     ]
     sampler, _ = make_sampler(ticks, n_gpus=2, jobs={1: "a", 2: "b"})
     run_all(sampler)
-    assert totals(sampler, 0)["jobs"] == {"a": {"sm_time": pytest.approx(375.0)}, "b": {"sm_time": pytest.approx(125.0)}}
+    assert totals(sampler, 0)["jobs"] == {
+        "a": {"sm_time": pytest.approx(375.0)},
+        "b": {"sm_time": pytest.approx(125.0)},
+    }
     assert totals(sampler, 1)["jobs"] == {"b": {"whole_gpu": pytest.approx(200.0)}}

@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
-
 from fleetwatt_agent.model import JobInfo
+from prometheus_client.parser import text_string_to_metric_families
 
 from .conftest import AGENT_SRC
 from .testkit import gpu, tick, write_trace
@@ -37,10 +36,11 @@ CONTRACT = {
     "fleetwatt_job_last_seen_time_seconds": ("gauge", JOB_GPU_LABELS),
     "fleetwatt_job_gpu_memory_bytes": ("gauge", JOB_GPU_LABELS),
     "fleetwatt_job_start_time_seconds": ("gauge", {"hostname", "job_key"}),
-    "fleetwatt_job_info": ("gauge", {"hostname", "job_key", "scheduler", "job_id", "user", "account",
-                                     "namespace", "pod", "name"}),
-    "fleetwatt_agent_info": ("gauge", {"hostname", "version", "backend", "process_utilization",
-                                       "accounting_mode"}),
+    "fleetwatt_job_info": (
+        "gauge",
+        {"hostname", "job_key", "scheduler", "job_id", "user", "account", "namespace", "pod", "name"},
+    ),
+    "fleetwatt_agent_info": ("gauge", {"hostname", "version", "backend", "process_utilization", "accounting_mode"}),
     "fleetwatt_agent_samples": ("counter", {"hostname"}),
     "fleetwatt_agent_missed_samples": ("counter", {"hostname"}),
 }
@@ -51,8 +51,15 @@ def make_trace(path: Path) -> Path:
     for i in range(1, 21):
         g0 = [(11, 4 * 2**30, 80.0), (12, 2**30, 20.0)] if i <= 15 else []
         g1 = [(21, 8 * 2**30, 0.0)]
-        ticks.append(tick(i, [gpu(0, power_w=500, energy_mj=500_000 * i, procs=g0),
-                              gpu(1, power_w=90, energy_mj=90_000 * i, procs=g1)]))
+        ticks.append(
+            tick(
+                i,
+                [
+                    gpu(0, power_w=500, energy_mj=500_000 * i, procs=g0),
+                    gpu(1, power_w=90, energy_mj=90_000 * i, procs=g1),
+                ],
+            )
+        )
     jobs = {
         11: JobInfo("slurm/4242", "slurm", "4242", "ada", "physics", "", "", "train", 1_799_999_000.0, True),
         12: JobInfo("k8s/ml/infer-0", "kubernetes", "uid-1", "", "", "ml", "infer-0", "infer-0", 1_799_999_900.0),
@@ -66,9 +73,26 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     trace = make_trace(tmp_path_factory.mktemp("trace") / "two_gpus.jsonl")
     env = {**os.environ, "PYTHONPATH": str(AGENT_SRC), "FLEETWATT_AGENT_LINGER": "600"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "fleetwatt_agent", "--backend", "replay", "--replay", str(trace),
-         "--replay-speed", "0", "--replay-keep-time", "--listen", "127.0.0.1:0", "--hostname", "node-7"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "fleetwatt_agent",
+            "--backend",
+            "replay",
+            "--replay",
+            str(trace),
+            "--replay-speed",
+            "0",
+            "--replay-keep-time",
+            "--listen",
+            "127.0.0.1:0",
+            "--hostname",
+            "node-7",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         assert proc.stdout is not None
@@ -123,18 +147,28 @@ def test_metrics_values_split_and_add_up(agent: str) -> None:
     fams = families(get(agent + "/metrics"))
 
     def value(name: str, **labels: str) -> float:
-        return sum(s.value for s in fams[name].samples
-                   if all(s.labels.get(k) == v for k, v in labels.items()) and not s.name.endswith("_created"))
+        return sum(
+            s.value
+            for s in fams[name].samples
+            if all(s.labels.get(k) == v for k, v in labels.items()) and not s.name.endswith("_created")
+        )
 
     # GPU 0: 15 s of two jobs split 80/20 by SM, then 5 s idle; GPU 1: one job alone, 20 s
     assert value("fleetwatt_gpu_energy_joules", gpu="0") == pytest.approx(10_000.0)
-    assert value("fleetwatt_job_energy_joules", gpu="0", job_key="slurm/4242", method="sm_time") == pytest.approx(6000.0)
-    assert value("fleetwatt_job_energy_joules", gpu="0", job_key="k8s/ml/infer-0", method="sm_time") == pytest.approx(1500.0)
+    assert value("fleetwatt_job_energy_joules", gpu="0", job_key="slurm/4242", method="sm_time") == pytest.approx(
+        6000.0
+    )
+    assert value("fleetwatt_job_energy_joules", gpu="0", job_key="k8s/ml/infer-0", method="sm_time") == pytest.approx(
+        1500.0
+    )
     assert value("fleetwatt_gpu_idle_energy_joules", gpu="0") == pytest.approx(2500.0)
-    assert value("fleetwatt_job_energy_joules", gpu="1", job_key="container/0123456789ab", method="whole_gpu") == pytest.approx(1800.0)
+    assert value(
+        "fleetwatt_job_energy_joules", gpu="1", job_key="container/0123456789ab", method="whole_gpu"
+    ) == pytest.approx(1800.0)
     for g in ("0", "1"):
-        assert value("fleetwatt_job_energy_joules", gpu=g) + value("fleetwatt_gpu_idle_energy_joules", gpu=g) == \
-            pytest.approx(value("fleetwatt_gpu_energy_joules", gpu=g))
+        assert value("fleetwatt_job_energy_joules", gpu=g) + value(
+            "fleetwatt_gpu_idle_energy_joules", gpu=g
+        ) == pytest.approx(value("fleetwatt_gpu_energy_joules", gpu=g))
     assert value("fleetwatt_job_occupancy_seconds", gpu="0", job_key="slurm/4242") == pytest.approx(7.5)
     assert value("fleetwatt_job_sampled_seconds", gpu="0", job_key="slurm/4242") == pytest.approx(15.0)
     assert value("fleetwatt_job_sm_seconds", gpu="0", job_key="slurm/4242") == pytest.approx(12.0)
@@ -144,8 +178,17 @@ def test_metrics_values_split_and_add_up(agent: str) -> None:
     assert value("fleetwatt_job_start_time_seconds", job_key="slurm/4242") == 1_799_999_000.0
     assert value("fleetwatt_job_last_seen_time_seconds", gpu="0", job_key="slurm/4242") == 1_800_000_015.0
     info = next(s for s in fams["fleetwatt_job_info"].samples if s.labels["job_key"] == "slurm/4242")
-    assert info.labels == {"hostname": "node-7", "job_key": "slurm/4242", "scheduler": "slurm", "job_id": "4242",
-                           "user": "ada", "account": "physics", "namespace": "", "pod": "", "name": "train"}
+    assert info.labels == {
+        "hostname": "node-7",
+        "job_key": "slurm/4242",
+        "scheduler": "slurm",
+        "job_id": "4242",
+        "user": "ada",
+        "account": "physics",
+        "namespace": "",
+        "pod": "",
+        "name": "train",
+    }
     agent_info = fams["fleetwatt_agent_info"].samples[0].labels
     assert agent_info["backend"] == "replay" and agent_info["process_utilization"] == "supported"
     assert value("fleetwatt_agent_samples") == 21

@@ -10,10 +10,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from fleetwatt_agent.kubelet import (
-    DATA, END_HEADERS, END_STREAM, HEADERS, LIST_METHOD, PREFACE, SETTINGS,
-    PodResources, PodResourcesNames, _frame, field_bytes, grpc_unary, hpack_literal, parse_list_response,
+    DATA,
+    END_HEADERS,
+    END_STREAM,
+    HEADERS,
+    LIST_METHOD,
+    PREFACE,
+    SETTINGS,
+    PodResources,
+    PodResourcesNames,
+    _frame,
+    field_bytes,
+    grpc_unary,
+    hpack_literal,
+    parse_list_response,
 )
 
 
@@ -22,7 +33,9 @@ def encode_pods(pods: list[tuple[str, str, list[str]]]) -> bytes:
     for namespace, name, devices in pods:
         device = field_bytes(1, b"nvidia.com/gpu") + b"".join(field_bytes(2, d.encode()) for d in devices)
         container = field_bytes(1, b"main") + field_bytes(2, device)
-        out += field_bytes(1, field_bytes(1, name.encode()) + field_bytes(2, namespace.encode()) + field_bytes(3, container))
+        out += field_bytes(
+            1, field_bytes(1, name.encode()) + field_bytes(2, namespace.encode()) + field_bytes(3, container)
+        )
     return out
 
 
@@ -45,7 +58,7 @@ class FakeKubelet:
                 return
             with conn:
                 buf = b""
-                while PREFACE not in buf or not self._request_done(buf[len(PREFACE):]):
+                while PREFACE not in buf or not self._request_done(buf[len(PREFACE) :]):
                     chunk = conn.recv(65536)
                     if not chunk:
                         break
@@ -69,7 +82,7 @@ class FakeKubelet:
     def _request_done(buf: bytes) -> bool:
         i = 0
         while i + 9 <= len(buf):
-            length, kind, flags = int.from_bytes(buf[i:i + 3], "big"), buf[i + 3], buf[i + 4]
+            length, kind, flags = int.from_bytes(buf[i : i + 3], "big"), buf[i + 3], buf[i + 4]
             if i + 9 + length > len(buf):
                 return False
             if kind == DATA and flags & END_STREAM:
@@ -97,8 +110,11 @@ def test_grpc_call_returns_the_list(sock_dir: Path) -> None:
         pods = parse_list_response(grpc_unary(str(sock_dir / "kubelet.sock"), LIST_METHOD))
     finally:
         server.close()
-    assert pods == [PodResources("ml", "trainer-0", ("GPU-aaa",)), PodResources("ml", "infer-0", ("GPU-bbb::1",)),
-                    PodResources("dev", "infer-0", ("GPU-ccc",))]
+    assert pods == [
+        PodResources("ml", "trainer-0", ("GPU-aaa",)),
+        PodResources("ml", "infer-0", ("GPU-bbb::1",)),
+        PodResources("dev", "infer-0", ("GPU-ccc",)),
+    ]
     assert server.paths == [True]
 
 

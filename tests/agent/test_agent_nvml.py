@@ -10,7 +10,6 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-
 from fleetwatt_agent import errors
 from fleetwatt_agent.backends.nvml import NvmlBackend
 from fleetwatt_agent.sampler import Sampler, SamplerSettings
@@ -208,7 +207,10 @@ def test_command_line_without_a_driver_exits_with_one_clear_line(tmp_path: Any) 
     # when
     proc = subprocess.run(
         [sys.executable, "-m", "fleetwatt_agent", "--backend", "nvml", "--listen", "127.0.0.1:0"],
-        env=env, capture_output=True, text=True, timeout=60,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     # then
     assert proc.returncode != 0

@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from fleetwatt_agent.backends.replay import ReplayBackend
 from fleetwatt_agent.collector import make_registry
 from fleetwatt_agent.config import load
@@ -27,8 +26,9 @@ def job_series(sampler, key: str) -> list[str]:  # type: ignore[no-untyped-def]
 def test_a_job_that_left_lingers_then_is_dropped() -> None:
     # given job a on the GPU for 5 s, then gone; linger 10 s
     ticks = [tick(i, [gpu(energy_mj=100_000 * i, procs=[(1, 10, 50.0)] if i <= 5 else [])]) for i in range(0, 30)]
-    sampler, _ = make_sampler(ticks, jobs={1: "slurm/1"},
-                              settings=SamplerSettings(hostname="h", energy_interval_s=0.0, linger_s=10.0))
+    sampler, _ = make_sampler(
+        ticks, jobs={1: "slurm/1"}, settings=SamplerSettings(hostname="h", energy_interval_s=0.0, linger_s=10.0)
+    )
     seen_at = {}
     for i in range(30):
         sampler.tick()
@@ -41,16 +41,20 @@ def test_a_job_that_left_lingers_then_is_dropped() -> None:
 
 def test_final_values_stay_exported_while_lingering() -> None:
     ticks = [tick(i, [gpu(energy_mj=100_000 * i, procs=[(1, 10, 50.0)] if i <= 3 else [])]) for i in range(0, 8)]
-    sampler, _ = make_sampler(ticks, jobs={1: "slurm/1"},
-                              settings=SamplerSettings(hostname="h", energy_interval_s=0.0, linger_s=300.0))
+    sampler, _ = make_sampler(
+        ticks, jobs={1: "slurm/1"}, settings=SamplerSettings(hostname="h", energy_interval_s=0.0, linger_s=300.0)
+    )
     for _ in ticks:
         sampler.tick()
     lines = job_series(sampler, "slurm/1")
     energy = [line for line in lines if line.startswith("fleetwatt_job_energy_joules_total")]
-    assert energy == ['fleetwatt_job_energy_joules_total{gpu="0",hostname="h",job_key="slurm/1",method="whole_gpu",'
-                      'uuid="GPU-test-0"} 300.0']
-    assert any(line.startswith("fleetwatt_job_last_seen_time_seconds") and line.endswith(" 1.800000003e+09")
-               for line in lines)
+    assert energy == [
+        'fleetwatt_job_energy_joules_total{gpu="0",hostname="h",job_key="slurm/1",method="whole_gpu",'
+        'uuid="GPU-test-0"} 300.0'
+    ]
+    assert any(
+        line.startswith("fleetwatt_job_last_seen_time_seconds") and line.endswith(" 1.800000003e+09") for line in lines
+    )
 
 
 def test_a_job_back_within_linger_continues_after_linger_restarts_at_zero() -> None:
@@ -58,8 +62,9 @@ def test_a_job_back_within_linger_continues_after_linger_restarts_at_zero() -> N
         return i <= 2 or 5 <= i <= 6 or i >= 20
 
     ticks = [tick(i, [gpu(energy_mj=100_000 * i, procs=[(1, 10, 50.0)] if present(i) else [])]) for i in range(23)]
-    sampler, _ = make_sampler(ticks, jobs={1: "slurm/1"},
-                              settings=SamplerSettings(hostname="h", energy_interval_s=0.0, linger_s=5.0))
+    sampler, _ = make_sampler(
+        ticks, jobs={1: "slurm/1"}, settings=SamplerSettings(hostname="h", energy_interval_s=0.0, linger_s=5.0)
+    )
     for i in range(23):
         sampler.tick()
         if i == 6:
@@ -127,16 +132,32 @@ def test_overrun_ticks_are_counted_as_missed() -> None:
 
 
 def test_flags_fall_back_to_the_environment() -> None:
-    env = {"FLEETWATT_AGENT_LINGER": "42", "FLEETWATT_AGENT_LISTEN": "0.0.0.0:9000",
-           "FLEETWATT_AGENT_BACKEND": "replay", "FLEETWATT_AGENT_REPLAY": "x.jsonl",
-           "FLEETWATT_AGENT_HOSTNAME": "node-1", "FLEETWATT_AGENT_ENERGY_INTERVAL": "5"}
+    env = {
+        "FLEETWATT_AGENT_LINGER": "42",
+        "FLEETWATT_AGENT_LISTEN": "0.0.0.0:9000",
+        "FLEETWATT_AGENT_BACKEND": "replay",
+        "FLEETWATT_AGENT_REPLAY": "x.jsonl",
+        "FLEETWATT_AGENT_HOSTNAME": "node-1",
+        "FLEETWATT_AGENT_ENERGY_INTERVAL": "5",
+    }
     cfg = load([], env)
-    assert (cfg.linger_s, cfg.listen_host, cfg.listen_port, cfg.backend, cfg.replay, cfg.hostname,
-            cfg.energy_interval_s) == (42.0, "0.0.0.0", 9000, "replay", "x.jsonl", "node-1", 5.0)
+    assert (
+        cfg.linger_s,
+        cfg.listen_host,
+        cfg.listen_port,
+        cfg.backend,
+        cfg.replay,
+        cfg.hostname,
+        cfg.energy_interval_s,
+    ) == (42.0, "0.0.0.0", 9000, "replay", "x.jsonl", "node-1", 5.0)
     assert load(["--linger", "7"], env).linger_s == 7.0  # a flag beats the environment
     defaults = load([], {})
     assert (defaults.listen_host, defaults.listen_port, defaults.linger_s, defaults.interval_s) == (
-        "127.0.0.1", 9877, 300.0, 1.0)
+        "127.0.0.1",
+        9877,
+        300.0,
+        1.0,
+    )
     with pytest.raises(ConfigError):
         load(["--backend", "replay"], {})
     with pytest.raises(ConfigError):

@@ -5,12 +5,11 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from fleetwatt_agent.model import ProcessReading
 from fleetwatt_agent.sampler import SamplerSettings
 from fleetwatt_agent.split import JobLoad, job_loads, proportional, split_sample
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from .testkit import gpu, make_sampler, tick
 
@@ -118,10 +117,23 @@ def test_invariant_holds_on_every_sample_and_every_scrape(specs: list[dict], cou
         if spec["reset"] == 0:
             energy_mj = 1234  # driver reload
         procs = [(pid, mem, act) for pid, (mem, act) in sorted(spec["procs"].items())]
-        ticks.append(tick(t, [gpu(power_w=spec["power"], energy_mj=energy_mj if spec["read"] else None,
-                                  procs=procs, signal=spec["signal"], missing=spec["missing"])]))
-    sampler, _ = make_sampler(ticks, jobs=JOBS, energy_counter=counter,
-                              settings=SamplerSettings(hostname="h", max_gap_s=2.0))
+        ticks.append(
+            tick(
+                t,
+                [
+                    gpu(
+                        power_w=spec["power"],
+                        energy_mj=energy_mj if spec["read"] else None,
+                        procs=procs,
+                        signal=spec["signal"],
+                        missing=spec["missing"],
+                    )
+                ],
+            )
+        )
+    sampler, _ = make_sampler(
+        ticks, jobs=JOBS, energy_counter=counter, settings=SamplerSettings(hostname="h", max_gap_s=2.0)
+    )
     previous: dict[tuple[str, str], float] = {}
     # when each tick is applied
     for _ in ticks:

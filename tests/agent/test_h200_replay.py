@@ -11,7 +11,6 @@ import json
 from typing import Any
 
 import pytest
-
 from fleetwatt_agent.backends.replay import ReplayBackend, read_trace
 from fleetwatt_agent.model import JobInfo, TickReading
 from fleetwatt_agent.sampler import Sampler, SamplerSettings
@@ -45,9 +44,12 @@ def replayed(request: pytest.FixtureRequest) -> tuple[Sampler, Capture, dict[str
     info = backend.open()
     capture = Capture()
     sampler = Sampler(
-        backend, info, backend.resolver(),
-        SamplerSettings(hostname="h200", interval_s=header["interval_s"],
-                        energy_interval_s=header["energy_interval_s"]),
+        backend,
+        info,
+        backend.resolver(),
+        SamplerSettings(
+            hostname="h200", interval_s=header["interval_s"], energy_interval_s=header["energy_interval_s"]
+        ),
         sink=capture,
     )
     run_all(sampler)
@@ -88,7 +90,9 @@ def test_light_held_at_least_10_gib(replayed: Any) -> None:
 def test_sm_time_in_every_sample_while_both_ran(replayed: Any) -> None:
     _, capture, report, _ = replayed
     both = [
-        out["jobs"] for outs in capture.outputs for out in outs
+        out["jobs"]
+        for outs in capture.outputs
+        for out in outs
         if report["heavy_job_key"] in out.get("jobs", {}) and report["light_job_key"] in out.get("jobs", {})
     ]
     assert len(both) >= 60
@@ -122,9 +126,9 @@ def test_replay_reproduces_the_recorded_split(replayed: Any) -> None:
     _, capture, _, trace = replayed
     _, ticks = read_trace(trace)
     assert len(capture.outputs) == len(ticks)
-    for recorded, replayed_outs in zip((rec["split"] for rec in ticks), capture.outputs):
+    for recorded, replayed_outs in zip((rec["split"] for rec in ticks), capture.outputs, strict=True):
         assert len(recorded) == len(replayed_outs)
-        for a, b in zip(recorded, replayed_outs):
+        for a, b in zip(recorded, replayed_outs, strict=True):
             assert a.get("sample_j") == pytest.approx(b.get("sample_j"))
             assert {k: v[0] for k, v in a.get("jobs", {}).items()} == {k: v[0] for k, v in b.get("jobs", {}).items()}
             assert ("commit" in a) == ("commit" in b)

@@ -15,8 +15,9 @@ from fleetwatt_agent.sampler import Sampler, SamplerSettings
 
 
 def gpu_infos(n: int, energy_counter: bool = True) -> tuple[GpuInfo, ...]:
-    return tuple(GpuInfo(index=i, uuid=f"GPU-test-{i}", name="Test GPU", energy_counter=energy_counter)
-                 for i in range(n))
+    return tuple(
+        GpuInfo(index=i, uuid=f"GPU-test-{i}", name="Test GPU", energy_counter=energy_counter) for i in range(n)
+    )
 
 
 @dataclass
@@ -70,11 +71,14 @@ def make_sampler(
     settings: SamplerSettings | None = None,
     starts: dict[int, float] | None = None,
 ) -> tuple[Sampler, ScriptedBackend]:
-    info = BackendInfo(backend="scripted", gpus=gpu_infos(n_gpus, energy_counter),
-                       process_utilization="supported")
+    info = BackendInfo(backend="scripted", gpus=gpu_infos(n_gpus, energy_counter), process_utilization="supported")
     backend = ScriptedBackend(list(ticks), info)
-    sampler = Sampler(backend, info, MapResolver(jobs or {}, starts),
-                      settings or SamplerSettings(hostname="test-node", energy_interval_s=0.0))
+    sampler = Sampler(
+        backend,
+        info,
+        MapResolver(jobs or {}, starts),
+        settings or SamplerSettings(hostname="test-node", energy_interval_s=0.0),
+    )
     return sampler, backend
 
 
@@ -125,12 +129,18 @@ def write_trace(
     energy_interval_s: float = 0.0,
 ) -> Path:
     """A trace in the recorder's format (without the agent's outputs): PIDs' jobs on their first tick."""
-    info = BackendInfo(backend="synthetic", gpus=gpu_infos(n_gpus), driver="test",
-                       process_utilization="supported", accounting_mode="disabled")
+    info = BackendInfo(
+        backend="synthetic",
+        gpus=gpu_infos(n_gpus),
+        driver="test",
+        process_utilization="supported",
+        accounting_mode="disabled",
+    )
     seen: set[int] = set()
     with open(path, "w") as f:
-        f.write(json.dumps(header(info, hostname="trace-host", interval_s=1.0,
-                                  energy_interval_s=energy_interval_s)) + "\n")
+        f.write(
+            json.dumps(header(info, hostname="trace-host", interval_s=1.0, energy_interval_s=energy_interval_s)) + "\n"
+        )
         for reading in ticks:
             new = {}
             for g in reading.gpus:

@@ -68,16 +68,16 @@ def parse_fdinfo(text: str) -> DrmClient | None:
         if not number.isdigit():
             continue
         if key.startswith("drm-engine-") and not key.startswith("drm-engine-capacity-"):
-            client.engines_ns[key[len("drm-engine-"):]] = int(number)
+            client.engines_ns[key[len("drm-engine-") :]] = int(number)
         elif key.startswith("drm-total-cycles-"):
-            client.total_cycles[key[len("drm-total-cycles-"):]] = int(number)
+            client.total_cycles[key[len("drm-total-cycles-") :]] = int(number)
         elif key.startswith("drm-cycles-"):
-            client.cycles[key[len("drm-cycles-"):]] = int(number)
+            client.cycles[key[len("drm-cycles-") :]] = int(number)
         else:
             for kind in ("resident", "memory", "total"):
                 prefix = f"drm-{kind}-"
                 if key.startswith(prefix):
-                    client.memory.setdefault(kind, {})[key[len(prefix):]] = int(number) * _UNITS.get(unit, 1)
+                    client.memory.setdefault(kind, {})[key[len(prefix) :]] = int(number) * _UNITS.get(unit, 1)
     return client
 
 
@@ -93,8 +93,12 @@ class DrmBackend:
     name = "drm"
     self_paced = False
 
-    def __init__(self, sys_root: str | os.PathLike[str] = "/sys", proc_root: str | os.PathLike[str] = "/proc",
-                 rescan_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        sys_root: str | os.PathLike[str] = "/sys",
+        proc_root: str | os.PathLike[str] = "/proc",
+        rescan_s: float = 10.0,
+    ) -> None:
         self.sys = Path(sys_root)
         self.proc = Path(proc_root)
         self.rescan_s = rescan_s
@@ -107,8 +111,11 @@ class DrmBackend:
 
     def open(self) -> BackendInfo:
         root = self.sys / "class" / "drm"
-        names = sorted((p for p in root.glob("card*") if _CARD.match(p.name)), key=lambda p: int(p.name[4:])) \
-            if root.is_dir() else []
+        names = (
+            sorted((p for p in root.glob("card*") if _CARD.match(p.name)), key=lambda p: int(p.name[4:]))
+            if root.is_dir()
+            else []
+        )
         for index, card in enumerate(names):
             device = card / "device"
             pdev = device.resolve().name
@@ -117,12 +124,23 @@ class DrmBackend:
             hwmon = hwmons[0] if hwmons else None
             energy = hwmon is not None and (hwmon / "energy1_input").exists()
             uuid = _read(device / "unique_id") or f"drm-{pdev}"
-            self._cards.append(_Card(GpuInfo(index=index, uuid=uuid, name=f"{driver} {pdev}".strip(),
-                                             energy_counter=energy), pdev, hwmon, device))
+            self._cards.append(
+                _Card(
+                    GpuInfo(index=index, uuid=uuid, name=f"{driver} {pdev}".strip(), energy_counter=energy),
+                    pdev,
+                    hwmon,
+                    device,
+                )
+            )
         if not self._cards:
             raise BackendUnavailable(f"DRM backend unavailable: no GPU under {root}")
-        return BackendInfo(backend=self.name, gpus=tuple(c.info for c in self._cards), driver="drm",
-                           process_utilization="supported", accounting_mode="unsupported")
+        return BackendInfo(
+            backend=self.name,
+            gpus=tuple(c.info for c in self._cards),
+            driver="drm",
+            process_utilization="supported",
+            accounting_mode="unsupported",
+        )
 
     def resolver(self) -> None:
         return None
@@ -197,17 +215,19 @@ class DrmBackend:
                 energy_mj = int(uj) // 1000 if uj and uj.isdigit() else None
             vram = _read(card.device / "mem_info_vram_used")
             memory_used = int(vram) if vram and vram.isdigit() else int(sum(p[0] for p in procs.values()))
-            readings.append(GpuReading(
-                index=card.info.index,
-                power_w=power_w,
-                memory_used_bytes=memory_used,
-                processes=tuple(
-                    ProcessReading(pid, int(mem), (100.0 * busy / dt) if dt > 0 else None)
-                    for pid, (mem, busy) in sorted(procs.items())
-                ),
-                energy_mj=energy_mj,
-                signal="busy",
-            ))
+            readings.append(
+                GpuReading(
+                    index=card.info.index,
+                    power_w=power_w,
+                    memory_used_bytes=memory_used,
+                    processes=tuple(
+                        ProcessReading(pid, int(mem), (100.0 * busy / dt) if dt > 0 else None)
+                        for pid, (mem, busy) in sorted(procs.items())
+                    ),
+                    energy_mj=energy_mj,
+                    signal="busy",
+                )
+            )
         self._prev = clients
         self._prev_mono = mono
         return TickReading(wall=wall, mono=mono, gpus=tuple(readings))

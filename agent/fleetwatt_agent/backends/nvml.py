@@ -109,8 +109,13 @@ class NvmlBackend:
         utils = {g.util_supported for g in self._gpus}
         migs = any(g.info.mig for g in self._gpus)
         process_utilization = (
-            "mig" if migs and utils == {False} else "supported" if utils == {True} else
-            "partial" if len(utils) == 2 else "unsupported"
+            "mig"
+            if migs and utils == {False}
+            else "supported"
+            if utils == {True}
+            else "partial"
+            if len(utils) == 2
+            else "unsupported"
         )
         accts = {g.accounting for g in self._gpus}
         accounting_mode = "enabled" if accts == {True} else "partial" if len(accts) == 2 else "disabled"

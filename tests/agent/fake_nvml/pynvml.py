@@ -107,12 +107,12 @@ def _sync_control() -> None:
     except (OSError, ValueError):
         return
     now = time.time()
-    for gpu, spec in zip(GPUS, state.get("gpus", [])):
+    for gpu, spec in zip(GPUS, state.get("gpus", []), strict=False):
         # Energy is a function of wall time over the control file's power history, so that every
         # process using this fake reads the same counter.
         history = spec.get("history") or [[now, spec.get("power_w", 100)]]
         joules = 0.0
-        for (t0, p0), (t1, _) in zip(history, history[1:] + [[now, 0]]):
+        for (t0, p0), (t1, _) in zip(history, history[1:] + [[now, 0]], strict=True):
             joules += float(p0) * max(min(t1, now) - t0, 0.0)
         gpu.energy_mj = 1_000_000 + int(joules * 1000)
         gpu.power_mw = int(float(spec.get("power_w", 100)) * 1000)
