@@ -44,9 +44,7 @@ def rows_update(objs: Sequence[models.Model], fields: Sequence[str], *, batch_si
             )
 
 
-def rows_upsert(
-    objs: Sequence[models.Model], *, unique_fields: Sequence[str], update_fields: Sequence[str]
-) -> None:
+def rows_upsert(objs: Sequence[models.Model], *, unique_fields: Sequence[str], update_fields: Sequence[str]) -> None:
     """INSERT ... ON CONFLICT (unique_fields) DO UPDATE SET update_fields, for unsaved instances with
     scalar fields. One array parameter per column (`unnest`), so the statement stays small."""
     if not objs:

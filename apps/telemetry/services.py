@@ -140,29 +140,28 @@ def _cluster_hour_lock(cluster: Cluster, hour: datetime) -> None:
 
 
 def _gpus_upsert(cluster: Cluster, result: HourResult) -> dict[str, Gpu]:
+    """Create the nodes and GPUs first seen in this hour; move or rename those that changed."""
     hostnames = sorted({g.hostname for g in result.gpus.values()})
-    Node.objects.bulk_create(
-        [Node(cluster=cluster, hostname=h) for h in hostnames],
-        ignore_conflicts=True,
-        unique_fields=["cluster", "hostname"],
-    )
     nodes = {n.hostname: n for n in Node.objects.filter(cluster=cluster, hostname__in=hostnames)}
-    existing = {g.uuid: g for g in Gpu.objects.filter(uuid__in=list(result.gpus))}
-    Gpu.objects.bulk_create(
-        [
-            Gpu(
-                node=nodes[ref.hostname],
-                uuid=ref.uuid,
-                index=ref.index,
-                model_name=ref.model_name or (existing[ref.uuid].model_name if ref.uuid in existing else ""),
-            )
-            for ref in result.gpus.values()
-        ],
-        update_conflicts=True,
-        unique_fields=["uuid"],
-        update_fields=["node", "index", "model_name"],
-    )
-    return {g.uuid: g for g in Gpu.objects.filter(uuid__in=list(result.gpus))}
+    missing = [Node(cluster=cluster, hostname=h) for h in hostnames if h not in nodes]
+    if missing:
+        Node.objects.bulk_create(missing, ignore_conflicts=True, unique_fields=["cluster", "hostname"])
+        nodes = {n.hostname: n for n in Node.objects.filter(cluster=cluster, hostname__in=hostnames)}
+    gpus = {g.uuid: g for g in Gpu.objects.filter(uuid__in=list(result.gpus))}
+    new, changed = [], []
+    for ref in result.gpus.values():
+        gpu = gpus.get(ref.uuid)
+        node = nodes[ref.hostname]
+        if gpu is None:
+            new.append(Gpu(node=node, uuid=ref.uuid, index=ref.index, model_name=ref.model_name))
+        elif (gpu.node_id, gpu.index) != (node.pk, ref.index) or (ref.model_name and ref.model_name != gpu.model_name):
+            gpu.node, gpu.index, gpu.model_name = node, ref.index, ref.model_name or gpu.model_name
+            changed.append(gpu)
+    if new:
+        Gpu.objects.bulk_create(new, ignore_conflicts=True, unique_fields=["uuid"])
+        gpus = {g.uuid: g for g in Gpu.objects.filter(uuid__in=list(result.gpus))}
+    rows_update(changed, ["node", "index", "model_name"])
+    return gpus
 
 
 def _jobs_upsert(cluster: Cluster, metas: Iterable[JobMeta], sources: dict[str, str]) -> dict[str, Job]:

@@ -86,16 +86,17 @@ def job_flags_sync(*, jobs: Sequence[Job]) -> None:
     kinds: dict[int, set[str]] = defaultdict(set)
     for job_id, kind in Flag.objects.filter(job_id__in=by_id).values_list("job_id", "kind"):
         kinds[job_id].add(kind)
-    gpu_hours = JobGpuHour.objects.filter(job_id__in=by_id).values_list("job_id", "gpu_id", "hour")
+    # GPU-hour flags are rare: look up the jobs' rows in the flagged GPU-hours only.
     hour_flags: dict[tuple[int, datetime], set[str]] = defaultdict(set)
-    pairs = {(g, h) for _, g, h in gpu_hours}
-    if pairs:
-        gpu_ids = {g for g, _ in pairs}
-        for gpu_id, hour, kind in Flag.objects.filter(
-            job__isnull=True, gpu_id__in=gpu_ids, kind__in=GPU_HOUR_KINDS
-        ).values_list("gpu_id", "hour", "kind"):
-            hour_flags[(gpu_id, hour)].add(kind)
-        for job_id, gpu_id, hour in gpu_hours:
+    for gpu_id, hour, kind in Flag.objects.filter(job__isnull=True, kind__in=GPU_HOUR_KINDS).values_list(
+        "gpu_id", "hour", "kind"
+    ):
+        hour_flags[(gpu_id, hour)].add(kind)
+    if hour_flags:
+        gpu_ids = {g for g, _ in hour_flags}
+        for job_id, gpu_id, hour in JobGpuHour.objects.filter(job_id__in=by_id, gpu_id__in=gpu_ids).values_list(
+            "job_id", "gpu_id", "hour"
+        ):
             kinds[job_id] |= hour_flags.get((gpu_id, hour), set())
     changed = []
     for job in jobs:
