@@ -224,3 +224,45 @@ def test_healthz_and_unknown_paths(agent: str) -> None:
     with pytest.raises(urllib.error.HTTPError) as err:
         get(agent + "/nope")
     assert err.value.code == 404
+
+
+def test_record_from_replay_round_trips_and_exits_when_asked(tmp_path: Path) -> None:
+    # given a trace, replayed by the real command with --record and --replay-exit
+    from fleetwatt_agent.backends.replay import read_trace
+
+    source = make_trace(tmp_path / "source.jsonl")
+    copy = tmp_path / "copy.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(AGENT_SRC)}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fleetwatt_agent",
+            "--backend",
+            "replay",
+            "--replay",
+            str(source),
+            "--replay-speed",
+            "0",
+            "--replay-keep-time",
+            "--replay-exit",
+            "--record",
+            str(copy),
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    # then it exits 0 at the end, and its recording is the same trace, with the agent's split added
+    assert proc.returncode == 0, proc.stderr
+    head, ticks = read_trace(copy)
+    _, original = read_trace(source)
+    assert head["backend"] == "replay" and len(ticks) == len(original) == 21
+    for a, b in zip(ticks, original, strict=True):
+        assert (a["t"], a["gpus"]) == (b["t"], b["gpus"])
+    assert sum(
+        o["commit"]["total_j"] for t in ticks for o in t["split"] if o["index"] == 0 and "commit" in o
+    ) == pytest.approx(10_000.0)

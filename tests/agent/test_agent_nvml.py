@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from types import ModuleType
 from typing import Any
 
@@ -219,3 +220,39 @@ def test_command_line_without_a_driver_exits_with_one_clear_line(tmp_path: Any) 
     assert lines[0].startswith("fleetwatt-agent: NVML backend unavailable")
     assert "Traceback" not in proc.stderr
     assert proc.stdout == ""
+
+
+def test_accounting_mode_counts_a_process_that_ended_since_the_last_tick(fake_nvml: ModuleType) -> None:
+    # given accounting mode on (an admin's setting) and a process that ran until just now
+    g = fake_nvml.GPUS[0]
+    g.accounting = True
+    g.procs, g.sm = {1: GIB}, {1: 60}
+    backend = NvmlBackend(nvml=fake_nvml)
+    info = backend.open()
+    assert info.accounting_mode == "enabled"
+    backend.read(read_energy=False)
+    now_us = int(time.time() * 1e6)
+    g.finished = {
+        2: fake_nvml.AccountingStats(40, 5, 3 * GIB, 2000, now_us - 1_000_000, 0),  # ended a moment ago
+        3: fake_nvml.AccountingStats(40, 5, 3 * GIB, 1000, now_us - 3_600_000_000, 0),  # ended an hour ago
+    }
+    g.sm = {1: 60, 2: 30}
+    # when
+    reading = backend.read(read_energy=False).gpus[0]
+    # then the process that ended during the sample is present, with its samples; the old one is not
+    assert [(p.pid, p.memory_bytes, p.activity_pct) for p in reading.processes] == [(1, GIB, 60.0), (2, 3 * GIB, 30.0)]
+
+
+def test_mig_lists_every_instance_and_splits_by_memory(fake_nvml: ModuleType) -> None:
+    g = fake_nvml.GPUS[0]
+    g.mig = True
+    g.mig_procs = {0: {1: 10 * GIB}, 3: {2: 30 * GIB}}
+    sampler, backend = sampler_on(fake_nvml, {1: "a", 2: "b"})
+    assert backend.open is not None
+    assert sampler.info.process_utilization == "mig" and sampler.info.gpus[0].mig
+    sampler.tick()
+    g.energy_mj += 400_000
+    sampler.tick()
+    jobs = sampler.gpus[0].jobs
+    assert jobs["a"].energy_j == {"memory": pytest.approx(100.0)}
+    assert jobs["b"].energy_j == {"memory": pytest.approx(300.0)}

@@ -65,6 +65,8 @@ class FakeGpu:
     util_supported: bool = True
     accounting: bool = False
     mig: bool = False
+    mig_procs: dict[int, dict[int, int]] = field(default_factory=dict)  # instance -> pid -> memory
+    finished: dict[int, Any] = field(default_factory=dict)  # accounting records of exited processes
     lost: bool = False
     calls: dict[str, int] = field(default_factory=dict)
     last_energy_time: float = field(default_factory=time.monotonic)
@@ -83,8 +85,8 @@ def reset(n: int = 1) -> list[FakeGpu]:
     return GPUS
 
 
-def _gpu(handle: int) -> FakeGpu:
-    gpu = GPUS[handle]
+def _gpu(handle: Any) -> FakeGpu:
+    gpu = GPUS[handle[1] if isinstance(handle, tuple) else handle]
     gpu.calls[_caller()] = gpu.calls.get(_caller(), 0) + 1
     if gpu.lost:
         raise NVMLError(NVML_ERROR_GPU_IS_LOST)
@@ -172,10 +174,22 @@ def nvmlDeviceGetMemoryInfo(h: int) -> Memory:  # noqa: N802
     return Memory(gpu.memory_total, used, gpu.memory_total - used)
 
 
-def nvmlDeviceGetComputeRunningProcesses(h: int) -> list[Proc]:  # noqa: N802
+def nvmlDeviceGetComputeRunningProcesses(h: Any) -> list[Proc]:  # noqa: N802
     if _CONTROL:
         _sync_control()
+    if isinstance(h, tuple):  # a MIG instance
+        return [Proc(pid, mem) for pid, mem in _gpu(h).mig_procs.get(h[2], {}).items()]
     return [Proc(pid, mem) for pid, mem in _gpu(h).procs.items()]
+
+
+def nvmlDeviceGetMaxMigDeviceCount(h: int) -> int:  # noqa: N802
+    return 7 if _gpu(h).mig else 0
+
+
+def nvmlDeviceGetMigDeviceHandleByIndex(h: int, i: int) -> tuple[str, int, int]:  # noqa: N802
+    if i not in _gpu(h).mig_procs:
+        raise NVMLError(NVML_ERROR_NOT_FOUND)
+    return ("mig", h, i)
 
 
 def nvmlDeviceGetGraphicsRunningProcesses(h: int) -> list[Proc]:  # noqa: N802
@@ -185,7 +199,7 @@ def nvmlDeviceGetGraphicsRunningProcesses(h: int) -> list[Proc]:  # noqa: N802
 
 def nvmlDeviceGetProcessUtilization(h: int, last_seen: int) -> list[UtilSample]:  # noqa: N802
     gpu = _gpu(h)
-    if not gpu.util_supported:
+    if not gpu.util_supported or gpu.mig:
         raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
     now = max(int(time.time() * 1e6), last_seen + 1)  # a sample newer than the caller's last one
     samples = [UtilSample(pid, now, util) for pid, util in gpu.sm.items() if util > 0]
@@ -204,8 +218,24 @@ def nvmlDeviceGetMigMode(h: int) -> list[int]:  # noqa: N802
 
 
 def nvmlDeviceGetAccountingPids(h: int) -> list[int]:  # noqa: N802
-    return list(_gpu(h).procs)
+    gpu = _gpu(h)
+    return list(gpu.procs) + list(gpu.finished)
+
+
+@dataclass
+class AccountingStats:
+    gpuUtilization: int  # noqa: N815
+    memoryUtilization: int  # noqa: N815
+    maxMemoryUsage: int  # noqa: N815
+    time: int  # ms  # noqa: N815
+    startTime: int  # us since the epoch  # noqa: N815
+    isRunning: int  # noqa: N815
 
 
 def nvmlDeviceGetAccountingStats(h: int, pid: int) -> Any:  # noqa: N802
+    gpu = _gpu(h)
+    if pid in gpu.finished:
+        return gpu.finished[pid]
+    if pid in gpu.procs:
+        return AccountingStats(50, 10, gpu.procs[pid] or 0, 1000, int(time.time() * 1e6), 1)
     raise NVMLError(NVML_ERROR_NOT_FOUND)
