@@ -11,7 +11,7 @@ mkdir -p "$VAR" "$RUN" var/log
 
 stop_pid() { [ -f "$1" ] && kill "$(cat "$1")" 2>/dev/null || true; rm -f "$1"; }
 free_port() { $PY -c 'from apps.simulator.local_prometheus import free_port; print(free_port())'; }
-wait_http() { for _ in $(seq 120); do curl -fsS -o /dev/null "$1" && return 0; sleep 0.5; done; echo "no answer from $1" >&2; return 1; }
+wait_http() { for _ in $(seq 120); do curl -fs -o /dev/null "$1" && return 0; sleep 0.5; done; echo "no answer from $1" >&2; return 1; }
 
 $PY manage.py migrate -v0
 
@@ -46,7 +46,7 @@ wait_http "http://127.0.0.1:$SIM_PORT/healthz"
 export FLEETWATT_PROMETHEUS_URL="http://127.0.0.1:$PROM_PORT" FLEETWATT_SCRAPE_INTERVAL_S=60
 echo "FLEETWATT_PROMETHEUS_URL=$FLEETWATT_PROMETHEUS_URL" > "$VAR/env"
 $PY manage.py demo_setup --prometheus-url "$FLEETWATT_PROMETHEUS_URL" --scrape-interval 60
-END=$(date -u -d "$(date -u +%Y-%m-%dT%H:00:00) 1 hour ago" +%Y-%m-%dT%H:00:00Z)
+END=$(date -u +%Y-%m-%dT%H:00:00Z)  # the last closed hour; beat goes on from there
 echo "ingesting $START .. $END ..."
 $PY manage.py ingest --start "$START" --end "$END" --cluster default -v1 | awk 'NR % 24 == 0 || /Ingested/'
 

@@ -81,3 +81,17 @@ def _fleetwatt_settings(settings: Any) -> None:
 
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_stray_connections(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
+    """The live server's threads and the Celery worker keep connections to the test database; end
+    them before pytest-django drops it."""
+    yield
+    from django.db import connection
+
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )

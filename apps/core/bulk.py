@@ -55,10 +55,21 @@ def rows_upsert(objs: Sequence[models.Model], *, unique_fields: Sequence[str], u
     arrays = ", ".join(f"%s::{f.db_type(connection)}[]" for f in cols)
     conflict = ", ".join(f'"{meta.get_field(n).column}"' for n in unique_fields)
     updates = ", ".join(f'"{meta.get_field(n).column}" = EXCLUDED."{meta.get_field(n).column}"' for n in update_fields)
-    params = [[getattr(obj, f.attname) for obj in objs] for f in cols]
+    params = [[_scalar(f, getattr(obj, f.attname)) for obj in objs] for f in cols]
     with connection.cursor() as cursor:
         cursor.execute(
             f'INSERT INTO "{meta.db_table}" ({names}) SELECT * FROM unnest({arrays}) '
             f"ON CONFLICT ({conflict}) DO UPDATE SET {updates}",
             params,
         )
+
+
+def _scalar(field: models.Field[Any, Any], raw: Any) -> Any:
+    """One Python type per array: psycopg refuses a list that mixes int and float."""
+    if raw is None:
+        return None
+    if isinstance(field, models.FloatField):
+        return float(raw)
+    if isinstance(field, models.IntegerField | models.BigIntegerField | models.ForeignKey):
+        return int(raw)
+    return raw

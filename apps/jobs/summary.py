@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+
+HOUR = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
 class GpuTotals:
     """One job's rows on one GPU, summed over all ingested hours."""
 
+    gpu_id: int
     source: str
     sampled_s: float
     sm_s: float
@@ -38,15 +41,35 @@ class JobSummary:
     end: datetime | None = None
 
 
+def unobserved_s(
+    *, gpu_id: int, start: datetime, end: datetime, gpu_sampled: Mapping[tuple[int, datetime], float]
+) -> float:
+    """Seconds of [start, end) the agent did not watch on the GPU, from its per GPU-hour sampled seconds
+    (an hour with no record was not watched at all). Exact for hours the span covers whole; in the
+    span's first and last hour only what cannot have been watched counts (overlap - watched), since the
+    hour's watched seconds may all lie inside the span: a lower bound there."""
+    missed = 0.0
+    hour = start.replace(minute=0, second=0, microsecond=0)
+    while hour < end:
+        overlap = (min(hour + HOUR, end) - max(hour, start)).total_seconds()
+        watched = min(3600.0, gpu_sampled.get((gpu_id, hour), 0.0))
+        missed += max(0.0, overlap - watched)
+        hour += HOUR
+    return missed
+
+
 def job_summarize(
     *,
     gpus: Iterable[GpuTotals],
     energy_by_method: dict[str, float],
     scrape_interval_s: float,
     ingested_through: datetime | None,
+    gpu_sampled: Mapping[tuple[int, datetime], float] | None = None,
 ) -> JobSummary:
-    """Coverage = sampled GPU-seconds / expected GPU-seconds, where expected runs on each GPU from the
-    job's start (agent) or first sample (dcgm only) to its last sample there. Never above 1.
+    """Coverage = sampled GPU-seconds / expected GPU-seconds. With the agent, expected on each GPU is what
+    it sampled plus what it did not watch between the job's start and its last sample there (outages,
+    restarts): a job that had not reached the GPU yet while the agent watched is not "unseen". With
+    dcgm-exporter only, expected runs from the first sample to the last. Never above 1.
 
     `end` is the last sample once the ingest has gone a couple of scrapes past it without seeing the
     job again; before that the job may still be running and has no end.
@@ -71,7 +94,8 @@ def job_summarize(
         if g.last_seen is None:
             continue
         if g.source == "agent" and s.start is not None:
-            s.expected_s += max(0.0, (g.last_seen - s.start).total_seconds())
+            missed = unobserved_s(gpu_id=g.gpu_id, start=s.start, end=g.last_seen, gpu_sampled=gpu_sampled or {})
+            s.expected_s += g.sampled_s + missed
         elif g.first_seen is not None:
             s.expected_s += (g.last_seen - g.first_seen).total_seconds()
     s.gpu_count = len(gpus)
