@@ -34,6 +34,7 @@ INSTALLED_APPS = [
     "apps.fleet",
     "apps.jobs",
     "apps.telemetry",
+    "apps.carbon",
     "apps.waste",
     "apps.simulator",
     "apps.dashboard",
@@ -166,6 +167,10 @@ FLEETWATT_CATCHUP_MAX_HOURS = env.int("FLEETWATT_CATCHUP_MAX_HOURS", default=24 
 FLEETWATT_COVERAGE_THRESHOLD = env.float("FLEETWATT_COVERAGE_THRESHOLD", default=0.95)
 FLEETWATT_CONSERVATION_THRESHOLD = env.float("FLEETWATT_CONSERVATION_THRESHOLD", default=0.02)
 FLEETWATT_API_MAX_PAGE_SIZE = env.int("FLEETWATT_API_MAX_PAGE_SIZE", default=1000)
+# Carbon and cost.
+FLEETWATT_INTENSITY_FILL_HOURS = env.int("FLEETWATT_INTENSITY_FILL_HOURS", default=3)
+FLEETWATT_IDLE_SHARED_TO_TEAMS = env.bool("FLEETWATT_IDLE_SHARED_TO_TEAMS", default=False)
+FLEETWATT_SHIFT_DEADLINE_H = env.int("FLEETWATT_SHIFT_DEADLINE_H", default=24)
 
 LOGGING = {
     "version": 1,

@@ -19,6 +19,10 @@ class Cluster(models.Model):
     scrape_interval_s = models.PositiveIntegerField(
         default=15, help_text="Scrape interval of the agent and dcgm-exporter jobs, in seconds."
     )
+    site = models.ForeignKey(
+        "carbon.Site", on_delete=models.PROTECT, null=True, blank=True, related_name="clusters",
+        help_text="Where it runs: grid zone, PUE, electricity price. Empty: no carbon or energy cost.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -33,6 +37,9 @@ class Node(models.Model):
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="nodes")
     hostname = models.CharField(max_length=255)
+    server_type = models.ForeignKey(
+        "carbon.ServerType", on_delete=models.PROTECT, null=True, blank=True, related_name="nodes"
+    )
 
     class Meta:
         ordering = ["cluster__name", "hostname"]

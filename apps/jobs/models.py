@@ -71,6 +71,23 @@ class Job(models.Model):
     peak_memory_bytes = models.BigIntegerField(default=0)
     gpu_count = models.PositiveIntegerField(default=0)
     flags = ArrayField(models.CharField(max_length=30), default=list, blank=True)
+    job_group = models.ForeignKey(
+        "carbon.JobGroup", on_delete=models.SET_NULL, null=True, blank=True, related_name="jobs"
+    )
+
+    # Footprint: the sums of its hour rows (apps.carbon.services.footprints_refresh).
+    server_kwh = models.FloatField(default=0.0)
+    facility_kwh = models.FloatField(default=0.0)
+    operational_kg = models.FloatField(null=True, blank=True, help_text="Empty where the site has no zone.")
+    embodied_kg = models.FloatField(default=0.0)
+    cost = models.DecimalField(max_digits=16, decimal_places=6, default=0)
+    currency = models.CharField(max_length=3, blank=True)
+    intensity_source = models.CharField(max_length=200, blank=True)
+    intensity_basis = models.CharField(max_length=10, blank=True)
+    intensity_estimated = models.BooleanField(default=False, help_text="Some hours' intensity was filled in.")
+    work_units = models.FloatField(null=True, blank=True, help_text="Work the job reports, for SCI.")
+    work_unit = models.CharField(max_length=30, blank=True, help_text='e.g. "1k_tokens", "request"; empty: a run.')
+    shift_saving_kg = models.FloatField(null=True, blank=True, help_text="Carbon hint: kg a shift could save.")
 
     objects = JobQuerySet.as_manager()
 
@@ -103,6 +120,14 @@ class JobGpuHour(models.Model):
     job_start = models.DateTimeField(null=True, blank=True, help_text="Job start as reported in this hour.")
     first_seen = models.DateTimeField(null=True, blank=True)
     last_seen = models.DateTimeField(null=True, blank=True)
+    # Footprint of this GPU-hour's share (apps.carbon.services.footprints_refresh).
+    server_kwh = models.FloatField(default=0.0)
+    facility_kwh = models.FloatField(default=0.0)
+    intensity_kg_per_kwh = models.FloatField(null=True, blank=True)
+    intensity_estimated = models.BooleanField(default=False)
+    operational_kg = models.FloatField(null=True, blank=True)
+    embodied_kg = models.FloatField(default=0.0)
+    cost = models.DecimalField(max_digits=16, decimal_places=6, default=0)
 
     class Meta:
         ordering = ["hour", "gpu_id"]

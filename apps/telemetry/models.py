@@ -24,6 +24,11 @@ class GpuHour(models.Model):
     sampled_s = models.FloatField(default=0.0, help_text="Seconds of the hour the agent sampled.")
     occupied_s = models.FloatField(default=0.0, help_text="GPU-seconds charged to jobs.")
     counter_resets = models.PositiveIntegerField(default=0)
+    # The cluster's idle line for this GPU-hour: energy outside jobs, and the hour's unoccupied share.
+    idle_facility_kwh = models.FloatField(default=0.0)
+    idle_operational_kg = models.FloatField(null=True, blank=True)
+    idle_embodied_kg = models.FloatField(default=0.0)
+    idle_cost = models.DecimalField(max_digits=16, decimal_places=6, default=0)
 
     class Meta:
         ordering = ["hour", "gpu_id"]

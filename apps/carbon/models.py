@@ -1,0 +1,124 @@
+"""What turns GPU energy into facility energy, carbon and money: sites, server types, GPU models,
+hourly grid intensity, and job groups."""
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.core.validators import MinValueValidator
+from django.db import models
+
+
+class Basis(models.TextChoices):
+    """How an intensity figure was derived; a report never mixes them."""
+
+    LOCATION = "location", "Location-based"
+    MARKET = "market", "Market-based"
+    MARGINAL = "marginal", "Marginal"
+
+
+class Site(models.Model):
+    """A data centre: its grid zone, PUE, electricity price, and whether the provider's figures already
+    include facility overhead (then PUE is 1.0, so it is never applied twice)."""
+
+    name = models.SlugField(max_length=100, unique=True)
+    grid_zone = models.CharField(max_length=50, help_text="Electricity Maps zone id, e.g. DE, US-CAL-CISO.")
+    intensity_basis = models.CharField(max_length=10, choices=Basis.choices, default=Basis.LOCATION)
+    pue = models.FloatField(default=1.0, validators=[MinValueValidator(1.0)], help_text="Used for months not listed.")
+    pue_by_month = models.JSONField(default=dict, blank=True, help_text='{"1": 1.25, ..., "12": 1.2}')
+    provider_includes_overhead = models.BooleanField(
+        default=False, help_text="The provider's energy figures already include facility overhead: PUE 1.0."
+    )
+    electricity_price_per_kwh = models.DecimalField(max_digits=10, decimal_places=5, default=Decimal("0"))
+    currency = models.CharField(max_length=3, default="EUR")
+    timezone = models.CharField(max_length=64, default="UTC", help_text="For weekly reports (IANA name).")
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def pue_for_month(self, month: int) -> float:
+        if self.provider_includes_overhead:
+            return 1.0
+        return float(self.pue_by_month.get(str(month), self.pue))
+
+
+class ServerType(models.Model):
+    """A server model: node overhead (measured server power / summed GPU power) and embodied carbon."""
+
+    name = models.SlugField(max_length=100, unique=True)
+    node_overhead_factor = models.FloatField(
+        null=True, blank=True, validators=[MinValueValidator(1.0)], help_text="Empty until measured (1.0 is used)."
+    )
+    embodied_kg_per_server = models.FloatField(default=0.0, validators=[MinValueValidator(0.0)])
+    service_life_h = models.FloatField(default=5 * 8760, validators=[MinValueValidator(1.0)])
+    gpus_per_server = models.PositiveSmallIntegerField(default=8, validators=[MinValueValidator(1)])
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def overhead(self) -> float:
+        return self.node_overhead_factor or 1.0
+
+    @property
+    def embodied_kg_per_gpu_hour(self) -> float:
+        return self.embodied_kg_per_server / self.service_life_h / self.gpus_per_server
+
+
+class GpuModel(models.Model):
+    """A GPU model by the name the driver reports (dcgm-exporter's modelName): its hourly rate and TDP."""
+
+    name = models.CharField(max_length=100, unique=True, help_text='As reported, e.g. "NVIDIA H200".')
+    hourly_rate = models.DecimalField(max_digits=10, decimal_places=4, default=Decimal("0"))
+    currency = models.CharField(max_length=3, default="EUR")
+    tdp_w = models.FloatField(default=700.0, validators=[MinValueValidator(1.0)])
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class IntensityHour(models.Model):
+    """Grid carbon intensity of one zone for one UTC hour, on one basis, from one source."""
+
+    zone = models.CharField(max_length=50)
+    basis = models.CharField(max_length=10, choices=Basis.choices)
+    hour = models.DateTimeField()
+    kg_per_kwh = models.FloatField()
+    source = models.CharField(max_length=200)
+    imported_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["zone", "basis", "hour"]
+        constraints = [models.UniqueConstraint(fields=["zone", "basis", "hour"], name="intensity_unique_hour")]
+
+    def __str__(self) -> str:
+        return f"{self.zone} {self.basis} {self.hour:%Y-%m-%d %H}:00 {self.kg_per_kwh}"
+
+
+class JobGroup(models.Model):
+    """A campaign or model that several runs belong to: its footprint includes failed runs and sweeps."""
+
+    class MatchKind(models.TextChoices):
+        ACCOUNT = "account", "Slurm account"
+        NAME_PREFIX = "name_prefix", "Job name starts with"
+        NAMESPACE = "namespace", "Kubernetes namespace"
+        USER = "user", "User"
+
+    name = models.SlugField(max_length=100, unique=True)
+    match_kind = models.CharField(max_length=20, choices=MatchKind.choices)
+    match_value = models.CharField(max_length=255)
+    flexible = models.BooleanField(default=False, help_text="Its runs could move in time: show the carbon hint.")
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
