@@ -1,5 +1,6 @@
 """What turns GPU energy into facility energy, carbon and money: sites, server types, GPU models,
 hourly grid intensity, and job groups."""
+
 from __future__ import annotations
 
 from decimal import Decimal

@@ -1,18 +1,226 @@
-"""Writes of the carbon and cost footprint: per job-GPU-hour rows, the idle line per GPU-hour, and
-the per-job sums. Recomputed after each ingest and whenever an input (config, intensity) changes."""
+"""Writes of the carbon and cost footprint: per job-GPU-hour rows, the idle line per GPU-hour, and the
+per-job sums. Recomputed after each ingest and whenever an input (config, intensity) changes, so it is
+always a function of the current rows and settings (safe to run again)."""
+
 from __future__ import annotations
 
-from datetime import datetime
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.db.models import Avg
+from django.db.models.functions import ExtractMonth, ExtractYear
+
+from apps.core.bulk import rows_update
+from apps.fleet.models import Gpu
+from apps.jobs.models import Job, JobGpuHour
+from apps.telemetry.models import GpuHour
+
+from .arithmetic import HOUR, HourFactors, footprint, intensity_fill, shift_saving_kg
+from .models import GpuModel, IntensityHour, JobGroup, Site
+
+JOB_FOOTPRINT_FIELDS = [
+    "server_kwh", "facility_kwh", "operational_kg", "embodied_kg", "cost", "currency", "intensity_source",
+    "intensity_basis", "intensity_estimated", "shift_saving_kg",
+]  # fmt: skip
+ROW_FIELDS = [
+    "server_kwh", "facility_kwh", "intensity_kg_per_kwh", "intensity_estimated", "operational_kg", "embodied_kg",
+    "cost",
+]  # fmt: skip
+IDLE_FIELDS = ["idle_facility_kwh", "idle_operational_kg", "idle_embodied_kg", "idle_cost"]
+
+
+@dataclass
+class _ZoneIntensity:
+    """One zone's hourly figures on one basis, with the sources they came from."""
+
+    known: dict[datetime, float]
+    monthly_mean: dict[tuple[int, int], float]
+    sources: set[str]
+
+
+class FactorBook:
+    """Looks up, once per refresh, what every GPU-hour's footprint needs."""
+
+    def __init__(self, *, start: datetime, end: datetime) -> None:
+        fill = timedelta(hours=settings.FLEETWATT_INTENSITY_FILL_HOURS)
+        self._start, self._end, self._fill = start - fill, end + fill, fill
+        self._zones: dict[tuple[str, str], _ZoneIntensity] = {}
+        self._gpu_models = {m.name: m for m in GpuModel.objects.all()}
+        self.sources: dict[tuple[str, str], set[str]] = defaultdict(set)
+
+    def zone(self, zone: str, basis: str) -> _ZoneIntensity:
+        if (zone, basis) not in self._zones:
+            rows = IntensityHour.objects.filter(zone=zone, basis=basis)
+            window = rows.filter(hour__gte=self._start, hour__lt=self._end)
+            means = (
+                rows.annotate(y=ExtractYear("hour"), m=ExtractMonth("hour"))
+                .values("y", "m")
+                .annotate(mean=Avg("kg_per_kwh"))
+                .order_by()
+            )
+            self._zones[(zone, basis)] = _ZoneIntensity(
+                known={r.hour: r.kg_per_kwh for r in window},
+                monthly_mean={(r["y"], r["m"]): r["mean"] for r in means},
+                sources=set(window.values_list("source", flat=True).distinct()),
+            )
+        return self._zones[(zone, basis)]
+
+    def factors(self, gpu: Gpu, hour: datetime) -> HourFactors:
+        node = gpu.node
+        site: Site | None = node.cluster.site
+        server = node.server_type
+        model = self._gpu_models.get(gpu.model_name)
+        intensity, estimated = None, False
+        if site is not None and site.grid_zone:
+            zone = self.zone(site.grid_zone, site.intensity_basis)
+            intensity, estimated = intensity_fill(
+                hour,
+                known=zone.known,
+                monthly_mean=zone.monthly_mean,
+                within_hours=settings.FLEETWATT_INTENSITY_FILL_HOURS,
+            )
+            self.sources[(site.grid_zone, site.intensity_basis)] |= zone.sources
+        return HourFactors(
+            overhead=server.overhead if server else 1.0,
+            pue=site.pue_for_month(hour.month) if site else 1.0,
+            intensity_kg_per_kwh=intensity,
+            intensity_estimated=estimated,
+            embodied_kg_per_gpu_hour=server.embodied_kg_per_gpu_hour if server else 0.0,
+            gpu_rate_per_hour=model.hourly_rate if model else Decimal(0),
+            price_per_kwh=site.electricity_price_per_kwh if site else Decimal(0),
+        )
 
 
 def footprints_refresh(
     *, cluster_ids: list[int] | None = None, start: datetime | None = None, end: datetime | None = None
 ) -> int:
-    """Recompute the footprint of every GPU-hour in [start, end) of the given clusters (default: all).
-    Returns the number of GPU-hours recomputed."""
-    raise NotImplementedError
+    """Recompute the footprint of every GPU-hour in [start, end) of the given clusters (default: all),
+    then the sums of every job that has a row there. Returns the number of GPU-hours recomputed."""
+    gpu_hours = GpuHour.objects.select_related("gpu__node__cluster__site", "gpu__node__server_type")
+    job_rows = JobGpuHour.objects.select_related("gpu__node__cluster__site", "gpu__node__server_type")
+    if cluster_ids is not None:
+        gpu_hours = gpu_hours.filter(gpu__node__cluster_id__in=cluster_ids)
+        job_rows = job_rows.filter(gpu__node__cluster_id__in=cluster_ids)
+    if start is not None:
+        gpu_hours, job_rows = gpu_hours.filter(hour__gte=start), job_rows.filter(hour__gte=start)
+    if end is not None:
+        gpu_hours, job_rows = gpu_hours.filter(hour__lt=end), job_rows.filter(hour__lt=end)
+    hours = list(gpu_hours)
+    rows = list(job_rows)
+    if not hours and not rows:
+        return 0
+    lo = min([h.hour for h in hours] + [r.hour for r in rows])
+    hi = max([h.hour for h in hours] + [r.hour for r in rows]) + HOUR
+    book = FactorBook(start=lo, end=hi)
+    factors: dict[tuple[int, datetime], HourFactors] = {}
+
+    def factors_for(gpu: Gpu, hour: datetime) -> HourFactors:
+        key = (gpu.pk, hour)
+        if key not in factors:
+            factors[key] = book.factors(gpu, hour)
+        return factors[key]
+
+    for row in rows:
+        f = factors_for(row.gpu, row.hour)
+        fp = footprint(energy_j=row.energy_j, gpu_hours=row.occupancy_s / 3600.0, factors=f)
+        row.server_kwh, row.facility_kwh = fp.server_kwh, fp.facility_kwh
+        row.intensity_kg_per_kwh, row.intensity_estimated = f.intensity_kg_per_kwh, f.intensity_estimated
+        row.operational_kg, row.embodied_kg, row.cost = fp.operational_kg, fp.embodied_kg, fp.cost
+    rows_update(rows, ROW_FIELDS)
+
+    for gh in hours:
+        # The idle line: energy outside every job, and the part of the GPU-hour no job occupied.
+        f = factors_for(gh.gpu, gh.hour)
+        unoccupied_h = max(0.0, 3600.0 - gh.occupied_s) / 3600.0
+        fp = footprint(energy_j=max(0.0, gh.device_energy_j - gh.jobs_energy_j), gpu_hours=unoccupied_h, factors=f)
+        gh.idle_facility_kwh, gh.idle_operational_kg = fp.facility_kwh, fp.operational_kg
+        gh.idle_embodied_kg, gh.idle_cost = fp.embodied_kg, fp.cost
+    rows_update(hours, IDLE_FIELDS)
+
+    jobs_footprint_sum(job_ids={r.job_id for r in rows}, book=book)
+    return len(hours)
 
 
-def job_groups_assign(*, cluster_ids: list[int] | None = None) -> int:
-    """Set each job's group from the job groups' match rules. Returns the number of jobs changed."""
-    raise NotImplementedError
+def jobs_footprint_sum(*, job_ids: Iterable[int], book: FactorBook | None = None) -> None:
+    """A job's footprint is the sum of its rows; its intensity source and basis those of its site."""
+    from apps.waste.services import estimated_intensity_flags_sync
+
+    ids = sorted(set(job_ids))
+    if not ids:
+        return
+    per_job: dict[int, list[JobGpuHour]] = defaultdict(list)
+    for row in JobGpuHour.objects.filter(job_id__in=ids).only(
+        "job_id", "hour", "facility_kwh", "server_kwh", "operational_kg", "embodied_kg", "cost",
+        "intensity_estimated", "intensity_kg_per_kwh",
+    ):  # fmt: skip
+        per_job[row.job_id].append(row)
+    jobs = list(Job.objects.filter(pk__in=ids).select_related("cluster__site", "job_group"))
+    deadline_h = settings.FLEETWATT_SHIFT_DEADLINE_H
+    for job in jobs:
+        job_rows = per_job.get(job.pk, [])
+        site = job.cluster.site
+        job.server_kwh = sum(r.server_kwh for r in job_rows)
+        job.facility_kwh = sum(r.facility_kwh for r in job_rows)
+        operational = [r.operational_kg for r in job_rows]
+        job.operational_kg = (
+            sum(o for o in operational if o is not None) if any(o is not None for o in operational) else None
+        )
+        job.embodied_kg = sum(r.embodied_kg for r in job_rows)
+        job.cost = sum((r.cost for r in job_rows), Decimal(0))
+        job.currency = site.currency if site else ""
+        job.intensity_basis = site.intensity_basis if site and site.grid_zone else ""
+        sources = sorted(book.sources.get((site.grid_zone, site.intensity_basis), set())) if book and site else []
+        job.intensity_source = ", ".join(sources) or (job.intensity_source if job.intensity_basis else "")
+        job.intensity_estimated = any(r.intensity_estimated for r in job_rows)
+        job.shift_saving_kg = None
+        if job.job_group and job.job_group.flexible and site and site.grid_zone and job_rows:
+            by_hour: dict[datetime, float] = defaultdict(float)
+            for r in job_rows:
+                by_hour[r.hour] += r.facility_kwh
+            first = min(by_hour)
+            window = IntensityHour.objects.filter(
+                zone=site.grid_zone,
+                basis=site.intensity_basis,
+                hour__gte=first,
+                hour__lt=max(by_hour) + (deadline_h + 1) * HOUR,
+            ).values_list("hour", "kg_per_kwh")
+            job.shift_saving_kg = shift_saving_kg(sorted(by_hour.items()), dict(window), deadline_h=deadline_h)
+    rows_update(jobs, JOB_FOOTPRINT_FIELDS)
+    estimated_intensity_flags_sync(jobs=jobs)
+
+
+def _group_matches(group: JobGroup, job: Job) -> bool:
+    match group.match_kind:
+        case JobGroup.MatchKind.ACCOUNT:
+            return job.account == group.match_value
+        case JobGroup.MatchKind.NAME_PREFIX:
+            return bool(job.name) and job.name.startswith(group.match_value)
+        case JobGroup.MatchKind.NAMESPACE:
+            return job.namespace == group.match_value
+        case JobGroup.MatchKind.USER:
+            return job.user == group.match_value
+    return False
+
+
+def job_groups_assign(*, cluster_ids: list[int] | None = None, job_ids: Iterable[int] | None = None) -> int:
+    """Set each job's group from the groups' match rules (the first group by name that matches).
+    Returns the number of jobs changed."""
+    groups = list(JobGroup.objects.order_by("name"))
+    jobs = Job.objects.all()
+    if cluster_ids is not None:
+        jobs = jobs.filter(cluster_id__in=cluster_ids)
+    if job_ids is not None:
+        jobs = jobs.filter(pk__in=list(job_ids))
+    changed = []
+    for job in jobs.only("pk", "account", "name", "namespace", "user", "job_group_id"):
+        group = next((g for g in groups if _group_matches(g, job)), None)
+        group_id = group.pk if group else None
+        if job.job_group_id != group_id:
+            job.job_group_id = group_id
+            changed.append(job)
+    rows_update(changed, ["job_group"])
+    return len(changed)

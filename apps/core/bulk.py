@@ -46,11 +46,12 @@ def rows_update(objs: Sequence[models.Model], fields: Sequence[str], *, batch_si
 
 def rows_upsert(objs: Sequence[models.Model], *, unique_fields: Sequence[str], update_fields: Sequence[str]) -> None:
     """INSERT ... ON CONFLICT (unique_fields) DO UPDATE SET update_fields, for unsaved instances with
-    scalar fields. One array parameter per column (`unnest`), so the statement stays small."""
+    scalar fields: a new row gets every column (the model's defaults included), an existing one only
+    `update_fields`. One array parameter per column (`unnest`), so the statement stays small."""
     if not objs:
         return
     meta = type(objs[0])._meta
-    cols = [meta.get_field(n) for n in [*unique_fields, *update_fields]]
+    cols = [f for f in meta.concrete_fields if not f.primary_key]
     names = ", ".join(f'"{f.column}"' for f in cols)
     arrays = ", ".join(f"%s::{f.db_type(connection)}[]" for f in cols)
     conflict = ", ".join(f'"{meta.get_field(n).column}"' for n in unique_fields)

@@ -20,7 +20,11 @@ class Cluster(models.Model):
         default=15, help_text="Scrape interval of the agent and dcgm-exporter jobs, in seconds."
     )
     site = models.ForeignKey(
-        "carbon.Site", on_delete=models.PROTECT, null=True, blank=True, related_name="clusters",
+        "carbon.Site",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="clusters",
         help_text="Where it runs: grid zone, PUE, electricity price. Empty: no carbon or energy cost.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
@@ -64,6 +68,18 @@ class Gpu(models.Model):
         return f"{self.node.hostname}/gpu{self.index}"
 
 
+class TeamQuerySet(models.QuerySet["Team"]):
+    def visible_to(self, user: object) -> TeamQuerySet:
+        """Staff and finance see every team; members their own."""
+        from apps.core.access import user_sees_all_teams
+
+        if not getattr(user, "is_authenticated", False):
+            return self.none()
+        if user_sees_all_teams(user):  # type: ignore[arg-type]
+            return self
+        return self.filter(teammembership__user=user)
+
+
 class Team(models.Model):
     """A team that jobs are charged to. Jobs no rule matches go to the 'unassigned' team."""
 
@@ -72,6 +88,8 @@ class Team(models.Model):
     name = models.SlugField(max_length=100, unique=True)
     display_name = models.CharField(max_length=200, blank=True)
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="TeamMembership", related_name="teams")
+
+    objects = TeamQuerySet.as_manager()
 
     class Meta:
         ordering = ["name"]

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from apps.carbon.services import footprints_refresh, job_groups_assign
 from apps.core.bulk import rows_update, rows_upsert
 from apps.fleet.models import Cluster, Gpu, Node
 from apps.fleet.services import JobIdentity, TeamResolver, default_cluster_ensure
@@ -308,6 +309,8 @@ def _hour_write(*, cluster: Cluster, hour: datetime, result: HourResult) -> None
     open_ended = Job.objects.filter(cluster=cluster, end__isnull=True, last_seen__lt=through - grace)
     affected = previous_job_ids | {j.pk for j in jobs.values()} | set(open_ended.values_list("pk", flat=True))
     jobs_summary_refresh(job_ids=affected, ingested_through=through)
+    job_groups_assign(job_ids=affected)
+    footprints_refresh(cluster_ids=[cluster.pk], start=hour, end=hour + HOUR)
 
 
 def _ingested_through(cluster: Cluster, hour: datetime) -> datetime:

@@ -105,3 +105,22 @@ def job_flags_sync(*, jobs: Sequence[Job]) -> None:
             job.flags = new
             changed.append(job)
     rows_update(changed, ["flags"])
+
+
+def estimated_intensity_flags_sync(*, jobs: Sequence[Job]) -> None:
+    """`estimated_intensity` on jobs some of whose hours had no recorded intensity (filled in)."""
+    if not jobs:
+        return
+    estimated = [j for j in jobs if j.intensity_estimated]
+    exact = [j.pk for j in jobs if not j.intensity_estimated]
+    Flag.objects.filter(kind=Flag.Kind.ESTIMATED_INTENSITY, job_id__in=exact, status=Flag.Status.OPEN).delete()
+    for job in estimated:
+        Flag.objects.update_or_create(
+            kind=Flag.Kind.ESTIMATED_INTENSITY,
+            cluster_id=job.cluster_id,
+            job=job,
+            gpu=None,
+            hour=None,
+            defaults={"evidence": {"intensity_source": job.intensity_source, "intensity_basis": job.intensity_basis}},
+        )
+    job_flags_sync(jobs=jobs)

@@ -1,6 +1,6 @@
 from rest_framework import serializers
 
-from apps.fleet.models import Gpu
+from apps.fleet.models import Cluster, Gpu, Team
 
 
 class GpuSerializer(serializers.ModelSerializer):
@@ -33,3 +33,17 @@ class GpuSerializer(serializers.ModelSerializer):
     def get_utilisation(self, gpu: Gpu) -> float:
         hours = getattr(gpu, "hours_count", 0) or 0
         return (getattr(gpu, "occupied_s", 0.0) or 0.0) / (hours * 3600.0) if hours else 0.0
+
+
+class TeamSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Team
+        fields = ["id", "name", "display_name"]
+
+
+class ClusterSerializer(serializers.ModelSerializer):
+    site = serializers.SlugRelatedField(slug_field="name", read_only=True)
+
+    class Meta:
+        model = Cluster
+        fields = ["id", "name", "site", "scrape_interval_s"]

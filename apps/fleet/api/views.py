@@ -1,13 +1,23 @@
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import django_filters
 from django.db.models import Count, F, FloatField, Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce
-from rest_framework import viewsets
+from drf_spectacular.utils import extend_schema
+from rest_framework import permissions, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
 
-from apps.fleet.models import Cluster, Gpu
+from apps.carbon.selectors import MixedBasisError, cluster_rollup, team_rollup
+from apps.core.access import user_sees_all_teams
+from apps.fleet.models import Cluster, Gpu, Team
 
-from .serializers import GpuSerializer
+from .rollups import RollupQuerySerializer, RollupSerializer
+from .serializers import ClusterSerializer, GpuSerializer, TeamSerializer
 
 
 class GpuFilterSet(django_filters.FilterSet):
@@ -46,3 +56,60 @@ class GpuViewSet(viewsets.ReadOnlyModelViewSet):
             )
             .order_by(F("node__cluster__name"), "node__hostname", "index")
         )
+
+
+class _RollupMixin:
+    def _rollup(self, request: Request, compute: Callable[..., dict]) -> Response:
+        query = RollupQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        try:
+            doc = compute(**query.validated_data)
+        except MixedBasisError as exc:
+            raise ValidationError({"detail": str(exc)}) from None
+        return Response(RollupSerializer(doc).data if request.accepted_renderer.format != "csv" else _flat(doc))
+
+
+def _flat(doc: dict) -> list[dict]:
+    """One CSV row per period, with the basis and currency on every row."""
+    rows = []
+    for p in RollupSerializer(doc).data["periods"]:
+        row = {k: v for k, v in p.items() if k not in ("idle", "energy_by_method_j")}
+        row.update({f"energy_{m}_j": j for m, j in p["energy_by_method_j"].items()})
+        row.update({f"idle_{k}": v for k, v in (p["idle"] or {}).items()})
+        row.update({"currency": doc["currency"], "intensity_basis": doc["intensity_basis"]})
+        rows.append(row)
+    return rows
+
+
+class TeamViewSet(_RollupMixin, viewsets.ReadOnlyModelViewSet):
+    """Teams the user may see, and each team's energy, cost and carbon per period."""
+
+    serializer_class = TeamSerializer
+
+    def get_queryset(self) -> QuerySet[Team]:
+        return Team.objects.visible_to(self.request.user).order_by("name")
+
+    @extend_schema(parameters=[RollupQuerySerializer], responses=RollupSerializer)
+    @action(detail=True, methods=["get"])
+    def rollup(self, request: Request, pk: str | None = None) -> Response:
+        team = self.get_object()
+        return self._rollup(request, lambda **q: team_rollup(team=team, **q))
+
+
+class IsAdminOrFinance(permissions.BasePermission):
+    def has_permission(self, request: Request, view: object) -> bool:
+        return user_sees_all_teams(request.user)
+
+
+class ClusterViewSet(_RollupMixin, viewsets.ReadOnlyModelViewSet):
+    """Clusters, and each cluster's jobs and idle line per period (admins and finance)."""
+
+    serializer_class = ClusterSerializer
+    permission_classes = [permissions.IsAuthenticated, IsAdminOrFinance]
+    queryset = Cluster.objects.select_related("site").order_by("name")
+
+    @extend_schema(parameters=[RollupQuerySerializer], responses=RollupSerializer)
+    @action(detail=True, methods=["get"])
+    def rollup(self, request: Request, pk: str | None = None) -> Response:
+        cluster = self.get_object()
+        return self._rollup(request, lambda **q: cluster_rollup(cluster=cluster, **q))

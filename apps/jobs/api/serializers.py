@@ -7,9 +7,8 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from apps.carbon.arithmetic import sci_kg
 from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy
-
-J_PER_KWH = 3.6e6
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -17,76 +16,50 @@ class JobSerializer(serializers.ModelSerializer):
     team = serializers.SlugRelatedField(slug_field="name", read_only=True, help_text="Team the job is charged to.")
     gpu_hours = serializers.FloatField(help_text="GPU-hours occupied, shared with jobs present at the same time (h).")
     energy_j = serializers.FloatField(help_text="GPU energy measured for the job (J).")
-    facility_kwh = serializers.SerializerMethodField(
-        help_text="Facility energy (kWh): GPU energy x node overhead x PUE; both 1.0 until configured."
-    )
+    server_kwh = serializers.FloatField(help_text="GPU energy x the server type's node overhead (kWh).")
+    facility_kwh = serializers.FloatField(help_text="Server energy x the site's PUE for each hour's month (kWh).")
     attribution = serializers.CharField(
         help_text="Dominant split method: whole_gpu, sm_time, busy_time, memory, equal."
     )
     attribution_j = serializers.DictField(child=serializers.FloatField(), help_text="Joules per split method (J).")
     coverage = serializers.FloatField(help_text="Sampled GPU-seconds / expected GPU-seconds (0..1).")
-    operational_kg = serializers.SerializerMethodField(help_text="Operational CO2e (kg); null until intensity is set.")
-    embodied_kg = serializers.SerializerMethodField(help_text="Embodied CO2e (kg); null until server types are set.")
-    cost = serializers.SerializerMethodField(help_text="Cost in `currency`; null until prices are set.")
-    currency = serializers.SerializerMethodField(help_text="ISO 4217 currency of `cost`.")
+    operational_kg = serializers.FloatField(
+        allow_null=True, help_text="Each hour's facility kWh x that hour's grid intensity (kg CO2e); null: no zone."
+    )
+    embodied_kg = serializers.FloatField(help_text="Embodied CO2e of the GPU-hours occupied (kg).")
+    sci_kg = serializers.SerializerMethodField(help_text="(operational + embodied) per functional unit (kg).")
+    functional_unit = serializers.SerializerMethodField(help_text='"run", or the work unit the job reported.')
+    cost = serializers.DecimalField(
+        max_digits=16, decimal_places=2, help_text="GPU-hours x rate + facility kWh x price, in `currency`."
+    )
+    currency = serializers.CharField(help_text="ISO 4217 currency of `cost` (the site's).")
+    intensity_basis = serializers.CharField(help_text="location, market or marginal.")
+    intensity_source = serializers.CharField(help_text="Where the hourly intensity came from.")
+    intensity_estimated = serializers.BooleanField(help_text="Some hours had no intensity and were filled in.")
+    job_group = serializers.SlugRelatedField(slug_field="name", read_only=True, help_text="Campaign or model.")
+    shift_saving_kg = serializers.FloatField(
+        allow_null=True, help_text="Hint: CO2e the cleanest window within the deadline would have saved (kg)."
+    )
     flags = serializers.ListField(child=serializers.CharField(), help_text="Kinds of open flags on the job.")
 
     class Meta:
         model = Job
         fields = [
-            "id",
-            "cluster",
-            "job_key",
-            "scheduler",
-            "job_id",
-            "user",
-            "account",
-            "namespace",
-            "pod",
-            "name",
-            "team",
-            "source",
-            "start",
-            "end",
-            "last_seen",
-            "gpu_count",
-            "gpu_hours",
-            "energy_j",
-            "facility_kwh",
-            "attribution",
-            "attribution_j",
-            "coverage",
-            "sampled_s",
-            "expected_s",
-            "sm_s",
-            "peak_memory_bytes",
-            "operational_kg",
-            "embodied_kg",
-            "cost",
-            "currency",
-            "flags",
-        ]
+            "id", "cluster", "job_key", "scheduler", "job_id", "user", "account", "namespace", "pod", "name",
+            "team", "job_group", "source", "start", "end", "last_seen", "gpu_count", "gpu_hours", "energy_j",
+            "server_kwh", "facility_kwh", "attribution", "attribution_j", "coverage", "sampled_s", "expected_s",
+            "sm_s", "peak_memory_bytes", "operational_kg", "embodied_kg", "sci_kg", "functional_unit", "cost",
+            "currency", "intensity_basis", "intensity_source", "intensity_estimated", "shift_saving_kg", "flags",
+        ]  # fmt: skip
         read_only_fields = fields
 
-    @extend_schema_field(serializers.FloatField())
-    def get_facility_kwh(self, job: Job) -> float:
-        return job.energy_j / J_PER_KWH
-
     @extend_schema_field(serializers.FloatField(allow_null=True))
-    def get_operational_kg(self, job: Job) -> float | None:
-        return None
+    def get_sci_kg(self, job: Job) -> float | None:
+        return sci_kg(operational_kg=job.operational_kg, embodied_kg=job.embodied_kg, work_units=job.work_units)
 
-    @extend_schema_field(serializers.FloatField(allow_null=True))
-    def get_embodied_kg(self, job: Job) -> float | None:
-        return None
-
-    @extend_schema_field(serializers.DecimalField(max_digits=14, decimal_places=2, allow_null=True))
-    def get_cost(self, job: Job) -> None:
-        return None
-
-    @extend_schema_field(serializers.CharField(allow_null=True))
-    def get_currency(self, job: Job) -> None:
-        return None
+    @extend_schema_field(serializers.CharField())
+    def get_functional_unit(self, job: Job) -> str:
+        return job.work_unit if job.work_units else "run"
 
 
 class JobGpuHourSerializer(serializers.ModelSerializer):

@@ -15,7 +15,11 @@ class JobViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_class = JobFilterSet
 
     def get_queryset(self) -> QuerySet[Job]:
-        return Job.objects.visible_to(self.request.user).select_related("cluster", "team").order_by("-start", "id")
+        return (
+            Job.objects.visible_to(self.request.user)
+            .select_related("cluster", "team", "job_group")
+            .order_by("-start", "id")
+        )
 
     def get_serializer_class(self) -> type[JobSerializer]:
         return JobDetailSerializer if self.action == "retrieve" else JobSerializer

@@ -1,0 +1,200 @@
+"""Rollups of energy, cost and carbon per team and per cluster over a period (sums in the database).
+
+A cluster's rollup is its jobs plus its idle line (energy outside jobs, GPU-hours no job occupied), so
+the two add up to the cluster's whole footprint, to the joule and the cent."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Count, F, Q, QuerySet, Sum
+from django.db.models.functions import TruncDay, TruncMonth, TruncWeek
+
+from apps.fleet.models import Cluster, Team
+from apps.jobs.models import JobGpuHour, JobGpuHourEnergy
+from apps.telemetry.models import GpuHour
+
+TRUNC = {"day": TruncDay, "week": TruncWeek, "month": TruncMonth}
+
+
+class MixedBasisError(ValueError):
+    """A rollup would add operational CO2e computed on different intensity bases."""
+
+
+@dataclass
+class PeriodTotals:
+    period: str
+    energy_j: float = 0.0
+    gpu_hours: float = 0.0
+    facility_kwh: float = 0.0
+    operational_kg: float = 0.0
+    embodied_kg: float = 0.0
+    cost: Decimal = Decimal(0)
+    energy_by_method_j: dict[str, float] = field(default_factory=dict)
+    idle: dict[str, Any] | None = None
+
+
+def _period_key(value: datetime) -> str:
+    return value.date().isoformat()
+
+
+def _bases(clusters: QuerySet[Cluster]) -> tuple[str, list[str], str]:
+    sites = {c.site for c in clusters.select_related("site") if c.site and c.site.grid_zone}
+    bases = {s.intensity_basis for s in sites}
+    if len(bases) > 1:
+        raise MixedBasisError(
+            f"The period covers sites on {' and '.join(sorted(bases))} intensity bases; ask for one cluster."
+        )
+    currencies = {s.currency for s in sites}
+    return (next(iter(bases)) if bases else ""), sorted(s.grid_zone for s in sites), ",".join(sorted(currencies))
+
+
+def _sum_rows(rows: QuerySet[JobGpuHour], trunc: Any) -> dict[str, PeriodTotals]:
+    out: dict[str, PeriodTotals] = {}
+    for r in (
+        rows.annotate(period=trunc("hour"))
+        .values("period")
+        .annotate(
+            energy_j=Sum("energy_j"),
+            occupancy_s=Sum("occupancy_s"),
+            facility_kwh=Sum("facility_kwh"),
+            operational_kg=Sum("operational_kg"),
+            embodied_kg=Sum("embodied_kg"),
+            cost=Sum("cost"),
+        )
+        .order_by("period")
+    ):
+        out[_period_key(r["period"])] = PeriodTotals(
+            period=_period_key(r["period"]),
+            energy_j=r["energy_j"] or 0.0,
+            gpu_hours=(r["occupancy_s"] or 0.0) / 3600.0,
+            facility_kwh=r["facility_kwh"] or 0.0,
+            operational_kg=r["operational_kg"] or 0.0,
+            embodied_kg=r["embodied_kg"] or 0.0,
+            cost=r["cost"] or Decimal(0),
+        )
+    return out
+
+
+def _methods(energy: QuerySet[JobGpuHourEnergy], trunc: Any, periods: dict[str, PeriodTotals]) -> None:
+    for r in energy.annotate(period=trunc("hour")).values("period", "method").annotate(j=Sum("energy_j")).order_by():
+        key = _period_key(r["period"])
+        periods.setdefault(key, PeriodTotals(period=key)).energy_by_method_j[r["method"]] = r["j"]
+
+
+def _idle_lines(hours: QuerySet[GpuHour], trunc: Any) -> dict[str, dict[str, Any]]:
+    lines: dict[str, dict[str, Any]] = {}
+    for r in (
+        hours.annotate(period=trunc("hour"))
+        .values("period")
+        .annotate(
+            device_j=Sum("device_energy_j"),
+            jobs_j=Sum("jobs_energy_j"),
+            gpu_hours_total=Count("id"),
+            occupied_s=Sum("occupied_s"),
+            facility_kwh=Sum("idle_facility_kwh"),
+            operational_kg=Sum("idle_operational_kg"),
+            embodied_kg=Sum("idle_embodied_kg"),
+            cost=Sum("idle_cost"),
+        )
+        .order_by("period")
+    ):
+        lines[_period_key(r["period"])] = {
+            "energy_j": (r["device_j"] or 0.0) - (r["jobs_j"] or 0.0),
+            "gpu_hours": max(0.0, (r["gpu_hours_total"] or 0.0) - (r["occupied_s"] or 0.0) / 3600.0),
+            "facility_kwh": r["facility_kwh"] or 0.0,
+            "operational_kg": r["operational_kg"] or 0.0,
+            "embodied_kg": r["embodied_kg"] or 0.0,
+            "cost": r["cost"] or Decimal(0),
+        }
+    return lines
+
+
+def team_rollup(*, team: Team, start: datetime, end: datetime, granularity: str) -> dict[str, Any]:
+    """The team's jobs per period; with FLEETWATT_IDLE_SHARED_TO_TEAMS, also its share of each cluster's
+    idle line, in proportion to its GPU-hours there."""
+    trunc = TRUNC[granularity]
+    rows = JobGpuHour.objects.filter(job__team=team, hour__gte=start, hour__lt=end)
+    basis, zones, currency = _bases(Cluster.objects.filter(pk__in=rows.values("gpu__node__cluster")))
+    periods = _sum_rows(rows, trunc)
+    _methods(JobGpuHourEnergy.objects.filter(job__team=team, hour__gte=start, hour__lt=end), trunc, periods)
+    if settings.FLEETWATT_IDLE_SHARED_TO_TEAMS:
+        _share_idle(team=team, start=start, end=end, trunc=trunc, periods=periods)
+    return _document(periods, basis=basis, zones=zones, currency=currency, granularity=granularity)
+
+
+def _share_idle(*, team: Team, start: datetime, end: datetime, trunc: Any, periods: dict[str, PeriodTotals]) -> None:
+    window = JobGpuHour.objects.filter(hour__gte=start, hour__lt=end)
+    used: dict[tuple[str, int], dict[str, float]] = defaultdict(lambda: {"team": 0.0, "all": 0.0})
+    for r in (
+        window.annotate(period=trunc("hour"), cluster=F("gpu__node__cluster"))
+        .values("period", "cluster")
+        .annotate(all=Sum("occupancy_s"), team=Sum("occupancy_s", filter=Q(job__team=team)))
+        .order_by()
+    ):
+        used[(_period_key(r["period"]), r["cluster"])] = {"team": r["team"] or 0.0, "all": r["all"] or 0.0}
+    lines: dict[int, dict[str, dict[str, Any]]] = {}
+    for (period, cluster_id), u in used.items():
+        if not u["team"] or not u["all"]:
+            continue
+        if cluster_id not in lines:
+            hours = GpuHour.objects.filter(gpu__node__cluster_id=cluster_id, hour__gte=start, hour__lt=end)
+            lines[cluster_id] = _idle_lines(hours, trunc)
+        idle = lines[cluster_id].get(period)
+        if idle is None:
+            continue
+        share = u["team"] / u["all"]
+        p = periods.setdefault(period, PeriodTotals(period=period))
+        shared = {k: (v * Decimal(repr(share)) if isinstance(v, Decimal) else v * share) for k, v in idle.items()}
+        p.idle = shared if p.idle is None else {k: p.idle[k] + shared[k] for k in shared}
+
+
+def cluster_rollup(*, cluster: Cluster, start: datetime, end: datetime, granularity: str) -> dict[str, Any]:
+    """The cluster's jobs and its idle line per period, and embodied CO2e per useful GPU-hour."""
+    trunc = TRUNC[granularity]
+    basis, zones, currency = _bases(Cluster.objects.filter(pk=cluster.pk))
+    rows = JobGpuHour.objects.filter(gpu__node__cluster=cluster, hour__gte=start, hour__lt=end)
+    periods = _sum_rows(rows, trunc)
+    _methods(JobGpuHourEnergy.objects.filter(gpu__node__cluster=cluster, hour__gte=start, hour__lt=end), trunc, periods)
+    for key, idle in _idle_lines(
+        GpuHour.objects.filter(gpu__node__cluster=cluster, hour__gte=start, hour__lt=end), trunc
+    ).items():
+        periods.setdefault(key, PeriodTotals(period=key)).idle = idle
+    doc = _document(periods, basis=basis, zones=zones, currency=currency, granularity=granularity)
+    useful = sum(p["gpu_hours"] for p in doc["periods"])
+    embodied = sum(p["embodied_kg"] + (p["idle"] or {}).get("embodied_kg", 0.0) for p in doc["periods"])
+    doc["embodied_kg_per_useful_gpu_hour"] = embodied / useful if useful else None
+    return doc
+
+
+def _document(
+    periods: dict[str, PeriodTotals], *, basis: str, zones: list[str], currency: str, granularity: str
+) -> dict[str, Any]:
+    out = []
+    for key in sorted(periods):
+        p = periods[key]
+        out.append(
+            {
+                "period": p.period,
+                "energy_j": p.energy_j,
+                "gpu_hours": p.gpu_hours,
+                "facility_kwh": p.facility_kwh,
+                "operational_kg": p.operational_kg,
+                "embodied_kg": p.embodied_kg,
+                "cost": p.cost,
+                "energy_by_method_j": dict(sorted(p.energy_by_method_j.items())),
+                "idle": p.idle,
+            }
+        )
+    return {
+        "granularity": granularity,
+        "currency": currency,
+        "intensity_basis": basis,
+        "intensity_zones": zones,
+        "periods": out,
+    }

@@ -1,0 +1,67 @@
+"""Query parameters and schema of the rollup endpoints."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from rest_framework import serializers
+
+MAX_ROLLUP_DAYS = 400
+
+
+class RollupQuerySerializer(serializers.Serializer):
+    start = serializers.DateTimeField(help_text="Period start (ISO 8601 date or time, UTC if no zone).")
+    end = serializers.DateTimeField(help_text="Period end, exclusive.")
+    granularity = serializers.ChoiceField(choices=["day", "week", "month"], default="day")
+
+    def to_internal_value(self, data: object) -> dict:
+        data = dict(data.items()) if hasattr(data, "items") else data  # type: ignore[union-attr]
+        for key in ("start", "end"):
+            value = data.get(key)  # type: ignore[union-attr]
+            if isinstance(value, str) and len(value) == 10:  # a plain date
+                data[key] = f"{value}T00:00:00Z"  # type: ignore[index]
+        return super().to_internal_value(data)
+
+    def validate(self, attrs: dict) -> dict:
+        for key in ("start", "end"):
+            if attrs[key].tzinfo is None:
+                attrs[key] = attrs[key].replace(tzinfo=UTC)
+        if attrs["start"] >= attrs["end"]:
+            raise serializers.ValidationError("start must be before end.")
+        if attrs["end"] - attrs["start"] > timedelta(days=MAX_ROLLUP_DAYS):
+            raise serializers.ValidationError(f"A rollup covers at most {MAX_ROLLUP_DAYS} days.")
+        return attrs
+
+
+class IdleLineSerializer(serializers.Serializer):
+    energy_j = serializers.FloatField(help_text="GPU energy outside every job (J).")
+    gpu_hours = serializers.FloatField(help_text="GPU-hours no job occupied (h).")
+    facility_kwh = serializers.FloatField()
+    operational_kg = serializers.FloatField()
+    embodied_kg = serializers.FloatField(help_text="Embodied CO2e of unoccupied GPU-hours (kg).")
+    cost = serializers.DecimalField(max_digits=16, decimal_places=6)
+
+
+class PeriodSerializer(serializers.Serializer):
+    period = serializers.DateField(help_text="First day of the period.")
+    energy_j = serializers.FloatField(help_text="GPU energy of the jobs (J).")
+    gpu_hours = serializers.FloatField(help_text="GPU-hours the jobs occupied (h).")
+    facility_kwh = serializers.FloatField(help_text="Facility energy (kWh).")
+    operational_kg = serializers.FloatField(help_text="Operational CO2e (kg).")
+    embodied_kg = serializers.FloatField(help_text="Embodied CO2e (kg).")
+    cost = serializers.DecimalField(max_digits=16, decimal_places=6, help_text="In `currency`.")
+    energy_by_method_j = serializers.DictField(child=serializers.FloatField(), help_text="Joules per split method.")
+    idle = IdleLineSerializer(allow_null=True, help_text="The idle line (clusters; teams when shared back).")
+
+
+class RollupSerializer(serializers.Serializer):
+    granularity = serializers.CharField()
+    currency = serializers.CharField(help_text="ISO 4217.")
+    intensity_basis = serializers.CharField(help_text="location, market or marginal; never mixed.")
+    intensity_zones = serializers.ListField(child=serializers.CharField())
+    periods = PeriodSerializer(many=True)
+    embodied_kg_per_useful_gpu_hour = serializers.FloatField(required=False, allow_null=True)
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)
