@@ -1,14 +1,16 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 
-from apps.fleet.models import Cluster
+from apps.carbon.selectors import MixedBasisError, team_rollup
+from apps.fleet.models import Cluster, Team
 from apps.jobs.models import Job
 from apps.telemetry.models import IngestedHour
 
@@ -55,7 +57,49 @@ def fleet(request: HttpRequest) -> HttpResponse:
         ],
         "threshold_pct": round(threshold * 100),
         "has_data": IngestedHour.objects.exists(),
+        "teams": Team.objects.visible_to(request.user).order_by("name"),
         "prometheus_url": Cluster.objects.values_list("prometheus_url", flat=True).first()
         or settings.FLEETWATT_PROMETHEUS_URL,
     }
     return render(request, "dashboard/fleet.html", context)
+
+
+@login_required
+def team(request: HttpRequest, team_id: int) -> HttpResponse:
+    """One team over a period: cost, energy and carbon side by side, from the same rollup as the API."""
+    team = get_object_or_404(Team.objects.visible_to(request.user), pk=team_id)
+    start, end = _period(request)
+    try:
+        rollup = team_rollup(team=team, start=start, end=end, granularity="day")
+        error = ""
+    except MixedBasisError as exc:
+        rollup, error = None, str(exc)
+    totals = _totals(rollup["periods"]) if rollup else {}
+    jobs = (
+        Job.objects.visible_to(request.user)
+        .filter(team=team, start__lt=end)
+        .exclude(end__lt=start)
+        .order_by("-cost", "id")[:10]
+    )
+    context = {
+        "team": team,
+        "start": start.date(),
+        "end": end.date(),
+        "rollup": rollup,
+        "error": error,
+        "totals": totals,
+        "top_jobs": [_with_split(job) for job in jobs],
+        "sources": sorted(set(jobs.values_list("intensity_source", flat=True)) - {""}),
+    }
+    return render(request, "dashboard/team.html", context)
+
+
+def _totals(periods: list[dict]) -> dict:
+    return {
+        "energy_kwh": sum(p["energy_j"] for p in periods) / 3.6e6,
+        "facility_kwh": sum(p["facility_kwh"] for p in periods),
+        "gpu_hours": sum(p["gpu_hours"] for p in periods),
+        "operational_kg": sum(p["operational_kg"] for p in periods),
+        "embodied_kg": sum(p["embodied_kg"] for p in periods),
+        "cost": sum((p["cost"] for p in periods), Decimal(0)),
+    }
