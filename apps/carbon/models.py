@@ -123,3 +123,20 @@ class JobGroup(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class ServerTypeRule(models.Model):
+    """Which server type a cluster's nodes are, by hostname pattern (glob), so nodes that appear at a
+    later ingest get theirs too. Lower priority numbers are tried first."""
+
+    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.CASCADE, related_name="server_type_rules")
+    hostname_glob = models.CharField(max_length=255, help_text="e.g. gpu-a*")
+    server_type = models.ForeignKey(ServerType, on_delete=models.CASCADE, related_name="rules")
+    priority = models.PositiveIntegerField(default=100)
+
+    class Meta:
+        ordering = ["cluster_id", "priority", "id"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "hostname_glob"], name="servertyperule_unique_glob")]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id}: {self.hostname_glob} -> {self.server_type}"

@@ -224,3 +224,28 @@ def job_groups_assign(*, cluster_ids: list[int] | None = None, job_ids: Iterable
             changed.append(job)
     rows_update(changed, ["job_group"])
     return len(changed)
+
+
+def node_server_types_apply(*, cluster_id: int, only_unset: bool = False) -> int:
+    """Set the server type of the cluster's nodes from its hostname rules (first match wins).
+    Returns the number of nodes changed."""
+    from fnmatch import fnmatchcase
+
+    from apps.fleet.models import Node
+
+    from .models import ServerTypeRule
+
+    rules = list(ServerTypeRule.objects.filter(cluster_id=cluster_id).order_by("priority", "id"))
+    if not rules:
+        return 0
+    nodes = Node.objects.filter(cluster_id=cluster_id)
+    if only_unset:
+        nodes = nodes.filter(server_type__isnull=True)
+    changed = []
+    for node in nodes:
+        rule = next((r for r in rules if fnmatchcase(node.hostname, r.hostname_glob)), None)
+        if rule and node.server_type_id != rule.server_type_id:
+            node.server_type_id = rule.server_type_id
+            changed.append(node)
+    rows_update(changed, ["server_type"])
+    return len(changed)

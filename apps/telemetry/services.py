@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from apps.carbon.services import footprints_refresh, job_groups_assign
+from apps.carbon.services import footprints_refresh, job_groups_assign, node_server_types_apply
 from apps.core.bulk import rows_update, rows_upsert
 from apps.fleet.models import Cluster, Gpu, Node
 from apps.fleet.services import JobIdentity, TeamResolver, default_cluster_ensure
@@ -147,6 +147,7 @@ def _gpus_upsert(cluster: Cluster, result: HourResult) -> dict[str, Gpu]:
     missing = [Node(cluster=cluster, hostname=h) for h in hostnames if h not in nodes]
     if missing:
         Node.objects.bulk_create(missing, ignore_conflicts=True, unique_fields=["cluster", "hostname"])
+        node_server_types_apply(cluster_id=cluster.pk, only_unset=True)
         nodes = {n.hostname: n for n in Node.objects.filter(cluster=cluster, hostname__in=hostnames)}
     gpus = {g.uuid: g for g in Gpu.objects.filter(uuid__in=list(result.gpus))}
     new, changed = [], []
