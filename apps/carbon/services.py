@@ -147,7 +147,7 @@ def footprints_refresh(
 
 def jobs_footprint_sum(*, job_ids: Iterable[int], book: FactorBook | None = None) -> None:
     """A job's footprint is the sum of its rows; its intensity source and basis those of its site."""
-    from apps.waste.services import estimated_intensity_flags_sync
+    from apps.waste.services import estimated_intensity_flags_sync, job_findings_sync
 
     ids = sorted(set(job_ids))
     if not ids:
@@ -191,6 +191,7 @@ def jobs_footprint_sum(*, job_ids: Iterable[int], book: FactorBook | None = None
             job.shift_saving_kg = shift_saving_kg(sorted(by_hour.items()), dict(window), deadline_h=deadline_h)
     rows_update(jobs, JOB_FOOTPRINT_FIELDS)
     estimated_intensity_flags_sync(jobs=jobs)
+    job_findings_sync(job_ids=ids)  # their evidence carries kWh, kg and cost
 
 
 def _group_matches(group: JobGroup, job: Job) -> bool:

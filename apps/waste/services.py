@@ -4,17 +4,19 @@ no longer does, so re-ingesting an hour leaves them as they were."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
+from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import Max, Min, Q, Sum
 
 from apps.core.bulk import rows_update
 from apps.fleet.models import Cluster
 from apps.jobs.models import Job, JobGpuHour
 from apps.telemetry.models import GpuHour
 
+from .findings import JobGpuUse, Thresholds, findings
 from .models import Flag
 
 GPU_HOUR_KINDS = (Flag.Kind.COUNTER_RESET, Flag.Kind.CONSERVATION)
@@ -123,4 +125,48 @@ def estimated_intensity_flags_sync(*, jobs: Sequence[Job]) -> None:
             hour=None,
             defaults={"evidence": {"intensity_source": job.intensity_source, "intensity_basis": job.intensity_basis}},
         )
+    job_flags_sync(jobs=jobs)
+
+
+def job_findings_sync(*, job_ids: Iterable[int]) -> None:
+    """memory_hog and idle_allocation for the jobs, from all their rows: raised or updated while the
+    condition holds (never duplicated), withdrawn if nobody reviewed them once it no longer does."""
+    ids = sorted(set(job_ids))
+    if not ids:
+        return
+    uses: dict[int, list[JobGpuUse]] = defaultdict(list)
+    for r in (
+        JobGpuHour.objects.filter(job_id__in=ids)
+        .values("job_id", "gpu__uuid")
+        .annotate(
+            first=Min("hour"), last=Max("hour"), sampled=Sum("sampled_s"), sm=Sum("sm_s"), occ=Sum("occupancy_s"),
+            mem=Max("peak_memory_bytes"), energy=Sum("energy_j"), kwh=Sum("facility_kwh"),
+            op=Sum("operational_kg"), emb=Sum("embodied_kg"), cost=Sum("cost"),
+        )
+        .order_by()
+    ):  # fmt: skip
+        uses[r["job_id"]].append(
+            JobGpuUse(
+                gpu_uuid=r["gpu__uuid"], first_hour=r["first"], last_hour=r["last"], sampled_s=r["sampled"] or 0.0,
+                sm_s=r["sm"] or 0.0, occupancy_s=r["occ"] or 0.0, peak_memory_bytes=r["mem"] or 0,
+                energy_j=r["energy"] or 0.0, facility_kwh=r["kwh"] or 0.0,
+                co2e_kg=(r["op"] or 0.0) + (r["emb"] or 0.0), cost=r["cost"] or Decimal(0),
+            )
+        )  # fmt: skip
+    thresholds = Thresholds(
+        hog_min_memory_bytes=settings.FLEETWATT_HOG_MIN_MEMORY_BYTES,
+        hog_max_sm=settings.FLEETWATT_HOG_MAX_SM,
+        hog_min_seconds=settings.FLEETWATT_HOG_MIN_SECONDS,
+        idle_max_sm=settings.FLEETWATT_IDLE_MAX_SM,
+        idle_min_seconds=settings.FLEETWATT_IDLE_MIN_SECONDS,
+    )
+    jobs = list(Job.objects.filter(pk__in=ids))
+    kinds = (Flag.Kind.MEMORY_HOG, Flag.Kind.IDLE_ALLOCATION)
+    for job in jobs:
+        found = findings(uses.get(job.pk, []), thresholds)
+        Flag.objects.filter(job=job, kind__in=[k for k in kinds if k not in found], status=Flag.Status.OPEN).delete()
+        for kind, evidence in found.items():
+            Flag.objects.update_or_create(
+                kind=kind, cluster_id=job.cluster_id, job=job, gpu=None, hour=None, defaults={"evidence": evidence}
+            )
     job_flags_sync(jobs=jobs)
