@@ -119,10 +119,14 @@ def team_rollup(*, team: Team, start: datetime, end: datetime, granularity: str)
     """The team's jobs per period; with FLEETWATT_IDLE_SHARED_TO_TEAMS, also its share of each cluster's
     idle line, in proportion to its GPU-hours there."""
     trunc = TRUNC[granularity]
-    rows = JobGpuHour.objects.filter(job__team=team, hour__gte=start, hour__lt=end)
+    # A job an admin excluded leaves its team's bill (it stays in the cluster's totals).
+    rows = JobGpuHour.objects.filter(job__team=team, job__excluded_from_bill=False, hour__gte=start, hour__lt=end)
     basis, zones, currency = _bases(Cluster.objects.filter(pk__in=rows.values("gpu__node__cluster")))
     periods = _sum_rows(rows, trunc)
-    _methods(JobGpuHourEnergy.objects.filter(job__team=team, hour__gte=start, hour__lt=end), trunc, periods)
+    energy = JobGpuHourEnergy.objects.filter(
+        job__team=team, job__excluded_from_bill=False, hour__gte=start, hour__lt=end
+    )
+    _methods(energy, trunc, periods)
     if settings.FLEETWATT_IDLE_SHARED_TO_TEAMS:
         _share_idle(team=team, start=start, end=end, trunc=trunc, periods=periods)
     return _document(periods, basis=basis, zones=zones, currency=currency, granularity=granularity)

@@ -217,7 +217,7 @@ def job_groups_assign(*, cluster_ids: list[int] | None = None, job_ids: Iterable
     if job_ids is not None:
         jobs = jobs.filter(pk__in=list(job_ids))
     changed = []
-    for job in jobs.only("pk", "account", "name", "namespace", "user", "job_group_id"):
+    for job in jobs.filter(group_locked=False).only("pk", "account", "name", "namespace", "user", "job_group_id"):
         group = next((g for g in groups if _group_matches(g, job)), None)
         group_id = group.pk if group else None
         if job.job_group_id != group_id:

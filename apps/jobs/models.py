@@ -74,6 +74,12 @@ class Job(models.Model):
     job_group = models.ForeignKey(
         "carbon.JobGroup", on_delete=models.SET_NULL, null=True, blank=True, related_name="jobs"
     )
+    # Admin decisions (apps.waste.audit): kept by later ingests, recorded in the audit log.
+    team_locked = models.BooleanField(default=False, help_text="Team set by an admin, not by the rules.")
+    group_locked = models.BooleanField(default=False, help_text="Job group set by an admin.")
+    excluded_from_bill = models.BooleanField(
+        default=False, help_text="Left out of its team's bill; still in the fleet's totals."
+    )
 
     # Footprint: the sums of its hour rows (apps.carbon.services.footprints_refresh).
     server_kwh = models.FloatField(default=0.0)

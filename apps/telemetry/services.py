@@ -189,6 +189,8 @@ def _jobs_upsert(cluster: Cluster, metas: Iterable[JobMeta], sources: dict[str, 
             "source": sources.get(m.job_key, "agent"),
         }
         job = existing.get(m.job_key)
+        if job is not None and job.team_locked:  # an admin charged it elsewhere: keep that
+            values["team_id"] = job.team_id
         if job is None:
             new.append(Job(cluster=cluster, job_key=m.job_key, **values))
         elif any(getattr(job, k) != v for k, v in values.items()):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 from apps.fleet.models import Cluster, Gpu
@@ -47,3 +48,37 @@ class Flag(models.Model):
     def __str__(self) -> str:
         subject = self.job or (f"{self.gpu} {self.hour:%Y-%m-%d %H}:00" if self.gpu and self.hour else "")
         return f"{self.kind}: {subject}"
+
+
+class AuditEntry(models.Model):
+    """One admin decision on a finding or a job: who, when, what, the values before and after, why.
+
+    Append-only: the database refuses UPDATE and DELETE on this table (a trigger, see the migration),
+    so neither the admin nor a raw statement can rewrite history. (TRUNCATE, like DROP, stays with
+    the database's owner, and the test suite's flush needs it.)"""
+
+    class Action(models.TextChoices):
+        ACKNOWLEDGE = "acknowledge"
+        DISPUTE = "dispute"
+        EXCLUDE = "exclude"
+        INCLUDE = "include"
+        REASSIGN_TEAM = "reassign_team"
+        REASSIGN_GROUP = "reassign_group"
+
+    at = models.DateTimeField(auto_now_add=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="audit_entries")
+    action = models.CharField(max_length=20, choices=Action.choices)
+    job = models.ForeignKey(Job, on_delete=models.PROTECT, related_name="audit_entries")
+    # The flag by id, not by foreign key: a withdrawn flag must not rewrite (SET NULL) an entry.
+    flag_id = models.BigIntegerField(null=True, blank=True)
+    flag_kind = models.CharField(max_length=30, blank=True)
+    reason = models.TextField()
+    before = models.JSONField(default=dict)
+    after = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["job", "at"], name="audit_job_at")]  # a job's trail
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M} {self.actor} {self.action} {self.job}"

@@ -1,4 +1,5 @@
 """Waste findings from an ingested fleet: a memory hog beside a busy job, an idle allocation, a healthy job."""
+
 from __future__ import annotations
 
 from decimal import Decimal

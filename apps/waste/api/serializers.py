@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from apps.carbon.models import JobGroup
+from apps.fleet.models import Team
+from apps.waste.models import AuditEntry, Flag
+
+
+class FlagSerializer(serializers.ModelSerializer):
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    job = serializers.PrimaryKeyRelatedField(read_only=True, help_text="Job id, or null for a GPU-hour finding.")
+    job_key = serializers.CharField(source="job.job_key", default=None, read_only=True)
+    team = serializers.CharField(source="job.team.name", default=None, read_only=True)
+    gpu_uuid = serializers.CharField(source="gpu.uuid", default=None, read_only=True)
+    evidence = serializers.JSONField(help_text="When, GPUs, memory (bytes), SM %, GPU-hours blocked, kWh, kg, cost.")
+
+    class Meta:
+        model = Flag
+        fields = [
+            "id", "kind", "status", "cluster", "job", "job_key", "team", "gpu_uuid", "hour", "evidence",
+            "created_at", "updated_at",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+
+class ReasonSerializer(serializers.Serializer):
+    reason = serializers.CharField(help_text="Why: written to the audit log. Required.", allow_blank=False)
+
+
+class ExcludeSerializer(ReasonSerializer):
+    exclude = serializers.BooleanField(default=True, help_text="true: leave the team's bill; false: put it back.")
+    flag = serializers.PrimaryKeyRelatedField(queryset=Flag.objects.all(), required=False, allow_null=True)
+
+
+class ReassignSerializer(ReasonSerializer):
+    team = serializers.SlugRelatedField(slug_field="name", queryset=Team.objects.all(), required=False)
+    job_group = serializers.SlugRelatedField(slug_field="name", queryset=JobGroup.objects.all(), required=False)
+    flag = serializers.PrimaryKeyRelatedField(queryset=Flag.objects.all(), required=False, allow_null=True)
+
+
+class AuditEntrySerializer(serializers.ModelSerializer):
+    actor = serializers.CharField(source="actor.username")
+    job_key = serializers.CharField(source="job.job_key")
+
+    class Meta:
+        model = AuditEntry
+        fields = ["id", "at", "actor", "action", "job", "job_key", "flag_id", "flag_kind", "reason", "before", "after"]
+        read_only_fields = fields

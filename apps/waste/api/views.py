@@ -1,0 +1,129 @@
+from __future__ import annotations
+
+from datetime import timedelta
+
+import django_filters
+from django.db.models import QuerySet
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, permissions, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from apps.core.access import user_sees_all_teams
+from apps.fleet.models import Cluster, Team
+from apps.jobs.models import Job
+from apps.waste import audit
+from apps.waste.models import AuditEntry, Flag
+
+from .serializers import AuditEntrySerializer, ExcludeSerializer, FlagSerializer, ReasonSerializer, ReassignSerializer
+
+
+class FlagFilterSet(django_filters.FilterSet):
+    kind = django_filters.ChoiceFilter(choices=Flag.Kind.choices)
+    status = django_filters.ChoiceFilter(choices=Flag.Status.choices)
+    team = django_filters.ModelChoiceFilter(field_name="job__team", queryset=Team.objects.all(), to_field_name="name")
+    cluster = django_filters.ModelChoiceFilter(queryset=Cluster.objects.all(), to_field_name="name")
+    older_than_days = django_filters.NumberFilter(method="filter_age", help_text="Raised at least this many days ago.")
+
+    class Meta:
+        model = Flag
+        fields = ["kind", "status", "team", "cluster", "older_than_days"]
+
+    def filter_age(self, qs: QuerySet[Flag], name: str, value: float) -> QuerySet[Flag]:
+        return qs.filter(created_at__lte=timezone.now() - timedelta(days=float(value)))
+
+
+class IsAdmin(permissions.BasePermission):
+    def has_permission(self, request: Request, view: object) -> bool:
+        return bool(request.user and request.user.is_staff)
+
+
+class FlagViewSet(viewsets.ReadOnlyModelViewSet):
+    """Findings. Members see those of their teams' jobs; only admins act on them."""
+
+    serializer_class = FlagSerializer
+    filterset_class = FlagFilterSet
+
+    def get_queryset(self) -> QuerySet[Flag]:
+        flags = Flag.objects.select_related("cluster", "job__team", "gpu").order_by("-created_at", "id")
+        if user_sees_all_teams(self.request.user):
+            return flags
+        return flags.filter(job__in=Job.objects.visible_to(self.request.user))
+
+    def _review(self, request: Request, action_name: str) -> Response:
+        if not request.user.is_staff:
+            raise PermissionDenied("Only admins act on findings.")
+        flag = self.get_object()
+        body = ReasonSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            entry = audit.flag_review(
+                actor=request.user, flag=flag, action=action_name, reason=body.validated_data["reason"]
+            )
+        except audit.AuditError as exc:
+            raise ValidationError({"detail": str(exc)}) from None
+        return Response(AuditEntrySerializer(entry).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=ReasonSerializer, responses=AuditEntrySerializer)
+    @action(detail=True, methods=["post"])
+    def acknowledge(self, request: Request, pk: str | None = None) -> Response:
+        return self._review(request, "acknowledge")
+
+    @extend_schema(request=ReasonSerializer, responses=AuditEntrySerializer)
+    @action(detail=True, methods=["post"])
+    def dispute(self, request: Request, pk: str | None = None) -> Response:
+        return self._review(request, "dispute")
+
+
+class JobActionViewSet(viewsets.GenericViewSet):
+    """Admin decisions on a job: exclude from its team's bill, reassign to a team or job group."""
+
+    permission_classes = [permissions.IsAuthenticated, IsAdmin]
+    queryset = Job.objects.select_related("team", "job_group").order_by("id")
+
+    @extend_schema(request=ExcludeSerializer, responses=AuditEntrySerializer)
+    @action(detail=True, methods=["post"])
+    def exclude(self, request: Request, pk: str | None = None) -> Response:
+        body = ExcludeSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        try:
+            entry = audit.job_exclude(
+                actor=request.user, job=self.get_object(), exclude=data["exclude"], reason=data["reason"],
+                flag=data.get("flag"),
+            )  # fmt: skip
+        except audit.AuditError as exc:
+            raise ValidationError({"detail": str(exc)}) from None
+        return Response(AuditEntrySerializer(entry).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=ReassignSerializer, responses=AuditEntrySerializer)
+    @action(detail=True, methods=["post"])
+    def reassign(self, request: Request, pk: str | None = None) -> Response:
+        body = ReassignSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        try:
+            entry = audit.job_reassign(
+                actor=request.user, job=self.get_object(), reason=data["reason"], team=data.get("team"),
+                job_group=data.get("job_group"), flag=data.get("flag"),
+            )  # fmt: skip
+        except audit.AuditError as exc:
+            raise ValidationError({"detail": str(exc)}) from None
+        return Response(AuditEntrySerializer(entry).data, status=status.HTTP_201_CREATED)
+
+
+class IsAdminOrFinance(permissions.BasePermission):
+    def has_permission(self, request: Request, view: object) -> bool:
+        return user_sees_all_teams(request.user)
+
+
+class AuditLogViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+    """The append-only audit log (admins and finance, read-only; `?format=csv` to export)."""
+
+    serializer_class = AuditEntrySerializer
+    permission_classes = [permissions.IsAuthenticated, IsAdminOrFinance]
+    queryset = AuditEntry.objects.select_related("actor", "job").order_by("-at", "-id")
+    filterset_fields = ["action", "job"]

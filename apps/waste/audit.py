@@ -1,0 +1,102 @@
+"""Admin decisions on findings and jobs. Each writes its change and exactly one audit entry, in one
+transaction, and needs a reason. Rollups read the jobs' current team, group and exclusion, so they
+follow a decision at once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+
+from apps.carbon.models import JobGroup
+from apps.fleet.models import Team
+from apps.jobs.models import Job
+
+from .models import AuditEntry, Flag
+
+
+class AuditError(ValueError):
+    """The decision cannot be taken as asked; nothing was written."""
+
+
+def _require(actor: AbstractBaseUser, reason: str) -> str:
+    if not getattr(actor, "is_staff", False):
+        raise PermissionError("Only admins act on findings and jobs.")
+    reason = (reason or "").strip()
+    if not reason:
+        raise AuditError("A reason is required.")
+    return reason
+
+
+def _job_state(job: Job) -> dict[str, Any]:
+    return {
+        "team": job.team.name,
+        "job_group": job.job_group.name if job.job_group else None,
+        "excluded_from_bill": job.excluded_from_bill,
+    }
+
+
+def _entry(*, actor: AbstractBaseUser, action: str, job: Job, reason: str, before: dict, after: dict,
+           flag: Flag | None = None) -> AuditEntry:  # fmt: skip
+    return AuditEntry.objects.create(
+        actor=actor, action=action, job=job, reason=reason, before=before, after=after,
+        flag_id=flag.pk if flag else None, flag_kind=flag.kind if flag else "",
+    )  # fmt: skip
+
+
+@transaction.atomic
+def flag_review(*, actor: AbstractBaseUser, flag: Flag, action: str, reason: str) -> AuditEntry:
+    """Acknowledge (expected, e.g. a debugging session) or dispute (the attribution looks wrong)."""
+    reason = _require(actor, reason)
+    status = {AuditEntry.Action.ACKNOWLEDGE: Flag.Status.ACKNOWLEDGED, AuditEntry.Action.DISPUTE: Flag.Status.DISPUTED}
+    if action not in status:
+        raise AuditError(f"Unknown review {action!r}: acknowledge or dispute.")
+    flag = Flag.objects.select_for_update(of=("self",)).get(pk=flag.pk)
+    if flag.job is None:
+        raise AuditError("This finding is on a GPU-hour, not a job.")
+    before = {"status": flag.status}
+    flag.status = status[action]
+    flag.save(update_fields=["status", "updated_at"])
+    return _entry(actor=actor, action=action, job=flag.job, reason=reason, before=before,
+                  after={"status": flag.status}, flag=flag)  # fmt: skip
+
+
+@transaction.atomic
+def job_exclude(
+    *, actor: AbstractBaseUser, job: Job, exclude: bool, reason: str, flag: Flag | None = None
+) -> AuditEntry:
+    """Leave the job out of its team's bill (it stays in the fleet's totals), or put it back."""
+    reason = _require(actor, reason)
+    job = Job.objects.select_for_update(of=("self",)).select_related("team", "job_group").get(pk=job.pk)
+    if job.excluded_from_bill == exclude:
+        raise AuditError("The job is already " + ("excluded." if exclude else "on its team's bill."))
+    before = _job_state(job)
+    job.excluded_from_bill = exclude
+    job.save(update_fields=["excluded_from_bill"])
+    action = AuditEntry.Action.EXCLUDE if exclude else AuditEntry.Action.INCLUDE
+    return _entry(actor=actor, action=action, job=job, reason=reason, before=before, after=_job_state(job), flag=flag)
+
+
+@transaction.atomic
+def job_reassign(
+    *, actor: AbstractBaseUser, job: Job, reason: str, team: Team | None = None, job_group: JobGroup | None = None,
+    flag: Flag | None = None,
+) -> AuditEntry:  # fmt: skip
+    """Charge the job to another team, or count it in another job group; later ingests keep it."""
+    reason = _require(actor, reason)
+    if (team is None) == (job_group is None):
+        raise AuditError("Reassign to a team or to a job group (one of them).")
+    job = Job.objects.select_for_update(of=("self",)).select_related("team", "job_group").get(pk=job.pk)
+    before = _job_state(job)
+    if team is not None:
+        if team.pk == job.team_id:
+            raise AuditError(f"The job is already charged to {team.name}.")
+        job.team, job.team_locked = team, True
+        job.save(update_fields=["team", "team_locked"])
+        action = AuditEntry.Action.REASSIGN_TEAM
+    else:
+        job.job_group, job.group_locked = job_group, True
+        job.save(update_fields=["job_group", "group_locked"])
+        action = AuditEntry.Action.REASSIGN_GROUP
+    return _entry(actor=actor, action=action, job=job, reason=reason, before=before, after=_job_state(job), flag=flag)
