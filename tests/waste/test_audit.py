@@ -15,7 +15,6 @@ from apps.carbon.models import JobGroup
 from apps.carbon.selectors import cluster_rollup, team_rollup
 from apps.carbon.services import footprints_refresh
 from apps.fleet.models import Team, TeamMembership
-from apps.jobs.models import Job
 from apps.waste.models import AuditEntry, Flag
 from tests.carbon.fleet_builder import HOUR, T0, fleet_build, intensity_set, job_run
 
