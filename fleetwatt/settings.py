@@ -38,6 +38,7 @@ INSTALLED_APPS = [
     "apps.waste",
     "apps.simulator",
     "apps.dashboard",
+    "apps.reports",
 ]
 
 MIDDLEWARE = [
@@ -184,4 +185,24 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("FLEETWATT_LOG_LEVEL", default="INFO")},
+}
+
+# Weekly waste reports by email (apps.reports). SMTP from the environment; console backend by default.
+EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env.str("EMAIL_HOST", default="localhost")
+EMAIL_PORT = env.int("EMAIL_PORT", default=25)
+EMAIL_HOST_USER = env.str("EMAIL_HOST_USER", default="")
+EMAIL_HOST_PASSWORD = env.str("EMAIL_HOST_PASSWORD", default="")
+EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
+EMAIL_TIMEOUT = 30
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="fleetwatt <fleetwatt@localhost>")
+# Absolute links in emails (no request to build them from).
+FLEETWATT_BASE_URL = env.str("FLEETWATT_BASE_URL", default="http://127.0.0.1:8000")
+# When a team's report for the week that ended goes out, in its site's time zone: weekday 0 = Monday.
+FLEETWATT_REPORT_WEEKDAY = env.int("FLEETWATT_REPORT_WEEKDAY", default=0)
+FLEETWATT_REPORT_HOUR = env.int("FLEETWATT_REPORT_HOUR", default=7)
+# Hourly: each run sends the reports whose local send time has passed and that are not yet sent.
+CELERY_BEAT_SCHEDULE["weekly-waste-reports"] = {
+    "task": "apps.reports.tasks.send_weekly_reports_task",
+    "schedule": crontab(minute=20),
 }

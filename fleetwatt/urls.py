@@ -12,9 +12,11 @@ urlpatterns = [
     path("api/", include("apps.jobs.api.urls")),
     path("api/", include("apps.fleet.api.urls")),
     path("api/", include("apps.waste.api.urls")),
+    path("api/", include("apps.reports.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
     path("healthz", healthz, name="healthz"),
+    path("reports/", include("apps.reports.urls")),
     path("", include("apps.dashboard.urls")),
 ]
