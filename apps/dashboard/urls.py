@@ -1,9 +1,12 @@
 from django.urls import path
 
-from . import views
+from . import audit_views, views
 
 app_name = "dashboard"
 urlpatterns = [
     path("", views.fleet, name="fleet"),
     path("teams/<int:team_id>/", views.team, name="team"),
+    path("jobs/<int:job_id>/", views.job, name="job"),
+    path("audit/", audit_views.queue, name="audit"),
+    path("audit/<int:flag_id>/act/", audit_views.act, name="audit-act"),
 ]

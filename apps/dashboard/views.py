@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 
+from apps.carbon.models import GpuModel
 from apps.carbon.selectors import MixedBasisError, team_rollup
 from apps.fleet.models import Cluster, Team
 from apps.jobs.models import Job
@@ -103,3 +104,27 @@ def _totals(periods: list[dict]) -> dict:
         "embodied_kg": sum(p["embodied_kg"] for p in periods),
         "cost": sum((p["cost"] for p in periods), Decimal(0)),
     }
+
+
+@login_required
+def job(request: HttpRequest, job_id: int) -> HttpResponse:
+    """A job: its split per GPU and hour, coverage, footprint, flags and audit trail, and what a
+    TDP-based estimate would have claimed."""
+    job = get_object_or_404(
+        Job.objects.visible_to(request.user).select_related("team", "cluster__site", "job_group"), pk=job_id
+    )
+    rows = list(job.gpu_hours_rows.select_related("gpu__node").order_by("hour", "gpu__index"))
+    energy: dict[tuple[int, datetime], dict[str, float]] = {}
+    for e in job.energy_rows.all():
+        energy.setdefault((e.gpu_id, e.hour), {})[e.method] = e.energy_j
+    tdp = {m.name: m.tdp_w for m in GpuModel.objects.all()}
+    tdp_estimate_j = sum(r.occupancy_s * tdp.get(r.gpu.model_name, 700.0) for r in rows)
+    context = {
+        "job": _with_split(job),
+        "rows": [(r, energy.get((r.gpu_id, r.hour), {})) for r in rows],
+        "flags": job.flag_rows.order_by("kind"),
+        "trail": job.audit_entries.select_related("actor").order_by("at", "id"),
+        "tdp_estimate_kwh": tdp_estimate_j / 3.6e6,
+        "tdp_ratio": (tdp_estimate_j / job.energy_j) if job.energy_j else None,
+    }
+    return render(request, "dashboard/job.html", context)

@@ -1,10 +1,6 @@
 from __future__ import annotations
 
-from datetime import timedelta
-
-import django_filters
 from django.db.models import QuerySet
-from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, permissions, status, viewsets
 from rest_framework.decorators import action
@@ -13,27 +9,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.core.access import user_sees_all_teams
-from apps.fleet.models import Cluster, Team
 from apps.jobs.models import Job
 from apps.waste import audit
+from apps.waste.filtersets import FlagFilterSet
 from apps.waste.models import AuditEntry, Flag
 
 from .serializers import AuditEntrySerializer, ExcludeSerializer, FlagSerializer, ReasonSerializer, ReassignSerializer
-
-
-class FlagFilterSet(django_filters.FilterSet):
-    kind = django_filters.ChoiceFilter(choices=Flag.Kind.choices)
-    status = django_filters.ChoiceFilter(choices=Flag.Status.choices)
-    team = django_filters.ModelChoiceFilter(field_name="job__team", queryset=Team.objects.all(), to_field_name="name")
-    cluster = django_filters.ModelChoiceFilter(queryset=Cluster.objects.all(), to_field_name="name")
-    older_than_days = django_filters.NumberFilter(method="filter_age", help_text="Raised at least this many days ago.")
-
-    class Meta:
-        model = Flag
-        fields = ["kind", "status", "team", "cluster", "older_than_days"]
-
-    def filter_age(self, qs: QuerySet[Flag], name: str, value: float) -> QuerySet[Flag]:
-        return qs.filter(created_at__lte=timezone.now() - timedelta(days=float(value)))
 
 
 class IsAdmin(permissions.BasePermission):

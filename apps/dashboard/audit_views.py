@@ -1,0 +1,59 @@
+"""The admins' audit queue and the actions taken from it (thin: the decisions live in apps.waste.audit)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.admin.views.decorators import staff_member_required
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from apps.carbon.models import JobGroup
+from apps.fleet.models import Team
+from apps.waste import audit
+from apps.waste.filtersets import FlagFilterSet
+from apps.waste.models import Flag
+
+
+@staff_member_required
+def queue(request: HttpRequest) -> HttpResponse:
+    params = request.GET.copy()
+    params.setdefault("status", Flag.Status.OPEN)
+    flags = Flag.objects.filter(job__isnull=False).select_related("job__team", "cluster").order_by("created_at", "id")
+    filterset = FlagFilterSet(params, queryset=flags)
+    context = {
+        "filter": filterset,
+        "flags": filterset.qs[:500],
+        "teams": Team.objects.order_by("name"),
+        "groups": JobGroup.objects.order_by("name"),
+        "kinds": Flag.Kind.choices,
+        "statuses": Flag.Status.choices,
+    }
+    return render(request, "dashboard/audit_queue.html", context)
+
+
+@staff_member_required
+@require_POST
+def act(request: HttpRequest, flag_id: int) -> HttpResponse:
+    """One decision on a finding's job: acknowledge, dispute, exclude, include, reassign."""
+    flag = get_object_or_404(Flag.objects.select_related("job"), pk=flag_id, job__isnull=False)
+    action, reason = request.POST.get("action", ""), request.POST.get("reason", "")
+    try:
+        if action in ("acknowledge", "dispute"):
+            audit.flag_review(actor=request.user, flag=flag, action=action, reason=reason)
+        elif action in ("exclude", "include"):
+            audit.job_exclude(actor=request.user, job=flag.job, exclude=action == "exclude", reason=reason, flag=flag)
+        elif action == "reassign_team":
+            team = get_object_or_404(Team, name=request.POST.get("team", ""))
+            audit.job_reassign(actor=request.user, job=flag.job, team=team, reason=reason, flag=flag)
+        elif action == "reassign_group":
+            group = get_object_or_404(JobGroup, name=request.POST.get("job_group", ""))
+            audit.job_reassign(actor=request.user, job=flag.job, job_group=group, reason=reason, flag=flag)
+        else:
+            raise audit.AuditError(f"Unknown action {action!r}.")
+    except audit.AuditError as exc:
+        messages.error(request, f"{flag.job.job_key}: {exc}")
+    else:
+        messages.success(request, f"{flag.job.job_key}: {action.replace('_', ' ')} recorded.")
+    return HttpResponseRedirect(request.POST.get("next") or reverse("dashboard:audit"))

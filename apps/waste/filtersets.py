@@ -1,0 +1,28 @@
+"""Finding filters, shared by the API and the audit queue page."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import django_filters
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from apps.fleet.models import Cluster, Team
+
+from .models import Flag
+
+
+class FlagFilterSet(django_filters.FilterSet):
+    kind = django_filters.ChoiceFilter(choices=Flag.Kind.choices)
+    status = django_filters.ChoiceFilter(choices=Flag.Status.choices)
+    team = django_filters.ModelChoiceFilter(field_name="job__team", queryset=Team.objects.all(), to_field_name="name")
+    cluster = django_filters.ModelChoiceFilter(queryset=Cluster.objects.all(), to_field_name="name")
+    older_than_days = django_filters.NumberFilter(method="filter_age", help_text="Raised at least this many days ago.")
+
+    class Meta:
+        model = Flag
+        fields = ["kind", "status", "team", "cluster", "older_than_days"]
+
+    def filter_age(self, qs: QuerySet[Flag], name: str, value: float) -> QuerySet[Flag]:
+        return qs.filter(created_at__lte=timezone.now() - timedelta(days=float(value)))
