@@ -112,10 +112,16 @@ SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "apps.core.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "apps.core.authentication.ReadOnlyForApiTokens",
+    ],
+    "DEFAULT_THROTTLE_CLASSES": ["apps.core.authentication.ApiTokenRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"api_token": env.str("FLEETWATT_API_TOKEN_RATE", default="600/min")},
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
@@ -138,6 +144,8 @@ SPECTACULAR_SETTINGS = {
 
 # Celery: Redis broker, JSON only, one task at a time per worker process.
 REDIS_URL = env.str("REDIS_URL", default="redis://127.0.0.1:6379/0")
+# The throttles' counters live in Redis, shared by every web process.
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_SERIALIZER = "json"

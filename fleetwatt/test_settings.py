@@ -16,3 +16,4 @@ WHITENOISE_USE_FINDERS = True
 # Tests use their own Redis database, so a running demo worker never takes a test's tasks.
 REDIS_URL = os.environ.get("FLEETWATT_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 CELERY_BROKER_URL = REDIS_URL
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}

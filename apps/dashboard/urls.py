@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import audit_views, views
+from . import audit_views, token_views, views
 
 app_name = "dashboard"
 urlpatterns = [
@@ -9,4 +9,6 @@ urlpatterns = [
     path("jobs/<int:job_id>/", views.job, name="job"),
     path("audit/", audit_views.queue, name="audit"),
     path("audit/<int:flag_id>/act/", audit_views.act, name="audit-act"),
+    path("tokens/", token_views.tokens, name="tokens"),
+    path("tokens/<int:token_id>/revoke/", token_views.token_revoke, name="token-revoke"),
 ]

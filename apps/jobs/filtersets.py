@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import django_filters
 from django.db.models import Q, QuerySet
+from rest_framework.exceptions import ValidationError
 
 from apps.fleet.models import Cluster, Team
 
 from .models import Job
+
+MAX_RANGE_DAYS = 400
 
 
 class JobFilterSet(django_filters.FilterSet):
@@ -29,6 +34,13 @@ class JobFilterSet(django_filters.FilterSet):
     class Meta:
         model = Job
         fields = ["cluster", "team", "start", "end", "flagged", "flag", "attribution", "scheduler"]
+
+    @property
+    def qs(self) -> QuerySet[Job]:
+        start, end = self.form.cleaned_data.get("start"), self.form.cleaned_data.get("end")
+        if start and end and end - start > timedelta(days=MAX_RANGE_DAYS):
+            raise ValidationError({"end": f"A range covers at most {MAX_RANGE_DAYS} days."})
+        return super().qs
 
     def filter_start(self, qs: QuerySet[Job], name: str, value: object) -> QuerySet[Job]:
         return qs.filter(Q(end__gte=value) | Q(end__isnull=True))

@@ -14,6 +14,7 @@ from rest_framework.response import Response
 
 from apps.carbon.selectors import MixedBasisError, cluster_rollup, team_rollup
 from apps.core.access import user_sees_all_teams
+from apps.core.authentication import ReadOnlyForApiTokens
 from apps.fleet.models import Cluster, Gpu, Team
 
 from .rollups import RollupQuerySerializer, RollupSerializer
@@ -105,7 +106,7 @@ class ClusterViewSet(_RollupMixin, viewsets.ReadOnlyModelViewSet):
     """Clusters, and each cluster's jobs and idle line per period (admins and finance)."""
 
     serializer_class = ClusterSerializer
-    permission_classes = [permissions.IsAuthenticated, IsAdminOrFinance]
+    permission_classes = [permissions.IsAuthenticated, IsAdminOrFinance, ReadOnlyForApiTokens]
     queryset = Cluster.objects.select_related("site").order_by("name")
 
     @extend_schema(parameters=[RollupQuerySerializer], responses=RollupSerializer)

@@ -9,6 +9,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.core.access import user_sees_all_teams
+from apps.core.authentication import ReadOnlyForApiTokens
+from apps.core.models import ApiToken
 from apps.jobs.models import Job
 from apps.waste import audit
 from apps.waste.filtersets import FlagFilterSet
@@ -35,9 +37,11 @@ class FlagViewSet(viewsets.ReadOnlyModelViewSet):
         return flags.filter(job__in=Job.objects.visible_to(self.request.user))
 
     def _review(self, request: Request, action_name: str) -> Response:
+        flag = self.get_object()  # another team's finding: 404 before anything else
+        if isinstance(request.auth, ApiToken):
+            raise PermissionDenied("API tokens are read-only.")
         if not request.user.is_staff:
             raise PermissionDenied("Only admins act on findings.")
-        flag = self.get_object()
         body = ReasonSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
@@ -62,7 +66,7 @@ class FlagViewSet(viewsets.ReadOnlyModelViewSet):
 class JobActionViewSet(viewsets.GenericViewSet):
     """Admin decisions on a job: exclude from its team's bill, reassign to a team or job group."""
 
-    permission_classes = [permissions.IsAuthenticated, IsAdmin]
+    permission_classes = [permissions.IsAuthenticated, IsAdmin, ReadOnlyForApiTokens]
     queryset = Job.objects.select_related("team", "job_group").order_by("id")
 
     @extend_schema(request=ExcludeSerializer, responses=AuditEntrySerializer)
@@ -105,6 +109,6 @@ class AuditLogViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     """The append-only audit log (admins and finance, read-only; `?format=csv` to export)."""
 
     serializer_class = AuditEntrySerializer
-    permission_classes = [permissions.IsAuthenticated, IsAdminOrFinance]
+    permission_classes = [permissions.IsAuthenticated, IsAdminOrFinance, ReadOnlyForApiTokens]
     queryset = AuditEntry.objects.select_related("actor", "job").order_by("-at", "-id")
     filterset_fields = ["action", "job"]

@@ -1,0 +1,58 @@
+"""Authentication and throttling of the named API tokens (apps.core.models.ApiToken)."""
+
+from __future__ import annotations
+
+import hmac
+from datetime import timedelta
+from typing import Any
+
+from django.utils import timezone
+from rest_framework import authentication, exceptions, permissions
+from rest_framework.request import Request
+from rest_framework.throttling import SimpleRateThrottle
+
+from .models import PREFIX, ApiToken, token_hash
+
+LAST_USED_RESOLUTION = timedelta(minutes=1)  # do not write on every request
+
+
+class ApiTokenAuthentication(authentication.BaseAuthentication):
+    keyword = "Bearer"
+
+    def authenticate(self, request: Request) -> tuple[Any, ApiToken] | None:
+        header = authentication.get_authorization_header(request).decode(errors="replace").split()
+        if len(header) != 2 or header[0] != self.keyword or not header[1].startswith(PREFIX):
+            return None
+        key = header[1]
+        token = ApiToken.objects.active().select_related("user").filter(lookup=key[: len(PREFIX) + 8]).first()
+        if token is None or not hmac.compare_digest(token.key_hash, token_hash(key)):
+            raise exceptions.AuthenticationFailed("Invalid or revoked API token.")
+        if not token.user.is_active:
+            raise exceptions.AuthenticationFailed("The token's user is inactive.")
+        now = timezone.now()
+        if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
+            ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        return token.user, token
+
+    def authenticate_header(self, request: Request) -> str:
+        return self.keyword
+
+
+class ReadOnlyForApiTokens(permissions.BasePermission):
+    """Named API tokens only read."""
+
+    message = "API tokens are read-only."
+
+    def has_permission(self, request: Request, view: object) -> bool:
+        return not isinstance(request.auth, ApiToken) or request.method in permissions.SAFE_METHODS
+
+
+class ApiTokenRateThrottle(SimpleRateThrottle):
+    """Per token (`FLEETWATT_API_TOKEN_RATE`), so one tool cannot starve the others."""
+
+    scope = "api_token"
+
+    def get_cache_key(self, request: Request, view: object) -> str | None:
+        if not isinstance(request.auth, ApiToken):
+            return None
+        return self.cache_format % {"scope": self.scope, "ident": request.auth.pk}

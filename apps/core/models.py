@@ -1,0 +1,48 @@
+"""Named API tokens for finance tools: created and revoked in the app, stored hashed, shown once,
+read-only, with their last use."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.db import models
+
+PREFIX = "fw_"
+
+
+def token_hash(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
+    def active(self) -> ApiTokenQuerySet:
+        return self.filter(revoked_at__isnull=True)
+
+
+class ApiToken(models.Model):
+    """A read-only key a tool sends as `Authorization: Bearer fw_...`. Only its hash is kept."""
+
+    name = models.CharField(max_length=100, help_text="What uses it, e.g. 'finance ERP export'.")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    lookup = models.CharField(max_length=12, unique=True, help_text="The key's first characters, to find it.")
+    key_hash = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiTokenQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.lookup}…)"
+
+    @classmethod
+    def issue(cls, *, user: object, name: str) -> tuple[ApiToken, str]:
+        """A new token and its key; the key is shown this once and never stored."""
+        key = PREFIX + secrets.token_urlsafe(32)
+        token = cls.objects.create(user=user, name=name, lookup=key[: len(PREFIX) + 8], key_hash=token_hash(key))
+        return token, key
