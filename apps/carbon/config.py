@@ -1,0 +1,760 @@
+"""The fleet config file (docs/config.md): parse and validate a whole YAML document into typed dataclasses.
+
+Pure: no database. Every problem is collected with its path (`sites[0].pue_by_month.13: not a month`),
+so one run lists them all, and nothing is returned unless there are none. References to objects that
+are not in the file are checked against the names the caller read from the database (`KnownNames`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import math
+import re
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import yaml
+
+HOURS_PER_YEAR = 8760
+FORMAT_VERSION = 1
+
+# The choices of apps.carbon.models and apps.fleet.models, repeated here so the module stays pure
+# (a test checks they agree).
+BASES = ("location", "market", "marginal")
+RULE_KINDS = ("slurm_account", "slurm_user", "k8s_namespace", "user")
+MATCH_KINDS = ("account", "name_prefix", "namespace", "user")
+
+_SLUG = re.compile(r"^[-a-zA-Z0-9_]+\Z")
+_CURRENCY = re.compile(r"^[A-Z]{3}\Z")
+_SECTIONS = ("sites", "server_types", "gpu_models", "clusters", "teams", "job_groups")
+
+
+class ConfigError(ValueError):
+    """The config is wrong; `problems` lists every problem as `path: what is wrong`."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        super().__init__(self.__str__())
+
+    def __str__(self) -> str:
+        n = len(self.problems)
+        head = f"{n} problem{'s' if n != 1 else ''} in the fleet config:"
+        return "\n".join([head, *(f"  - {p}" for p in self.problems)])
+
+
+@dataclass(frozen=True)
+class SiteConfig:
+    name: str
+    grid_zone: str
+    intensity_basis: str
+    pue: float
+    pue_by_month: Mapping[int, float]
+    provider_includes_overhead: bool
+    electricity_price_per_kwh: Decimal
+    currency: str
+    timezone: str
+
+
+@dataclass(frozen=True)
+class ServerTypeConfig:
+    name: str
+    node_overhead_factor: float | None  # None: not measured (1.0 is used)
+    embodied_kg_per_server: float
+    service_life_h: float
+    gpus_per_server: int
+
+
+@dataclass(frozen=True)
+class GpuModelConfig:
+    name: str
+    hourly_rate: Decimal
+    currency: str
+    tdp_w: float
+
+
+@dataclass(frozen=True)
+class NodeMatch:
+    """Nodes of a cluster whose hostname matches the glob `match` are servers of type `server_type`."""
+
+    match: str
+    server_type: str
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """A cluster; None means "leave the stored value as it is" (new clusters get the settings' defaults)."""
+
+    name: str
+    prometheus_url: str | None = None
+    selector: str | None = None
+    scrape_interval_s: int | None = None
+    site: str | None = None
+    nodes: tuple[NodeMatch, ...] | None = None  # None: the cluster's stored hostname rules are left alone
+
+
+@dataclass(frozen=True)
+class TeamRuleConfig:
+    kind: str
+    value: str
+    cluster: str | None = None
+    priority: int = 100
+
+
+@dataclass(frozen=True)
+class TeamConfig:
+    name: str
+    display_name: str = ""
+    rules: tuple[TeamRuleConfig, ...] = ()
+
+
+@dataclass(frozen=True)
+class JobGroupConfig:
+    name: str
+    match_kind: str
+    match_value: str
+    flexible: bool = False
+
+
+@dataclass(frozen=True)
+class FleetConfig:
+    sites: tuple[SiteConfig, ...] = ()
+    server_types: tuple[ServerTypeConfig, ...] = ()
+    gpu_models: tuple[GpuModelConfig, ...] = ()
+    clusters: tuple[ClusterConfig, ...] = ()
+    teams: tuple[TeamConfig, ...] = ()
+    job_groups: tuple[JobGroupConfig, ...] = ()
+
+
+@dataclass(frozen=True)
+class KnownNames:
+    """What already exists in the database, for references to objects the file does not define."""
+
+    sites: frozenset[str] = frozenset()
+    server_types: frozenset[str] = frozenset()
+    clusters: frozenset[str] = frozenset()
+    # A new cluster of this name may leave out prometheus_url: FLEETWATT_PROMETHEUS_URL is used.
+    default_cluster: str | None = None
+
+
+def server_type_for_hostname(hostname: str, patterns: Iterable[NodeMatch]) -> str | None:
+    """The server type of the first pattern whose glob matches the hostname (case-sensitive), or None."""
+    for pattern in patterns:
+        if fnmatch.fnmatchcase(hostname, pattern.match):
+            return pattern.server_type
+    return None
+
+
+# --- YAML ------------------------------------------------------------------------------------------
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping (PyYAML would keep the last silently)."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            duplicate = key in seen
+        except TypeError:  # an unhashable key: SafeLoader reports it
+            continue
+        if duplicate:
+            raise yaml.constructor.ConstructorError(
+                "while reading a mapping", node.start_mark, f"duplicate key {key!r}", key_node.start_mark
+            )
+        seen.add(key)
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def config_load(text: str, *, known: KnownNames | None = None) -> FleetConfig:
+    """Parse YAML text and validate it as a whole. Raises ConfigError listing every problem."""
+    try:
+        document = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "(document)"
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError([f"{where}: not valid YAML: {problem}"]) from None
+    return config_parse(document, known=known)
+
+
+# --- Validation ------------------------------------------------------------------------------------
+
+
+class _Problems:
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def add(self, path: str, message: str) -> None:
+        self.items.append(f"{path}: {message}")
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+def _join(path: str, key: object) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, int | float):
+        return f"a number ({value})"
+    if isinstance(value, str):
+        return f"a string ({value!r})"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
+
+
+_MISSING = object()
+
+
+class _Fields:
+    """One mapping of the document: typed reads that record problems (and its unknown keys)."""
+
+    def __init__(self, raw: Mapping[Any, Any], path: str, problems: _Problems, allowed: Collection[str]) -> None:
+        self.raw, self.path, self.problems = raw, path, problems
+        for key in raw:
+            if key not in allowed:
+                hint = difflib.get_close_matches(str(key), list(allowed), n=1)
+                suggestion = f"did you mean {hint[0]!r}? " if hint else ""
+                problems.add(_join(path, key), f"unknown key ({suggestion}expected: {', '.join(allowed)})")
+
+    def where(self, key: str) -> str:
+        return _join(self.path, key)
+
+    def has(self, key: str) -> bool:
+        return key in self.raw
+
+    def _get(self, key: str, required: bool) -> Any:
+        if key not in self.raw:
+            if required:
+                self.problems.add(self.where(key), "required")
+            return _MISSING
+        return self.raw[key]
+
+    def string(
+        self, key: str, *, required: bool = True, max_length: int = 255, slug: bool = False, allow_empty: bool = False
+    ) -> str | None:
+        value = self._get(key, required)
+        if value is _MISSING:
+            return None
+        if not isinstance(value, str):
+            hint = ""
+            if isinstance(value, bool):
+                hint = " (YAML reads unquoted yes/no/on/off/NO as booleans: quote it)"
+            elif isinstance(value, int | float):
+                hint = " (quote it)"
+            self.problems.add(self.where(key), f"expected a string, got {_kind(value)}{hint}")
+            return None
+        if not value.strip() and not allow_empty:
+            self.problems.add(self.where(key), "must not be empty")
+            return None
+        if len(value) > max_length:
+            self.problems.add(self.where(key), f"longer than {max_length} characters")
+            return None
+        if slug and not _SLUG.match(value):
+            self.problems.add(self.where(key), f"{value!r} is not a slug (letters, digits, - and _ only)")
+            return None
+        return value
+
+    def number(
+        self,
+        key: str,
+        *,
+        required: bool = True,
+        minimum: float | None = None,
+        above: float | None = None,
+        value: Any = _MISSING,
+        where: str | None = None,
+    ) -> float | None:
+        if value is _MISSING:
+            value = self._get(key, required)
+            if value is _MISSING:
+                return None
+        where = where or self.where(key)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            self.problems.add(where, f"expected a number, got {_kind(value)}")
+            return None
+        if not math.isfinite(value):
+            self.problems.add(where, "must be a finite number")
+            return None
+        if minimum is not None and value < minimum:
+            self.problems.add(where, f"must be at least {minimum:g}, got {value:g}")
+            return None
+        if above is not None and value <= above:
+            self.problems.add(where, f"must be greater than {above:g}, got {value:g}")
+            return None
+        return float(value)
+
+    def integer(self, key: str, *, required: bool = True, minimum: int = 0, maximum: int = 2**31 - 1) -> int | None:
+        value = self._get(key, required)
+        if value is _MISSING:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.problems.add(self.where(key), f"expected a whole number, got {_kind(value)}")
+            return None
+        if not minimum <= value <= maximum:
+            self.problems.add(self.where(key), f"must be between {minimum} and {maximum}, got {value}")
+            return None
+        return value
+
+    def money(self, key: str, *, places: int, max_digits: int) -> Decimal | None:
+        """A non-negative amount, kept exact as written (0.18 is Decimal('0.18'), not a binary float)."""
+        number = self.number(key, minimum=0)
+        if number is None:
+            return None
+        amount = Decimal(str(self.raw[key]))
+        exponent = amount.as_tuple().exponent
+        if isinstance(exponent, int) and exponent < -places:
+            self.problems.add(self.where(key), f"at most {places} decimal places, got {self.raw[key]}")
+            return None
+        if amount >= Decimal(10) ** (max_digits - places):
+            self.problems.add(self.where(key), f"too large (under {10 ** (max_digits - places)})")
+            return None
+        return amount
+
+    def boolean(self, key: str, *, default: bool) -> bool | None:
+        value = self._get(key, required=False)
+        if value is _MISSING:
+            return default
+        if not isinstance(value, bool):
+            self.problems.add(self.where(key), f"expected true or false, got {_kind(value)}")
+            return None
+        return value
+
+    def choice(self, key: str, choices: Sequence[str], *, default: str | None = None) -> str | None:
+        value = self._get(key, required=default is None)
+        if value is _MISSING:
+            return default
+        if value not in choices:
+            self.problems.add(self.where(key), f"expected one of {', '.join(choices)}, got {_kind(value)}")
+            return None
+        return str(value)
+
+    def currency(self, key: str) -> str | None:
+        value = self._get(key, required=False)
+        if value is _MISSING:
+            return "EUR"
+        if not isinstance(value, str) or not _CURRENCY.match(value):
+            self.problems.add(
+                self.where(key), f"expected an ISO 4217 code (three capital letters, e.g. EUR), got {_kind(value)}"
+            )
+            return None
+        return value
+
+    def items(self, key: str) -> list[tuple[str, Any]]:
+        """The elements of an optional list, each with its path."""
+        value = self._get(key, required=False)
+        if value is _MISSING or value is None:
+            return []
+        if not isinstance(value, list):
+            self.problems.add(self.where(key), f"expected a list, got {_kind(value)}")
+            return []
+        return [(f"{self.where(key)}[{i}]", element) for i, element in enumerate(value)]
+
+
+def _mapping(element: Any, path: str, problems: _Problems, allowed: Collection[str]) -> _Fields | None:
+    if not isinstance(element, dict):
+        problems.add(path, f"expected a mapping, got {_kind(element)}")
+        return None
+    return _Fields(element, path, problems, allowed)
+
+
+def _section(document: Mapping[str, Any], name: str, problems: _Problems) -> list[tuple[str, Any]]:
+    value = document.get(name)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        problems.add(name, f"expected a list, got {_kind(value)}")
+        return []
+    return [(f"{name}[{i}]", element) for i, element in enumerate(value)]
+
+
+def _names_in(elements: list[tuple[str, Any]]) -> set[str]:
+    return {e["name"] for _, e in elements if isinstance(e, dict) and isinstance(e.get("name"), str)}
+
+
+def _unique_names(elements: list[tuple[str, Any]], problems: _Problems) -> None:
+    first: dict[str, str] = {}
+    for path, element in elements:
+        name = element.get("name") if isinstance(element, dict) else None
+        if isinstance(name, str):
+            if name in first:
+                problems.add(_join(path, "name"), f"{name!r} is already defined at {first[name]}")
+            else:
+                first[name] = path
+
+
+def _reference(
+    f: _Fields, key: str, *, what: str, in_file: set[str], known: Collection[str], required: bool
+) -> str | None:
+    name = f.string(key, required=required, max_length=100)
+    if name is not None and name not in in_file and name not in known:
+        choices = sorted(in_file | set(known))
+        hint = f" (known: {', '.join(choices)})" if choices else f" (no {what} is defined)"
+        f.problems.add(f.where(key), f"unknown {what} {name!r}: not in this file nor in the database{hint}")
+        return None
+    return name
+
+
+_SITE_KEYS = (
+    "name",
+    "grid_zone",
+    "intensity_basis",
+    "pue",
+    "pue_by_month",
+    "provider_includes_overhead",
+    "electricity_price_per_kwh",
+    "currency",
+    "timezone",
+)
+
+
+def _site(f: _Fields) -> SiteConfig | None:
+    before = len(f.problems)
+    name = f.string("name", max_length=100, slug=True)
+    grid_zone = f.string("grid_zone", max_length=50)
+    basis = f.choice("intensity_basis", BASES, default="location")
+    inclusive = f.boolean("provider_includes_overhead", default=False)
+    pue = f.number("pue", required=False, minimum=1.0)
+    by_month = _pue_by_month(f)
+    if inclusive:
+        why = "must be absent or 1.0 when provider_includes_overhead is true: the provider's figures already "
+        why += "include facility overhead, and it would be applied twice"
+        if pue is not None and pue != 1.0:
+            f.problems.add(f.where("pue"), f"{why} (got {pue:g})")
+        for month, value in (by_month or {}).items():
+            if value != 1.0:
+                f.problems.add(_join(f.where("pue_by_month"), month), f"{why} (got {value:g})")
+    elif by_month is not None and not f.has("pue"):
+        missing = [m for m in range(1, 13) if m not in by_month]
+        if missing:
+            f.problems.add(
+                f.where("pue"),
+                f"required: pue_by_month leaves out months {', '.join(map(str, missing))} (pue is used for them)",
+            )
+    elif not f.has("pue") and not f.has("pue_by_month"):
+        f.problems.add(
+            f.where("pue"),
+            "required: state the PUE with pue, pue_by_month (all 12 months), or provider_includes_overhead: true",
+        )
+    price = f.money("electricity_price_per_kwh", places=5, max_digits=10)
+    currency = f.currency("currency")
+    timezone = f.string("timezone", required=False, max_length=64)
+    if timezone is not None:
+        try:
+            ZoneInfo(timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            f.problems.add(f.where("timezone"), f"{timezone!r} is not an IANA time zone (e.g. Europe/Berlin, UTC)")
+    if len(f.problems) > before:
+        return None
+    assert name and grid_zone and basis and inclusive is not None and price is not None and currency
+    return SiteConfig(
+        name=name,
+        grid_zone=grid_zone,
+        intensity_basis=basis,
+        pue=1.0 if inclusive or pue is None else pue,
+        pue_by_month={} if inclusive else dict(sorted((by_month or {}).items())),
+        provider_includes_overhead=inclusive,
+        electricity_price_per_kwh=price,
+        currency=currency,
+        timezone=timezone or "UTC",
+    )
+
+
+def _pue_by_month(f: _Fields) -> dict[int, float] | None:
+    if not f.has("pue_by_month"):
+        return None
+    raw = f.raw["pue_by_month"]
+    path = f.where("pue_by_month")
+    if not isinstance(raw, dict):
+        f.problems.add(path, f"expected a mapping of month (1..12) to PUE, got {_kind(raw)}")
+        return {}
+    months: dict[int, float] = {}
+    for key, value in raw.items():
+        month: int | None = None
+        if isinstance(key, int) and not isinstance(key, bool):
+            month = key
+        elif isinstance(key, str) and key.strip().isdigit():
+            month = int(key)
+        if month is None or not 1 <= month <= 12:
+            f.problems.add(_join(path, key), "not a month (1..12)")
+            continue
+        if month in months:
+            f.problems.add(_join(path, key), f"month {month} is given twice")
+            continue
+        pue = f.number("", minimum=1.0, value=value, where=_join(path, key))
+        if pue is not None:
+            months[month] = pue
+    return months
+
+
+def _server_type(f: _Fields) -> ServerTypeConfig | None:
+    before = len(f.problems)
+    name = f.string("name", max_length=100, slug=True)
+    overhead: float | None = None
+    if f.has("node_overhead_factor") and f.raw["node_overhead_factor"] is not None:
+        overhead = f.number("node_overhead_factor", minimum=1.0)
+    embodied = f.number("embodied_kg_per_server", minimum=0.0)
+    life_h: float | None = None
+    if f.has("service_life_h") and f.has("service_life_years"):
+        f.problems.add(f.where("service_life_h"), "give service_life_h or service_life_years, not both")
+    elif f.has("service_life_years"):
+        years = f.number("service_life_years", above=0.0)
+        life_h = years * HOURS_PER_YEAR if years is not None else None
+    elif f.has("service_life_h"):
+        life_h = f.number("service_life_h", above=0.0)
+    else:
+        f.problems.add(f.where("service_life_h"), "required (or service_life_years)")
+    gpus = f.integer("gpus_per_server", minimum=1, maximum=32767)
+    if len(f.problems) > before:
+        return None
+    assert name and embodied is not None and life_h is not None and gpus is not None
+    return ServerTypeConfig(
+        name=name,
+        node_overhead_factor=overhead,
+        embodied_kg_per_server=embodied,
+        service_life_h=life_h,
+        gpus_per_server=gpus,
+    )
+
+
+def _gpu_model(f: _Fields) -> GpuModelConfig | None:
+    before = len(f.problems)
+    name = f.string("name", max_length=100)
+    rate = f.money("hourly_rate", places=4, max_digits=10)
+    currency = f.currency("currency")
+    tdp = f.number("tdp_w", above=0.0)
+    if len(f.problems) > before:
+        return None
+    assert name and rate is not None and currency and tdp is not None
+    return GpuModelConfig(name=name, hourly_rate=rate, currency=currency, tdp_w=tdp)
+
+
+def _url(f: _Fields, key: str) -> str | None:
+    url = f.string(key, required=False, max_length=200)
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        f.problems.add(f.where(key), f"{url!r} is not an http(s) URL, e.g. http://prometheus:9090")
+        return None
+    return url
+
+
+def _cluster(
+    f: _Fields, *, known: KnownNames, sites: set[str], server_types: set[str], problems: _Problems
+) -> ClusterConfig | None:
+    before = len(f.problems)
+    name = f.string("name", max_length=100, slug=True)
+    url = _url(f, "prometheus_url")
+    if name is not None and not f.has("prometheus_url") and name not in known.clusters:
+        if name != known.default_cluster:
+            f.problems.add(f.where("prometheus_url"), f"required: there is no cluster {name!r} yet")
+    selector = f.string("selector", required=False, max_length=500, allow_empty=True)
+    if selector is not None and selector.strip().startswith("{"):
+        f.problems.add(f.where("selector"), 'label matchers without braces, e.g. cluster="a"')
+    scrape = f.integer("scrape_interval_s", required=False, minimum=1, maximum=3600)
+    site = _reference(f, "site", what="site", in_file=sites, known=known.sites, required=False)
+    nodes: list[NodeMatch] = []
+    first: dict[str, str] = {}
+    for path, element in f.items("nodes"):
+        node = _mapping(element, path, problems, ("match", "server_type"))
+        if node is None:
+            continue
+        glob = node.string("match", max_length=255)
+        kind = _reference(node, "server_type", what="server type", in_file=server_types, known=known.server_types,
+                          required=True)  # fmt: skip
+        if glob is not None and glob in first:
+            problems.add(node.where("match"), f"{glob!r} is already matched at {first[glob]}: this one never applies")
+        elif glob is not None:
+            first[glob] = path
+        if glob is not None and kind is not None:
+            nodes.append(NodeMatch(match=glob, server_type=kind))
+    if len(f.problems) > before:
+        return None
+    assert name
+    return ClusterConfig(
+        name=name,
+        prometheus_url=url,
+        selector=selector,
+        scrape_interval_s=scrape,
+        site=site,
+        nodes=tuple(nodes) if f.raw.get("nodes") is not None else None,
+    )
+
+
+def _team(
+    f: _Fields,
+    *,
+    clusters: set[str],
+    known: KnownNames,
+    problems: _Problems,
+    rule_seen: dict[tuple[str | None, str, str], str],
+) -> TeamConfig | None:
+    before = len(f.problems)
+    name = f.string("name", max_length=100, slug=True)
+    display = f.string("display_name", required=False, max_length=200, allow_empty=True)
+    rules: list[TeamRuleConfig] = []
+    for path, element in f.items("rules"):
+        rule = _mapping(element, path, problems, ("kind", "value", "cluster", "priority"))
+        if rule is None:
+            continue
+        kind = rule.choice("kind", RULE_KINDS)
+        value = rule.string("value", max_length=255)
+        cluster = _reference(rule, "cluster", what="cluster", in_file=clusters, known=known.clusters, required=False)
+        priority = rule.integer("priority", required=False)
+        if kind is None or value is None or (rule.has("cluster") and cluster is None):
+            continue
+        key = (cluster, kind, value)
+        if key in rule_seen:
+            scope = f"on cluster {cluster}" if cluster else "on every cluster"
+            problems.add(path, f"{kind} = {value!r} {scope} is already a rule at {rule_seen[key]}")
+            continue
+        rule_seen[key] = path
+        rules.append(
+            TeamRuleConfig(kind=kind, value=value, cluster=cluster, priority=100 if priority is None else priority)
+        )
+    if len(f.problems) > before:
+        return None
+    assert name
+    return TeamConfig(name=name, display_name=display or "", rules=tuple(rules))
+
+
+def _job_group(f: _Fields) -> JobGroupConfig | None:
+    before = len(f.problems)
+    name = f.string("name", max_length=100, slug=True)
+    kind = f.choice("match_kind", MATCH_KINDS)
+    value = f.string("match_value", max_length=255)
+    flexible = f.boolean("flexible", default=False)
+    if len(f.problems) > before:
+        return None
+    assert name and kind and value and flexible is not None
+    return JobGroupConfig(name=name, match_kind=kind, match_value=value, flexible=flexible)
+
+
+def _currencies_agree(sites: list[tuple[str, Any]], gpu_models: list[tuple[str, Any]], problems: _Problems) -> None:
+    """Cost adds GPU-hours at the model's rate and energy at the site's price, without conversion."""
+    first: tuple[str, str] | None = None
+    for path, element in [*sites, *gpu_models]:
+        if not isinstance(element, dict):
+            continue
+        currency = element.get("currency", "EUR")
+        if not isinstance(currency, str) or not _CURRENCY.match(currency):
+            continue  # reported by the element itself
+        if first is None:
+            first = (currency, path)
+        elif currency != first[0]:
+            problems.add(
+                _join(path, "currency"),
+                f"{currency} differs from {first[0]} at {first[1]}: GPU-hour and energy costs are added without "
+                "converting currencies, so one config uses one currency",
+            )
+
+
+def config_parse(document: Any, *, known: KnownNames | None = None) -> FleetConfig:
+    """Validate a loaded YAML document as a whole. Raises ConfigError listing every problem."""
+    known = known or KnownNames()
+    problems = _Problems()
+    if document is None:
+        raise ConfigError(["(document): the file is empty"])
+    if not isinstance(document, dict):
+        raise ConfigError([f"(document): expected a mapping with {', '.join(_SECTIONS)}, got {_kind(document)}"])
+    top = _Fields(document, "", problems, ("version", *_SECTIONS))
+    if top.has("version") and document["version"] != FORMAT_VERSION:
+        problems.add("version", f"this fleetwatt reads version {FORMAT_VERSION}, got {document['version']!r}")
+
+    raw = {name: _section(document, name, problems) for name in _SECTIONS}
+    for name in _SECTIONS:
+        _unique_names(raw[name], problems)
+    site_names = _names_in(raw["sites"])
+    type_names = _names_in(raw["server_types"])
+    cluster_names = _names_in(raw["clusters"])
+
+    def each(name: str, allowed: Sequence[str], build: Callable[[_Fields], Any]) -> tuple[Any, ...]:
+        out = []
+        for path, element in raw[name]:
+            f = _mapping(element, path, problems, allowed)
+            if f is not None and (item := build(f)) is not None:
+                out.append(item)
+        return tuple(out)
+
+    rule_seen: dict[tuple[str | None, str, str], str] = {}
+    config = FleetConfig(
+        sites=each("sites", _SITE_KEYS, _site),
+        server_types=each(
+            "server_types",
+            (
+                "name",
+                "node_overhead_factor",
+                "embodied_kg_per_server",
+                "service_life_h",
+                "service_life_years",
+                "gpus_per_server",
+            ),
+            _server_type,
+        ),
+        gpu_models=each("gpu_models", ("name", "hourly_rate", "currency", "tdp_w"), _gpu_model),
+        clusters=each(
+            "clusters",
+            ("name", "prometheus_url", "selector", "scrape_interval_s", "site", "nodes"),
+            lambda f: _cluster(f, known=known, sites=site_names, server_types=type_names, problems=problems),
+        ),
+        teams=each(
+            "teams",
+            ("name", "display_name", "rules"),
+            lambda f: _team(f, clusters=cluster_names, known=known, problems=problems, rule_seen=rule_seen),
+        ),
+        job_groups=each("job_groups", ("name", "match_kind", "match_value", "flexible"), _job_group),
+    )
+    _currencies_agree(raw["sites"], raw["gpu_models"], problems)
+    if problems.items:
+        raise ConfigError(sorted(problems.items, key=_document_order))
+    return config
+
+
+def _document_order(problem: str) -> tuple[int, int]:
+    """Problems of one object together, in the file's order (the sort is stable within an object)."""
+    m = re.match(r"(\w+)\[(\d+)\]", problem)
+    if m and m.group(1) in _SECTIONS:
+        return (_SECTIONS.index(m.group(1)) + 1, int(m.group(2)))
+    return (0, 0)
+
+
+__all__ = [
+    "BASES",
+    "MATCH_KINDS",
+    "RULE_KINDS",
+    "ClusterConfig",
+    "ConfigError",
+    "FleetConfig",
+    "GpuModelConfig",
+    "JobGroupConfig",
+    "KnownNames",
+    "NodeMatch",
+    "ServerTypeConfig",
+    "SiteConfig",
+    "TeamConfig",
+    "TeamRuleConfig",
+    "config_load",
+    "config_parse",
+    "server_type_for_hostname",
+]
