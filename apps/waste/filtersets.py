@@ -18,7 +18,9 @@ class FlagFilterSet(django_filters.FilterSet):
     status = django_filters.ChoiceFilter(choices=Flag.Status.choices)
     team = django_filters.ModelChoiceFilter(field_name="job__team", queryset=Team.objects.all(), to_field_name="name")
     cluster = django_filters.ModelChoiceFilter(queryset=Cluster.objects.all(), to_field_name="name")
-    older_than_days = django_filters.NumberFilter(method="filter_age", help_text="Raised at least this many days ago.")
+    older_than_days = django_filters.NumberFilter(
+        method="filter_age", min_value=0, max_value=3650, help_text="Raised at least this many days ago (0..3650)."
+    )
 
     class Meta:
         model = Flag

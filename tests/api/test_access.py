@@ -1,4 +1,5 @@
 """Who sees what: an access matrix over two teams and the four roles, named API tokens, deploy checks."""
+
 from __future__ import annotations
 
 import os

@@ -5,8 +5,8 @@ from collections.abc import Callable
 import django_filters
 from django.db.models import Count, F, FloatField, Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce
-from drf_spectacular.utils import extend_schema
-from rest_framework import permissions, viewsets
+from drf_spectacular.utils import extend_schema, extend_schema_view
+from rest_framework import permissions, serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
@@ -32,6 +32,12 @@ class GpuFilterSet(django_filters.FilterSet):
         fields = ["cluster", "hostname", "model_name"]
 
 
+class GpuPeriodSerializer(serializers.Serializer):
+    start = serializers.DateTimeField(required=False, help_text="Hours from (ISO 8601).")
+    end = serializers.DateTimeField(required=False, help_text="Hours before (ISO 8601).")
+
+
+@extend_schema_view(list=extend_schema(parameters=[GpuPeriodSerializer]))
 class GpuViewSet(viewsets.ReadOnlyModelViewSet):
     """GPUs with their hours, energy, idle energy and utilisation over `?start=&end=` (ISO 8601)."""
 
@@ -39,12 +45,13 @@ class GpuViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_class = GpuFilterSet
 
     def get_queryset(self) -> QuerySet[Gpu]:
+        window = GpuPeriodSerializer(data=self.request.query_params)
+        window.is_valid(raise_exception=True)
         period = Q()
-        start, end = self.request.query_params.get("start"), self.request.query_params.get("end")
-        if start:
-            period &= Q(hours__hour__gte=start)
-        if end:
-            period &= Q(hours__hour__lt=end)
+        if window.validated_data.get("start"):
+            period &= Q(hours__hour__gte=window.validated_data["start"])
+        if window.validated_data.get("end"):
+            period &= Q(hours__hour__lt=window.validated_data["end"])
         zero = Value(0.0, output_field=FloatField())
         return (
             Gpu.objects.select_related("node__cluster")

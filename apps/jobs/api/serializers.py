@@ -36,7 +36,9 @@ class JobSerializer(serializers.ModelSerializer):
     intensity_basis = serializers.CharField(help_text="location, market or marginal.")
     intensity_source = serializers.CharField(help_text="Where the hourly intensity came from.")
     intensity_estimated = serializers.BooleanField(help_text="Some hours had no intensity and were filled in.")
-    job_group = serializers.SlugRelatedField(slug_field="name", read_only=True, help_text="Campaign or model.")
+    job_group = serializers.SlugRelatedField(
+        slug_field="name", read_only=True, allow_null=True, help_text="Campaign or model."
+    )
     shift_saving_kg = serializers.FloatField(
         allow_null=True, help_text="Hint: CO2e the cleanest window within the deadline would have saved (kg)."
     )

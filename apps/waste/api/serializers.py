@@ -3,6 +3,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from apps.carbon.models import JobGroup
+from apps.core.fields import NameField
 from apps.fleet.models import Team
 from apps.waste.models import AuditEntry, Flag
 
@@ -10,9 +11,9 @@ from apps.waste.models import AuditEntry, Flag
 class FlagSerializer(serializers.ModelSerializer):
     cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
     job = serializers.PrimaryKeyRelatedField(read_only=True, help_text="Job id, or null for a GPU-hour finding.")
-    job_key = serializers.CharField(source="job.job_key", default=None, read_only=True)
-    team = serializers.CharField(source="job.team.name", default=None, read_only=True)
-    gpu_uuid = serializers.CharField(source="gpu.uuid", default=None, read_only=True)
+    job_key = serializers.CharField(source="job.job_key", default=None, read_only=True, allow_null=True)
+    team = serializers.CharField(source="job.team.name", default=None, read_only=True, allow_null=True)
+    gpu_uuid = serializers.CharField(source="gpu.uuid", default=None, read_only=True, allow_null=True)
     evidence = serializers.JSONField(help_text="When, GPUs, memory (bytes), SM %, GPU-hours blocked, kWh, kg, cost.")
 
     class Meta:
@@ -34,8 +35,8 @@ class ExcludeSerializer(ReasonSerializer):
 
 
 class ReassignSerializer(ReasonSerializer):
-    team = serializers.SlugRelatedField(slug_field="name", queryset=Team.objects.all(), required=False)
-    job_group = serializers.SlugRelatedField(slug_field="name", queryset=JobGroup.objects.all(), required=False)
+    team = NameField(slug_field="name", queryset=Team.objects.all(), required=False)
+    job_group = NameField(slug_field="name", queryset=JobGroup.objects.all(), required=False)
     flag = serializers.PrimaryKeyRelatedField(queryset=Flag.objects.all(), required=False, allow_null=True)
 
 
