@@ -45,7 +45,12 @@ wait_http "http://127.0.0.1:$SIM_PORT/healthz"
 
 export FLEETWATT_PROMETHEUS_URL="http://127.0.0.1:$PROM_PORT" FLEETWATT_SCRAPE_INTERVAL_S=60
 echo "FLEETWATT_PROMETHEUS_URL=$FLEETWATT_PROMETHEUS_URL" > "$VAR/env"
+# The fleet's configuration (site, servers, GPU prices, teams and their rules, job groups), the logins,
+# and hourly grid intensity for the demo's zone, through the same commands an operator uses.
+$PY manage.py apply_config apps/simulator/scenarios/demo-fleet.yaml
 $PY manage.py demo_setup --prometheus-url "$FLEETWATT_PROMETHEUS_URL" --scrape-interval 60
+$PY manage.py simulate_intensity --zone DE --start "$START" --hours 216 --out "$VAR/intensity-DE.csv"
+$PY manage.py import_intensity "$VAR/intensity-DE.csv" --zone DE --source "fleetwatt simulator (synthetic)"
 END=$(date -u +%Y-%m-%dT%H:00:00Z)  # the last closed hour; beat goes on from there
 echo "ingesting $START .. $END ..."
 $PY manage.py ingest --start "$START" --end "$END" --cluster default -v1 | awk 'NR % 24 == 0 || /Ingested/'
@@ -57,5 +62,5 @@ setsid nohup $PY manage.py runserver "0.0.0.0:$WEB_PORT" --noreload > var/log/we
 wait_http "http://127.0.0.1:$WEB_PORT/healthz"
 echo
 echo "fleetwatt is running: http://127.0.0.1:$WEB_PORT/   (API: /api/, docs: /api/docs/)"
-echo "log in as admin / fleetwatt-admin (everything) or ada / fleetwatt-demo (team vision)"
+echo "log in as admin / fleetwatt-admin (everything), ada / fleetwatt-demo (team vision) or fin / fleetwatt-finance (finance)"
 echo "Prometheus: $FLEETWATT_PROMETHEUS_URL   simulator: http://127.0.0.1:$SIM_PORT/metrics   logs: var/log/"
