@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from rest_framework import viewsets
+from rest_framework.serializers import BaseSerializer
+
+from apps.reports.filtersets import WeeklyReportFilterSet
+from apps.reports.models import WeeklyReport
+
+from .serializers import WeeklyReportDetailSerializer, WeeklyReportSerializer
+
+
+class WeeklyReportViewSet(viewsets.ReadOnlyModelViewSet):
+    """Weekly reports, newest first: a member sees the reports of the teams they belong to, finance and
+    admins every team's, admins also the fleet summaries. The detail has the numbers, text and HTML."""
+
+    filterset_class = WeeklyReportFilterSet
+
+    def get_queryset(self) -> QuerySet[WeeklyReport]:
+        reports = WeeklyReport.objects.visible_to(self.request.user).select_related("team")
+        if self.action == "list":
+            reports = reports.defer("html", "text", "data")
+        return reports.order_by("-week_start", "team__name", "id")
+
+    def get_serializer_class(self) -> type[BaseSerializer]:
+        return WeeklyReportDetailSerializer if self.action == "retrieve" else WeeklyReportSerializer

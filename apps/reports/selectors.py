@@ -1,0 +1,483 @@
+"""What a weekly report says: the team's numbers of record for the week (apps.carbon.selectors.team_rollup)
+and the week before, its waste from the findings, the five worst jobs, the intensity's source and basis.
+
+Reads only. The result is plain data (dataclasses), turned into a JSON-able document for the templates
+and the archive by `report_document`."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db.models import Count, Q, Sum
+from django.db.models.functions import TruncDay
+from django.urls import NoReverseMatch, reverse
+
+from apps.carbon.models import IntensityHour, Site
+from apps.carbon.selectors import MixedBasisError, cluster_rollup, team_rollup
+from apps.fleet.models import Cluster, Team
+from apps.jobs.models import Job, JobGpuHour
+from apps.waste.models import Flag
+
+from .schedule import day_windows, week_label, week_window, zone
+
+# Waste kinds counted in the waste total, with their label. Failed runs join when findings have a kind
+# for them (apps.waste has none yet); until then the report leaves the line out.
+WASTE_KINDS: list[tuple[str, str]] = [
+    (Flag.Kind.MEMORY_HOG, "Memory hogs (GPU held, under 1 % SM)"),
+    (Flag.Kind.IDLE_ALLOCATION, "Idle allocations (whole GPU, under 5 % SM)"),
+]
+WASTE_KINDS += [(k, "Failed and cancelled runs") for k in ("failed_run",) if k in Flag.Kind.values]
+LOW_COVERAGE_LABEL = "Low-coverage jobs"
+# An admin's acknowledgement says the finding was expected (a debugging session): not waste to report.
+REPORTED_STATUSES = (Flag.Status.OPEN, Flag.Status.DISPUTED)
+
+
+@dataclass
+class Totals:
+    """The four numbers a report shows, in their units; CO2e is operational plus embodied."""
+
+    gpu_hours: float = 0.0
+    energy_kwh: float = 0.0
+    facility_kwh: float = 0.0
+    operational_kg: float = 0.0
+    embodied_kg: float = 0.0
+    co2e_kg: float = 0.0
+    cost: Decimal = Decimal(0)
+
+
+@dataclass
+class Change:
+    metric: str
+    now: float
+    before: float
+    delta: float
+    pct: float | None  # None where last week was zero
+
+
+@dataclass
+class WasteLine:
+    kind: str
+    label: str
+    jobs: int
+    totals: Totals
+    counted: bool = True  # in the waste total (low coverage is shown, not counted)
+    mean_coverage: float | None = None
+
+
+@dataclass
+class WorstJob:
+    id: int
+    job_key: str
+    name: str
+    user: str
+    kinds: list[str]
+    totals: Totals
+    path: str
+    url: str
+
+
+@dataclass
+class DayBar:
+    label: str
+    gpu_hours: float
+    waste_gpu_hours: float
+    cost: Decimal
+    busy_pct: int  # bar widths, in % of the busiest day; they add up to 100 with rest_pct
+    waste_pct: int
+    rest_pct: int
+
+
+@dataclass
+class TeamReport:
+    team_id: int
+    team_name: str
+    team_label: str
+    week_start: date
+    week_label: str
+    time_zone: str
+    start: datetime
+    end: datetime
+    currency: str
+    intensity_basis: str
+    intensity_zones: list[str]
+    intensity_sources: list[str]
+    estimated_gpu_hours: float
+    week: Totals
+    previous: Totals
+    changes: list[Change]
+    waste: list[WasteLine]
+    waste_total: Totals
+    waste_cost_pct: float | None
+    worst_jobs: list[WorstJob]
+    days: list[DayBar]
+    idle_share: Totals | None = None
+    archive_path: str = ""
+
+
+@dataclass
+class FleetTeamLine:
+    team_id: int
+    team_name: str
+    team_label: str
+    week: Totals | None
+    waste_total: Totals | None
+    currency: str
+    intensity_basis: str
+    error: str = ""
+
+
+@dataclass
+class FleetSummary:
+    week_start: date
+    week_label: str
+    time_zone: str
+    start: datetime
+    end: datetime
+    teams: list[FleetTeamLine]
+    total: Totals | None  # None where teams differ in currency or intensity basis (never mixed)
+    idle: Totals
+    currency: str
+    intensity_basis: str
+    in_doubt: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def job_path(job_id: int) -> str:
+    """The job's page (the dashboard's, where it exists)."""
+    try:
+        return reverse("dashboard:job", args=[job_id])
+    except NoReverseMatch:
+        return f"/jobs/{job_id}/"
+
+
+def absolute(path: str) -> str:
+    return settings.FLEETWATT_BASE_URL.rstrip("/") + path
+
+
+def team_timezone(team: Team) -> str:
+    """The time zone of the site where most of the team's jobs ran; UTC when none has a site."""
+    row = (
+        Job.objects.filter(team=team, cluster__site__isnull=False)
+        .values("cluster__site__timezone")
+        .annotate(n=Count("id"))
+        .order_by("-n", "cluster__site__timezone")
+        .first()
+    )
+    return row["cluster__site__timezone"] if row else "UTC"
+
+
+def fleet_timezone() -> str:
+    """The time zone of the site with most clusters; UTC when there is none."""
+    row = Site.objects.annotate(n=Count("clusters")).order_by("-n", "name").values_list("timezone", flat=True).first()
+    return row or "UTC"
+
+
+def _totals(periods: list[dict[str, Any]]) -> Totals:
+    operational = sum(p["operational_kg"] for p in periods)
+    embodied = sum(p["embodied_kg"] for p in periods)
+    return Totals(
+        gpu_hours=sum(p["gpu_hours"] for p in periods),
+        energy_kwh=sum(p["energy_j"] for p in periods) / 3.6e6,
+        facility_kwh=sum(p["facility_kwh"] for p in periods),
+        operational_kg=operational,
+        embodied_kg=embodied,
+        co2e_kg=operational + embodied,
+        cost=sum((p["cost"] for p in periods), Decimal(0)),
+    )
+
+
+def _idle(periods: list[dict[str, Any]]) -> Totals | None:
+    lines = [p["idle"] for p in periods if p.get("idle")]
+    if not lines:
+        return None
+    return _totals(lines)
+
+
+def _change(metric: str, now: float, before: float) -> Change:
+    pct = (100.0 * (now - before) / before) if before else None
+    return Change(metric=metric, now=now, before=before, delta=now - before, pct=pct)
+
+
+def _row_totals(r: dict[str, Any]) -> Totals:
+    operational, embodied = r["op"] or 0.0, r["emb"] or 0.0
+    return Totals(
+        gpu_hours=(r["occ"] or 0.0) / 3600.0,
+        energy_kwh=(r["energy"] or 0.0) / 3.6e6,
+        facility_kwh=r["kwh"] or 0.0,
+        operational_kg=operational,
+        embodied_kg=embodied,
+        co2e_kg=operational + embodied,
+        cost=r["cost"] or Decimal(0),
+    )
+
+
+def _add(a: Totals, b: Totals) -> Totals:
+    return Totals(**{k: getattr(a, k) + getattr(b, k) for k in Totals.__dataclass_fields__})
+
+
+def _team_rows(team: Team, start: datetime, end: datetime):  # noqa: ANN202 - a queryset
+    """The rows team_rollup sums: the team's jobs, less those an admin excluded from its bill."""
+    return JobGpuHour.objects.filter(job__team=team, job__excluded_from_bill=False, hour__gte=start, hour__lt=end)
+
+
+@dataclass
+class _Waste:
+    lines: list[WasteLine]
+    total: Totals
+    per_job: dict[int, tuple[set[str], Totals]]
+    per_day_gpu_hours: dict[date, float]
+
+
+def _waste(team: Team, start: datetime, end: datetime, tz: ZoneInfo) -> _Waste:
+    """The week's share of each finding: the flagged job's rows in the week on the GPUs the finding names
+    (its evidence's `gpus`; all the job's GPUs where it names none), in the units of the rollup."""
+    kinds = [k for k, _ in WASTE_KINDS] + [Flag.Kind.LOW_COVERAGE]
+    flags = list(
+        Flag.objects.filter(
+            kind__in=kinds,
+            status__in=REPORTED_STATUSES,
+            job__team=team,
+            job__excluded_from_bill=False,
+            job_id__in=_team_rows(team, start, end).values("job_id"),
+        )
+        .order_by("job_id", "kind")
+        .values_list("job_id", "kind", "evidence")
+    )
+    gpus: dict[tuple[int, str], set[str] | None] = {}
+    for job_id, kind, evidence in flags:
+        named = (evidence or {}).get("gpus")
+        gpus[(job_id, kind)] = set(named) if named else None
+    rows = list(
+        _team_rows(team, start, end)
+        .filter(job_id__in={job_id for job_id, _ in gpus})
+        .annotate(day=TruncDay("hour", tzinfo=tz))
+        .values("job_id", "gpu__uuid", "day")
+        .annotate(
+            occ=Sum("occupancy_s"), energy=Sum("energy_j"), kwh=Sum("facility_kwh"),
+            op=Sum("operational_kg"), emb=Sum("embodied_kg"), cost=Sum("cost"),
+        )
+        .order_by("job_id", "gpu__uuid", "day")
+    )  # fmt: skip
+    by_kind: dict[str, Totals] = defaultdict(Totals)
+    jobs_of_kind: dict[str, set[int]] = defaultdict(set)
+    counted = {k for k, _ in WASTE_KINDS}
+    wasted: dict[tuple[int, str, date], Totals] = {}  # union over kinds: a GPU-hour is wasted once
+    kinds_of_job: dict[int, set[str]] = defaultdict(set)
+    for r in rows:
+        t = _row_totals(r)
+        for (job_id, kind), named in gpus.items():
+            if job_id != r["job_id"] or (named is not None and r["gpu__uuid"] not in named):
+                continue
+            by_kind[kind] = _add(by_kind[kind], t)
+            jobs_of_kind[kind].add(job_id)
+            if kind in counted:
+                wasted[(job_id, r["gpu__uuid"], r["day"].date())] = t
+                kinds_of_job[job_id].add(kind)
+    per_job: dict[int, tuple[set[str], Totals]] = {}
+    per_day: dict[date, float] = defaultdict(float)
+    total = Totals()
+    for (job_id, _gpu, day), t in wasted.items():
+        total = _add(total, t)
+        per_day[day] += t.gpu_hours
+        kinds_seen, job_total = per_job.get(job_id, (kinds_of_job[job_id], Totals()))
+        per_job[job_id] = (kinds_seen, _add(job_total, t))
+    lines = [WasteLine(kind=k, label=label, jobs=len(jobs_of_kind[k]), totals=by_kind[k]) for k, label in WASTE_KINDS]
+    low_ids = jobs_of_kind[Flag.Kind.LOW_COVERAGE]
+    coverages = list(Job.objects.filter(pk__in=low_ids).values_list("coverage", flat=True))
+    lines.append(
+        WasteLine(
+            kind=Flag.Kind.LOW_COVERAGE,
+            label=LOW_COVERAGE_LABEL,
+            jobs=len(low_ids),
+            totals=by_kind[Flag.Kind.LOW_COVERAGE],
+            counted=False,
+            mean_coverage=(sum(coverages) / len(coverages)) if coverages else None,
+        )
+    )
+    return _Waste(lines=lines, total=total, per_job=per_job, per_day_gpu_hours=dict(per_day))
+
+
+def _worst_jobs(per_job: dict[int, tuple[set[str], Totals]], limit: int = 5) -> list[WorstJob]:
+    ranked = sorted(per_job.items(), key=lambda kv: (-kv[1][1].cost, -kv[1][1].gpu_hours, kv[0]))[:limit]
+    jobs = Job.objects.filter(pk__in=[k for k, _ in ranked]).values("id", "job_key", "name", "user")
+    info = {j["id"]: j for j in jobs}
+    out = []
+    for job_id, (kinds, totals) in ranked:
+        path = job_path(job_id)
+        j = info[job_id]
+        out.append(
+            WorstJob(
+                id=job_id, job_key=j["job_key"], name=j["name"], user=j["user"], kinds=sorted(kinds),
+                totals=totals, path=path, url=absolute(path),
+            )
+        )  # fmt: skip
+    return out
+
+
+def _days(team: Team, week_start: date, tz: ZoneInfo, waste_per_day: dict[date, float]) -> list[DayBar]:
+    start, end = week_window(week_start, tz)
+    used = {
+        r["day"].date(): r
+        for r in _team_rows(team, start, end)
+        .annotate(day=TruncDay("hour", tzinfo=tz))
+        .values("day")
+        .annotate(occ=Sum("occupancy_s"), cost=Sum("cost"))
+        .order_by("day")
+    }
+    days = []
+    peak = max([(r["occ"] or 0.0) / 3600.0 for r in used.values()] + [0.0])
+    for day, _s, _e in day_windows(week_start, tz):
+        r = used.get(day, {})
+        gpu_hours = (r.get("occ") or 0.0) / 3600.0
+        waste = min(gpu_hours, waste_per_day.get(day, 0.0))
+        waste_pct = round(100 * waste / peak) if peak else 0
+        total_pct = round(100 * gpu_hours / peak) if peak else 0
+        days.append(
+            DayBar(
+                label=f"{day:%a} {day.day} {day:%b}",
+                gpu_hours=gpu_hours,
+                waste_gpu_hours=waste,
+                cost=r.get("cost") or Decimal(0),
+                busy_pct=max(0, total_pct - waste_pct),
+                waste_pct=waste_pct,
+                rest_pct=100 - max(total_pct, waste_pct),
+            )
+        )
+    return days
+
+
+def _sources(team: Team, start: datetime, end: datetime, zones: list[str], basis: str) -> list[str]:
+    found = set(
+        IntensityHour.objects.filter(zone__in=zones, basis=basis, hour__gte=start, hour__lt=end)
+        .values_list("source", flat=True)
+        .distinct()
+    )
+    if not found:  # hours filled in from a monthly mean: the jobs say where it came from
+        found = set(
+            Job.objects.filter(pk__in=_team_rows(team, start, end).values("job_id"))
+            .exclude(intensity_source="")
+            .values_list("intensity_source", flat=True)
+            .distinct()
+        )
+    return sorted(found)
+
+
+def report_build(*, team: Team, week_start: date) -> TeamReport:
+    """The team's report for the local week that began on `week_start` (a Monday). Raises
+    MixedBasisError where the team's week spans sites on different intensity bases."""
+    tz_name = team_timezone(team)
+    tz = zone(tz_name)
+    start, end = week_window(week_start, tz)
+    prev_start, prev_end = week_window(week_start - timedelta(days=7), tz)
+    rollup = team_rollup(team=team, start=start, end=end, granularity="week")
+    previous_rollup = team_rollup(team=team, start=prev_start, end=prev_end, granularity="week")
+    week, previous = _totals(rollup["periods"]), _totals(previous_rollup["periods"])
+    waste = _waste(team, start, end, tz)
+    zones, basis = rollup["intensity_zones"], rollup["intensity_basis"]
+    estimated_s = (
+        _team_rows(team, start, end).filter(intensity_estimated=True).aggregate(s=Sum("occupancy_s"))["s"] or 0.0
+    )
+    return TeamReport(
+        team_id=team.pk,
+        team_name=team.name,
+        team_label=str(team),
+        week_start=week_start,
+        week_label=week_label(week_start),
+        time_zone=tz_name,
+        start=start,
+        end=end,
+        currency=rollup["currency"] or previous_rollup["currency"],
+        intensity_basis=basis,
+        intensity_zones=zones,
+        intensity_sources=_sources(team, start, end, zones, basis),
+        estimated_gpu_hours=estimated_s / 3600.0,
+        week=week,
+        previous=previous,
+        changes=[
+            _change("gpu_hours", week.gpu_hours, previous.gpu_hours),
+            _change("energy_kwh", week.energy_kwh, previous.energy_kwh),
+            _change("co2e_kg", week.co2e_kg, previous.co2e_kg),
+            _change("cost", float(week.cost), float(previous.cost)),
+        ],
+        waste=waste.lines,
+        waste_total=waste.total,
+        waste_cost_pct=(100.0 * float(waste.total.cost / week.cost)) if week.cost else None,
+        worst_jobs=_worst_jobs(waste.per_job),
+        days=_days(team, week_start, tz, waste.per_day_gpu_hours),
+        idle_share=_idle(rollup["periods"]),
+    )
+
+
+def fleet_summary_build(*, week_start: date) -> FleetSummary:
+    """Every team with GPU-hours in the week (in the fleet's main time zone), its numbers and waste, the
+    clusters' idle line; a fleet total only where every team shares one currency and one basis."""
+    from .models import WeeklyReport
+
+    tz_name = fleet_timezone()
+    tz = zone(tz_name)
+    start, end = week_window(week_start, tz)
+    active = JobGpuHour.objects.filter(hour__gte=start, hour__lt=end).values("job__team")
+    lines: list[FleetTeamLine] = []
+    for team in Team.objects.filter(pk__in=active).order_by("name"):
+        try:
+            rollup = team_rollup(team=team, start=start, end=end, granularity="week")
+        except MixedBasisError as exc:
+            lines.append(FleetTeamLine(team.pk, team.name, str(team), None, None, "", "", error=str(exc)))
+            continue
+        lines.append(
+            FleetTeamLine(
+                team_id=team.pk, team_name=team.name, team_label=str(team), week=_totals(rollup["periods"]),
+                waste_total=_waste(team, start, end, tz).total, currency=rollup["currency"],
+                intensity_basis=rollup["intensity_basis"],
+            )
+        )  # fmt: skip
+    ok = [line for line in lines if line.week is not None]
+    currencies = {line.currency for line in ok if line.currency}
+    bases = {line.intensity_basis for line in ok if line.intensity_basis}
+    total = None
+    notes = []
+    if len(currencies) <= 1 and len(bases) <= 1:
+        total = Totals()
+        for line in ok:
+            total = _add(total, line.week)  # type: ignore[arg-type]
+    else:
+        notes.append("No fleet total: teams differ in currency or intensity basis, and a report never mixes them.")
+    idle = Totals()
+    for cluster in Cluster.objects.filter(site__isnull=False, site__timezone=tz_name).order_by("name"):
+        doc = cluster_rollup(cluster=cluster, start=start, end=end, granularity="week")
+        line = _idle(doc["periods"])
+        if line is not None:
+            idle = _add(idle, line)
+    in_doubt = WeeklyReport.objects.filter(status=WeeklyReport.Status.SENDING, team__isnull=False).count()
+    return FleetSummary(
+        week_start=week_start,
+        week_label=week_label(week_start),
+        time_zone=tz_name,
+        start=start,
+        end=end,
+        teams=lines,
+        total=total,
+        idle=idle,
+        currency=next(iter(currencies)) if len(currencies) == 1 else "",
+        intensity_basis=next(iter(bases)) if len(bases) == 1 else "",
+        in_doubt=in_doubt,
+        notes=notes,
+    )
+
+
+def report_document(report: TeamReport | FleetSummary) -> dict[str, Any]:
+    """The report as JSON-able data (Decimals as strings): what the templates render and the archive keeps."""
+    return json.loads(json.dumps(asdict(report), cls=DjangoJSONEncoder))
+
+
+def due_teams() -> list[Team]:
+    """Teams with at least one active recipient."""
+    return list(Team.objects.filter(Q(report_recipients__active=True)).distinct().order_by("name"))

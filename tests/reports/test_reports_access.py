@@ -1,0 +1,119 @@
+"""Who sees which report, in the browser and through /api/reports/; who previews, sends and keeps
+recipients; the command."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.test import Client
+from rest_framework.test import APIClient
+
+from apps.reports.models import ReportRecipient, WeeklyReport
+from apps.reports.tasks import send_weekly_reports_task
+
+from .conftest import DUE, WEEK, Sink, World
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def sent(world: World, smtp: Sink) -> World:
+    send_weekly_reports_task(now_iso=DUE)
+    assert WeeklyReport.objects.filter(status="sent").count() == 3  # vision, nlp, the fleet summary
+    return world
+
+
+def _client(user) -> Client:  # noqa: ANN001
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def _api(user) -> APIClient:  # noqa: ANN001
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def test_a_non_member_cannot_see_another_teams_report(sent: World) -> None:
+    vision = WeeklyReport.objects.get(team=sent.fleet.team, week_start=WEEK)
+    nlp = WeeklyReport.objects.get(team=sent.other_team, week_start=WEEK)
+    fleet = WeeklyReport.objects.get(team__isnull=True, week_start=WEEK)
+    assert _client(sent.member).get(f"/reports/{vision.pk}/").status_code == 200
+    assert _client(sent.outsider).get(f"/reports/{vision.pk}/").status_code == 404
+    assert _client(sent.outsider).get(f"/reports/{nlp.pk}/").status_code == 200
+    assert _client(sent.member).get(f"/reports/{fleet.pk}/").status_code == 404
+    assert _client(sent.admin).get(f"/reports/{fleet.pk}/").status_code == 200
+    assert Client().get(f"/reports/{vision.pk}/").status_code == 302  # to the login page
+    archive = _client(sent.outsider).get("/reports/").content.decode()
+    assert f"/reports/{nlp.pk}/" in archive and f"/reports/{vision.pk}/" not in archive
+
+
+def test_api_reports_scoping(sent: World) -> None:
+    vision = WeeklyReport.objects.get(team=sent.fleet.team, week_start=WEEK)
+    nlp = WeeklyReport.objects.get(team=sent.other_team, week_start=WEEK)
+    assert APIClient().get("/api/reports/").status_code in (401, 403)
+    mine = _api(sent.member).get("/api/reports/").json()["results"]
+    assert [r["id"] for r in mine] == [vision.pk] and mine[0]["team"] == "vision" and mine[0]["status"] == "sent"
+    assert "html" not in mine[0] and mine[0]["recipient_count"] == 2
+    assert _api(sent.member).get(f"/api/reports/{nlp.pk}/").status_code == 404
+    assert [r["id"] for r in _api(sent.outsider).get("/api/reports/").json()["results"]] == [nlp.pk]
+    everything = _api(sent.admin).get("/api/reports/").json()["results"]
+    assert {r["team"] for r in everything} == {"vision", "nlp", None}
+    assert [r["id"] for r in _api(sent.admin).get("/api/reports/", {"team": "nlp"}).json()["results"]] == [nlp.pk]
+    assert len(_api(sent.admin).get("/api/reports/", {"fleet": "true"}).json()["results"]) == 1
+    detail = _api(sent.member).get(f"/api/reports/{vision.pk}/").json()
+    assert detail["text"] == vision.text and detail["data"]["team_name"] == "vision"
+    csv = _api(sent.admin).get("/api/reports/", {"format": "csv"})
+    assert csv.status_code == 200 and b"week_start" in csv.content
+
+
+def test_preview_and_send_now_are_for_admins(world: World, smtp: Sink) -> None:
+    team = world.fleet.team
+    query = {"team": team.pk, "week": WEEK.isoformat()}
+    assert _client(world.member).get("/reports/preview/", query).status_code == 403
+    page = _client(world.admin).get("/reports/preview/", query)
+    assert page.status_code == 200 and b"Plain-text part" in page.content
+    assert not smtp.received and not WeeklyReport.objects.exists()  # a preview sends and claims nothing
+    assert _client(world.member).post("/reports/send/", query).status_code == 403
+    assert _client(world.admin).post("/reports/send/", query).status_code == 302
+    assert len(smtp.received) == 2
+    _client(world.admin).post("/reports/send/", query)  # already sent: nothing
+    assert len(smtp.received) == 2
+    _client(world.admin).post("/reports/send/", {**query, "again": "1"})  # the admin's explicit resend
+    assert len(smtp.received) == 4
+    assert WeeklyReport.objects.get(team=team, week_start=WEEK).send_count == 2
+    assert _client(world.admin).get("/reports/preview/", {"week": WEEK.isoformat()}).status_code == 200  # fleet
+
+
+def test_leads_and_admins_keep_recipients(world: World) -> None:
+    url = f"/reports/teams/{world.fleet.team.pk}/recipients/"
+    assert _client(world.member).get(url).status_code == 403
+    assert _client(world.outsider).get(url).status_code == 404
+    lead = _client(world.lead)
+    assert lead.get(url).status_code == 200
+    lead.post(url, {"action": "add", "email": "New@Example.org"})
+    assert ReportRecipient.objects.get(team=world.fleet.team, email="new@example.org").active
+    lead.post(url, {"action": "add", "email": "gone@example.org"})  # subscribes it again
+    assert ReportRecipient.objects.get(email="gone@example.org").active
+    lead.post(url, {"action": "add", "email": "not an address"})
+    assert not ReportRecipient.objects.filter(email="not an address").exists()
+    lead.post(url, {"action": "remove", "recipient": world.recipients["ada"].pk})
+    assert not ReportRecipient.objects.filter(pk=world.recipients["ada"].pk).exists()
+
+
+def test_command_dry_run_sends_nothing_and_week_must_be_a_monday(world: World, smtp: Sink) -> None:
+    out = StringIO()
+    call_command("send_weekly_reports", "--week", WEEK.isoformat(), "--team", "vision", "--dry-run", stdout=out)
+    assert "Subject: fleetwatt weekly report: vision" in out.getvalue() and "Cost:" in out.getvalue()
+    assert not smtp.received and not WeeklyReport.objects.exists()
+    with pytest.raises(CommandError, match="Monday"):
+        call_command("send_weekly_reports", "--week", "2026-11-03")
+    with pytest.raises(CommandError, match="No team"):
+        call_command("send_weekly_reports", "--team", "nobody")
+    out = StringIO()
+    call_command("send_weekly_reports", "--week", WEEK.isoformat(), "--team", "vision", stdout=out)
+    assert "vision week of 2026-11-02: sent (2 delivered)" in out.getvalue()
+    assert len(smtp.received) == 2  # --team: no fleet summary
