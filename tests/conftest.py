@@ -91,7 +91,9 @@ def _close_stray_connections(django_db_setup: None, django_db_blocker: Any) -> I
     from django.db import connection
 
     with django_db_blocker.unblock(), connection.cursor() as cursor:
+        # Only ever a test database: never the developer's own, whatever this session was pointed at.
         cursor.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            "WHERE datname = current_database() AND current_database() LIKE 'test\\_%%' "
+            "AND pid <> pg_backend_pid()"
         )

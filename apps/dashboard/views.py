@@ -14,6 +14,7 @@ from apps.carbon.selectors import MixedBasisError, team_rollup
 from apps.fleet.models import Cluster, Team
 from apps.jobs.models import Job
 from apps.telemetry.models import IngestedHour
+from apps.waste.models import Flag
 
 from .selectors import low_coverage_jobs, team_daily_energy
 
@@ -67,7 +68,8 @@ def fleet(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def team(request: HttpRequest, team_id: int) -> HttpResponse:
-    """One team over a period: cost, energy and carbon side by side, from the same rollup as the API."""
+    """One team over a period: cost, energy and carbon side by side. The charts load the same rollup
+    the API serves (`/api/teams/{id}/rollup/`); the tables are the team's jobs, waste and gaps."""
     team = get_object_or_404(Team.objects.visible_to(request.user), pk=team_id)
     start, end = _period(request)
     try:
@@ -75,22 +77,25 @@ def team(request: HttpRequest, team_id: int) -> HttpResponse:
         error = ""
     except MixedBasisError as exc:
         rollup, error = None, str(exc)
-    totals = _totals(rollup["periods"]) if rollup else {}
-    jobs = (
-        Job.objects.visible_to(request.user)
-        .filter(team=team, start__lt=end)
-        .exclude(end__lt=start)
-        .order_by("-cost", "id")[:10]
-    )
+    jobs = Job.objects.visible_to(request.user).filter(team=team, start__lt=end).exclude(end__lt=start)
+    threshold = settings.FLEETWATT_COVERAGE_THRESHOLD
     context = {
         "team": team,
         "start": start.date(),
         "end": end.date(),
         "rollup": rollup,
         "error": error,
-        "totals": totals,
-        "top_jobs": [_with_split(job) for job in jobs],
+        "totals": _totals(rollup["periods"]) if rollup else {},
+        "top_jobs": [_with_split(job) for job in jobs.order_by("-cost", "id")[:10]],
+        "low_coverage": [
+            _with_split(job) for job in jobs.filter(coverage__lt=threshold, sampled_s__gt=0).order_by("coverage", "id")
+        ],
+        "waste": Flag.objects.filter(job__in=jobs, kind__in=[Flag.Kind.MEMORY_HOG, Flag.Kind.IDLE_ALLOCATION])
+        .select_related("job")
+        .order_by("kind", "-created_at"),
+        "threshold_pct": round(threshold * 100),
         "sources": sorted(set(jobs.values_list("intensity_source", flat=True)) - {""}),
+        "api_query": f"start={start.date().isoformat()}&end={end.date().isoformat()}",
     }
     return render(request, "dashboard/team.html", context)
 

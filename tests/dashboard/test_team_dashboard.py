@@ -40,6 +40,14 @@ def test_team_page_shows_cost_energy_carbon_and_the_intensity_basis(live_server,
     assert plotted["facility energy (kWh)"] == pytest.approx(sum(p["facility_kwh"] for p in rollup["periods"]))
     assert plotted["operational CO2e (kg)"] == pytest.approx(sum(p["operational_kg"] for p in rollup["periods"]))
     assert plotted["embodied CO2e (kg)"] == pytest.approx(sum(p["embodied_kg"] for p in rollup["periods"]))
+    page.wait_for_selector("#method-chart .main-svg")
+    by_method = page.evaluate(
+        "document.getElementById('method-chart').data.reduce((s, t) => s + t.y.reduce((a, b) => a + b, 0), 0)"
+    )
+    assert by_method == pytest.approx(sum(p["energy_j"] for p in rollup["periods"]) / 3.6e6)
+    csv = page.request.get(live_server.url + page.get_attribute("#rollup-csv", "href"))
+    assert csv.ok and csv.headers["content-type"].startswith("text/csv")
+    assert csv.text().splitlines()[0].startswith("period,") and len(csv.text().splitlines()) == 3
     note = page.inner_text("#intensity-note")
     assert "location basis" in note and "TEST" in note and "test" in note
     page.screenshot(path=str(ARTIFACTS / "dashboard-team.png"), full_page=True)

@@ -1,27 +1,45 @@
-// Team dashboard: per day, cost, energy and carbon side by side (three panels sharing the days).
+// Team dashboard: loads the team's rollup from the API (the numbers of record) and draws, per day,
+// cost, energy and carbon side by side, and GPU energy stacked by split method.
 (function () {
   "use strict";
-  const rollup = JSON.parse(document.getElementById("rollup-data").textContent);
-  const el = document.getElementById("team-chart");
-  const days = rollup.periods.map((p) => p.period);
-  if (!days.length) { el.textContent = "No jobs in this period."; return; }
-  const cur = rollup.currency || "";
-  const traces = [
-    { type: "bar", name: "cost (" + cur + ")", x: days, y: rollup.periods.map((p) => Number(p.cost)), xaxis: "x", yaxis: "y", marker: { color: "#6a4c93" } },
-    { type: "bar", name: "facility energy (kWh)", x: days, y: rollup.periods.map((p) => p.facility_kwh), xaxis: "x2", yaxis: "y2", marker: { color: "#1b6ca8" } },
-    { type: "bar", name: "operational CO2e (kg)", x: days, y: rollup.periods.map((p) => p.operational_kg), xaxis: "x3", yaxis: "y3", marker: { color: "#3fa34d" } },
-    { type: "bar", name: "embodied CO2e (kg)", x: days, y: rollup.periods.map((p) => p.embodied_kg), xaxis: "x3", yaxis: "y3", marker: { color: "#a5d6a7" } },
-  ];
-  Plotly.newPlot(el, traces, {
-    grid: { rows: 1, columns: 3, pattern: "independent" },
-    xaxis: { type: "category" }, xaxis2: { type: "category" }, xaxis3: { type: "category" },
-    barmode: "stack",
-    margin: { t: 30, r: 10, b: 60, l: 50 },
-    annotations: [
-      { text: "Cost (" + cur + ")", xref: "x domain", yref: "y domain", x: 0.5, y: 1.1, showarrow: false },
-      { text: "Energy (kWh)", xref: "x2 domain", yref: "y2 domain", x: 0.5, y: 1.1, showarrow: false },
-      { text: "Carbon (kg CO2e)", xref: "x3 domain", yref: "y3 domain", x: 0.5, y: 1.1, showarrow: false },
-    ],
-    legend: { orientation: "h", y: -0.2 },
-  }, { displaylogo: false, responsive: true });
+  const section = document.getElementById("team-charts");
+  const methodColors = { whole_gpu: "#1b6ca8", sm_time: "#3fa34d", busy_time: "#8bc34a", memory: "#f0a202", equal: "#d1495b" };
+
+  function draw(rollup) {
+    const el = document.getElementById("team-chart");
+    const days = rollup.periods.map((p) => p.period);
+    if (!days.length) { el.textContent = "No jobs in this period."; return; }
+    const cur = rollup.currency || "";
+    Plotly.newPlot(el, [
+      { type: "bar", name: "cost (" + cur + ")", x: days, y: rollup.periods.map((p) => Number(p.cost)), xaxis: "x", yaxis: "y", marker: { color: "#6a4c93" } },
+      { type: "bar", name: "facility energy (kWh)", x: days, y: rollup.periods.map((p) => p.facility_kwh), xaxis: "x2", yaxis: "y2", marker: { color: "#1b6ca8" } },
+      { type: "bar", name: "operational CO2e (kg)", x: days, y: rollup.periods.map((p) => p.operational_kg), xaxis: "x3", yaxis: "y3", marker: { color: "#3fa34d" } },
+      { type: "bar", name: "embodied CO2e (kg)", x: days, y: rollup.periods.map((p) => p.embodied_kg), xaxis: "x3", yaxis: "y3", marker: { color: "#a5d6a7" } },
+    ], {
+      grid: { rows: 1, columns: 3, pattern: "independent" },
+      xaxis: { type: "category" }, xaxis2: { type: "category" }, xaxis3: { type: "category" },
+      barmode: "stack",
+      margin: { t: 30, r: 10, b: 60, l: 50 },
+      annotations: [
+        { text: "Cost (" + cur + ")", xref: "x domain", yref: "y domain", x: 0.5, y: 1.1, showarrow: false },
+        { text: "Energy (kWh)", xref: "x2 domain", yref: "y2 domain", x: 0.5, y: 1.1, showarrow: false },
+        { text: "Carbon (kg CO2e)", xref: "x3 domain", yref: "y3 domain", x: 0.5, y: 1.1, showarrow: false },
+      ],
+      legend: { orientation: "h", y: -0.2 },
+    }, { displaylogo: false, responsive: true });
+
+    const methods = Object.keys(methodColors).filter((m) => rollup.periods.some((p) => p.energy_by_method_j[m]));
+    Plotly.newPlot(document.getElementById("method-chart"), methods.map((m) => ({
+      type: "bar", name: m, marker: { color: methodColors[m] }, x: days,
+      y: rollup.periods.map((p) => (p.energy_by_method_j[m] || 0) / 3.6e6),
+    })), {
+      barmode: "stack", xaxis: { type: "category" }, yaxis: { title: { text: "GPU energy (kWh)" } },
+      margin: { t: 10, r: 10, b: 40, l: 60 }, legend: { orientation: "h" },
+    }, { displaylogo: false, responsive: true });
+  }
+
+  fetch(section.dataset.rollupUrl, { credentials: "same-origin", headers: { Accept: "application/json" } })
+    .then((r) => (r.ok ? r.json() : Promise.reject(r.status)))
+    .then(draw)
+    .catch((status) => { document.getElementById("team-chart").textContent = "Could not load the figures (" + status + ")."; });
 })();
