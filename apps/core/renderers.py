@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from rest_framework.renderers import BaseRenderer
@@ -43,3 +44,17 @@ class UnitCSVRenderer(BaseRenderer):
         writer.writeheader()
         writer.writerows(flat)
         return out.getvalue().encode(self.charset)
+
+
+def csv_stream(rows: Iterator[dict[str, Any]], columns: list[str]) -> Iterator[str]:
+    """CSV text a chunk at a time, for a StreamingHttpResponse: the header, then each row flattened."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for n, row in enumerate(rows, 1):
+        writer.writerow(_flatten(row))
+        if n % 500 == 0:
+            yield out.getvalue()
+            out.seek(0)
+            out.truncate()
+    yield out.getvalue()
