@@ -7,6 +7,7 @@ urlpatterns = [
     path("", views.fleet, name="fleet"),
     path("teams/<int:team_id>/", views.team, name="team"),
     path("jobs/<int:job_id>/", views.job, name="job"),
+    path("gpus/<int:gpu_id>/", views.gpu, name="gpu"),
     path("audit/", audit_views.queue, name="audit"),
     path("audit/<int:flag_id>/act/", audit_views.act, name="audit-act"),
     path("tokens/", token_views.tokens, name="tokens"),

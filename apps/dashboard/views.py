@@ -5,13 +5,16 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.db.models import Max, Min, Sum
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 
 from apps.carbon.models import GpuModel
-from apps.carbon.selectors import MixedBasisError, team_rollup
-from apps.fleet.models import Cluster, Team
+from apps.carbon.selectors import MixedBasisError, cluster_rollup, team_rollup
+from apps.core.access import user_sees_all_teams
+from apps.fleet.models import Cluster, Gpu, Team
 from apps.jobs.models import Job
 from apps.telemetry.models import IngestedHour
 from apps.waste.models import Flag
@@ -60,6 +63,7 @@ def fleet(request: HttpRequest) -> HttpResponse:
         "threshold_pct": round(threshold * 100),
         "has_data": IngestedHour.objects.exists(),
         "teams": Team.objects.visible_to(request.user).order_by("name"),
+        "fleet": _fleet_overview(start, end) if user_sees_all_teams(request.user) else None,
         "prometheus_url": Cluster.objects.values_list("prometheus_url", flat=True).first()
         or settings.FLEETWATT_PROMETHEUS_URL,
     }
@@ -133,3 +137,54 @@ def job(request: HttpRequest, job_id: int) -> HttpResponse:
         "tdp_ratio": (tdp_estimate_j / job.energy_j) if job.energy_j else None,
     }
     return render(request, "dashboard/job.html", context)
+
+
+def _fleet_overview(start: datetime, end: datetime) -> dict:
+    """For admins and finance: each cluster's use and idle line, and the teams side by side."""
+    clusters = []
+    for cluster in Cluster.objects.select_related("site").order_by("name"):
+        try:
+            doc = cluster_rollup(cluster=cluster, start=start, end=end, granularity="month")
+        except MixedBasisError:
+            continue
+        used = sum(p["gpu_hours"] for p in doc["periods"])
+        idle = sum((p["idle"] or {}).get("gpu_hours", 0.0) for p in doc["periods"])
+        clusters.append(
+            {
+                "cluster": cluster,
+                "gpu_hours_used": used,
+                "gpu_hours_idle": idle,
+                "utilisation": used / (used + idle) if used + idle else None,
+                "idle_energy_kwh": sum((p["idle"] or {}).get("energy_j", 0.0) for p in doc["periods"]) / 3.6e6,
+                "idle_cost": sum(((p["idle"] or {}).get("cost", Decimal(0)) for p in doc["periods"]), Decimal(0)),
+                "embodied_per_useful_gpu_hour": doc["embodied_kg_per_useful_gpu_hour"],
+                "currency": doc["currency"],
+            }
+        )
+    teams = []
+    for team in Team.objects.order_by("name"):
+        try:
+            totals = _totals(team_rollup(team=team, start=start, end=end, granularity="month")["periods"])
+        except MixedBasisError:
+            continue
+        if totals["gpu_hours"]:
+            teams.append({"team": team.name, **{k: float(v) for k, v in totals.items()}})
+    return {"clusters": clusters, "teams": teams}
+
+
+@login_required
+def gpu(request: HttpRequest, gpu_id: int) -> HttpResponse:
+    """A GPU: its hours (device, jobs and idle energy, occupancy) and the jobs that ran on it."""
+    if not user_sees_all_teams(request.user):
+        raise PermissionDenied("The fleet's GPUs are for admins and finance.")
+    gpu = get_object_or_404(Gpu.objects.select_related("node__cluster"), pk=gpu_id)
+    start, end = _period(request)
+    hours = gpu.hours.filter(hour__gte=start, hour__lt=end).order_by("hour")
+    jobs = (
+        gpu.job_hours.filter(hour__gte=start, hour__lt=end)
+        .values("job_id", "job__job_key", "job__team__name")
+        .annotate(energy_j=Sum("energy_j"), occupancy_s=Sum("occupancy_s"), first=Min("hour"), last=Max("hour"))
+        .order_by("first")
+    )
+    context = {"gpu": gpu, "hours": hours, "jobs": jobs, "start": start.date(), "end": end.date()}
+    return render(request, "dashboard/gpu.html", context)

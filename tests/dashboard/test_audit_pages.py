@@ -66,3 +66,15 @@ def test_members_cannot_use_the_queue_nor_open_other_teams_jobs(world) -> None:
     stranger.team = stranger_team
     stranger.save()
     assert client.get(f"/jobs/{stranger.pk}/").status_code == 404
+
+
+def test_fleet_overview_for_admins_and_the_gpu_page(world) -> None:
+    fleet, job, flag, admin, member = world
+    admin_page = _login(admin).get("/", {"start": "2026-11-02", "end": "2026-11-03"})
+    assert b"Clusters: use and the idle line" in admin_page.content and b"teams-data" in admin_page.content
+    member_page = _login(member).get("/", {"start": "2026-11-02", "end": "2026-11-03"})
+    assert b"Clusters: use and the idle line" not in member_page.content
+    gpu = fleet.gpus[0]
+    page = _login(admin).get(f"/gpus/{gpu.pk}/", {"start": "2026-11-02", "end": "2026-11-03"})
+    assert page.status_code == 200 and b"slurm/hog" in page.content
+    assert _login(member).get(f"/gpus/{gpu.pk}/").status_code == 403
