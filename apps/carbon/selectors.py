@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db.models import Count, F, Q, QuerySet, Sum
 from django.db.models.functions import TruncDay, TruncMonth, TruncWeek
 
+from apps.carbon.models import JobGroup
 from apps.fleet.models import Cluster, Team
 from apps.jobs.models import JobGpuHour, JobGpuHourEnergy
 from apps.telemetry.models import GpuHour
@@ -156,6 +157,17 @@ def _share_idle(*, team: Team, start: datetime, end: datetime, trunc: Any, perio
         p = periods.setdefault(period, PeriodTotals(period=period))
         shared = {k: (v * Decimal(repr(share)) if isinstance(v, Decimal) else v * share) for k, v in idle.items()}
         p.idle = shared if p.idle is None else {k: p.idle[k] + shared[k] for k in shared}
+
+
+def job_group_rollup(*, group: JobGroup, start: datetime, end: datetime, granularity: str) -> dict[str, Any]:
+    """A campaign's or model's runs per period, failed and abandoned ones included: the delivered
+    model's footprint with its sweeps."""
+    trunc = TRUNC[granularity]
+    rows = JobGpuHour.objects.filter(job__job_group=group, hour__gte=start, hour__lt=end)
+    basis, zones, currency = _bases(Cluster.objects.filter(pk__in=rows.values("gpu__node__cluster")))
+    periods = _sum_rows(rows, trunc)
+    _methods(JobGpuHourEnergy.objects.filter(job__job_group=group, hour__gte=start, hour__lt=end), trunc, periods)
+    return _document(periods, basis=basis, zones=zones, currency=currency, granularity=granularity)
 
 
 def cluster_rollup(*, cluster: Cluster, start: datetime, end: datetime, granularity: str) -> dict[str, Any]:

@@ -193,3 +193,39 @@ def test_shift_saving_is_zero_when_already_in_the_cleanest_window() -> None:
 def test_footprint_without_configuration_is_plain_energy() -> None:
     fp = footprint(energy_j=3.6e6, gpu_hours=1.0, factors=HourFactors())
     assert (fp.gpu_kwh, fp.server_kwh, fp.facility_kwh, fp.operational_kg, fp.embodied_kg) == (1, 1, 1, None, 0)
+
+
+def test_job_group_rollup_includes_every_run_of_the_group() -> None:
+    fleet = fleet_build(servers=1)
+    intensity_set("TEST", [0.3] * 24)
+    group = JobGroup.objects.create(name="llm-7b", match_kind="account", match_value="llm")
+    runs = [job_run(fleet, key=f"slurm/{k}", gpus=fleet.gpus[k : k + 1], hours=3, power_w=500) for k in range(3)]
+    Job.objects.filter(pk__in=[r.pk for r in runs]).update(account="llm")  # a delivered run and two failed ones
+    job_groups_assign()
+    footprints_refresh()
+    admin = User.objects.create_user("fin", is_staff=True)
+    client = APIClient()
+    client.force_authenticate(admin)
+    doc = client.get(f"/api/job-groups/{group.pk}/rollup/", {"start": "2026-11-02", "end": "2026-11-03"}).json()
+    jobs = Job.objects.filter(job_group=group)
+    assert jobs.count() == 3
+    assert sum(p["operational_kg"] for p in doc["periods"]) == pytest.approx(sum(j.operational_kg for j in jobs))
+    assert sum(Decimal(p["cost"]) for p in doc["periods"]) == sum(j.cost for j in jobs)
+
+
+def test_sci_per_unit_of_work_reported_through_the_api() -> None:
+    fleet = fleet_build(servers=1)
+    intensity_set("TEST", [0.3] * 24)
+    job = job_run(fleet, key="slurm/inf", gpus=fleet.gpus[:1], hours=2, power_w=500)
+    footprints_refresh()
+    member = User.objects.create_user("ada")
+    from apps.fleet.models import TeamMembership
+
+    TeamMembership.objects.create(user=member, team=fleet.team)
+    client = APIClient()
+    client.force_authenticate(member)
+    body = client.post(f"/api/jobs/{job.pk}/work/", {"work_units": 2000, "work_unit": "1k_tokens"}).json()
+    job.refresh_from_db()
+    assert body["functional_unit"] == "1k_tokens"
+    assert body["sci_kg"] == pytest.approx((job.operational_kg + job.embodied_kg) / 2000)
+    assert client.post(f"/api/jobs/{job.pk}/work/", {"work_units": -1, "work_unit": "x"}).status_code == 400

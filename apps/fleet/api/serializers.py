@@ -1,5 +1,6 @@
 from rest_framework import serializers
 
+from apps.carbon.models import JobGroup
 from apps.fleet.models import Cluster, Gpu, Team
 
 
@@ -47,3 +48,9 @@ class ClusterSerializer(serializers.ModelSerializer):
     class Meta:
         model = Cluster
         fields = ["id", "name", "site", "scrape_interval_s"]
+
+
+class JobGroupSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = JobGroup
+        fields = ["id", "name", "match_kind", "match_value", "flexible"]

@@ -12,13 +12,14 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.carbon.selectors import MixedBasisError, cluster_rollup, team_rollup
+from apps.carbon.models import JobGroup
+from apps.carbon.selectors import MixedBasisError, cluster_rollup, job_group_rollup, team_rollup
 from apps.core.access import user_sees_all_teams
 from apps.core.authentication import ReadOnlyForApiTokens
 from apps.fleet.models import Cluster, Gpu, Team
 
 from .rollups import RollupQuerySerializer, RollupSerializer
-from .serializers import ClusterSerializer, GpuSerializer, TeamSerializer
+from .serializers import ClusterSerializer, GpuSerializer, JobGroupSerializer, TeamSerializer
 
 
 class GpuFilterSet(django_filters.FilterSet):
@@ -121,3 +122,17 @@ class ClusterViewSet(_RollupMixin, viewsets.ReadOnlyModelViewSet):
     def rollup(self, request: Request, pk: str | None = None) -> Response:
         cluster = self.get_object()
         return self._rollup(request, lambda **q: cluster_rollup(cluster=cluster, **q))
+
+
+class JobGroupViewSet(_RollupMixin, viewsets.ReadOnlyModelViewSet):
+    """Job groups (campaigns, models) and their runs' energy, cost and carbon per period (finance, admins)."""
+
+    serializer_class = JobGroupSerializer
+    permission_classes = [permissions.IsAuthenticated, IsAdminOrFinance, ReadOnlyForApiTokens]
+    queryset = JobGroup.objects.order_by("name")
+
+    @extend_schema(parameters=[RollupQuerySerializer], responses=RollupSerializer)
+    @action(detail=True, methods=["get"])
+    def rollup(self, request: Request, pk: str | None = None) -> Response:
+        group = self.get_object()
+        return self._rollup(request, lambda **q: job_group_rollup(group=group, **q))

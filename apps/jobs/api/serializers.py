@@ -134,3 +134,10 @@ class JobDetailSerializer(JobSerializer):
             g["occupancy_s"] += row.occupancy_s
             g["peak_memory_bytes"] = max(g["peak_memory_bytes"], row.peak_memory_bytes)
         return sorted(per_gpu.values(), key=lambda g: (g["hostname"], g["gpu_index"]))
+
+
+class WorkSerializer(serializers.Serializer):
+    work_units = serializers.FloatField(min_value=1e-9, max_value=1e18, help_text="How many units of work the run did.")
+    work_unit = serializers.RegexField(
+        r"^[a-z0-9_]{1,30}$", help_text='The unit, e.g. "1k_tokens" or "request" (lower case, digits, _).'
+    )

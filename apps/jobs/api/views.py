@@ -2,7 +2,9 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
+from drf_spectacular.utils import extend_schema
 from rest_framework import viewsets
+from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -10,7 +12,7 @@ from apps.core.renderers import csv_stream
 from apps.jobs.filtersets import JobFilterSet
 from apps.jobs.models import Job
 
-from .serializers import JobDetailSerializer, JobSerializer
+from .serializers import JobDetailSerializer, JobSerializer, WorkSerializer
 
 
 class JobViewSet(viewsets.ReadOnlyModelViewSet):
@@ -27,6 +29,18 @@ class JobViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_serializer_class(self) -> type[JobSerializer]:
         return JobDetailSerializer if self.action == "retrieve" else JobSerializer
+
+    @extend_schema(request=WorkSerializer, responses=JobSerializer)
+    @action(detail=True, methods=["post"])
+    def work(self, request: Request, pk: str | None = None) -> Response:
+        """The job reports its work (e.g. 1,000 tokens, requests) so SCI is per unit of work, not per run.
+        Its team's members and admins may report it; API tokens only read."""
+        job = self.get_object()  # 404 for another team's job
+        body = WorkSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        job.work_units, job.work_unit = body.validated_data["work_units"], body.validated_data["work_unit"]
+        job.save(update_fields=["work_units", "work_unit"])
+        return Response(JobSerializer(job).data)
 
     def list(self, request: Request, *args: object, **kwargs: object) -> Response | StreamingHttpResponse:
         """`?format=csv` without `page`: every matching job, streamed (finance exports of long ranges)."""
