@@ -14,6 +14,9 @@ free_port() { $PY -c 'from apps.simulator.local_prometheus import free_port; pri
 wait_http() { for _ in $(seq 120); do curl -fs -o /dev/null "$1" && return 0; sleep 0.5; done; echo "no answer from $1" >&2; return 1; }
 
 $PY manage.py migrate -v0
+# The demo's fleet starts a week before now: a second `make demo` starts from an empty database, or
+# the earlier run's jobs (same keys, other hours) would mix with the new ones.
+$PY manage.py flush --noinput
 
 for p in prometheus simulator worker beat web; do stop_pid "$RUN/$p.pid"; done
 
