@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import email
 import email.policy
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -63,6 +64,7 @@ class Sink:
 
 @pytest.fixture
 def smtp(settings) -> Iterator[Sink]:  # noqa: ANN001
+    logging.getLogger("mail.log").setLevel(logging.WARNING)  # aiosmtpd logs every SMTP command at INFO
     sink = Sink()
     port = free_port()
     controller = Controller(sink, hostname="127.0.0.1", port=port)

@@ -117,3 +117,9 @@ def test_command_dry_run_sends_nothing_and_week_must_be_a_monday(world: World, s
     call_command("send_weekly_reports", "--week", WEEK.isoformat(), "--team", "vision", stdout=out)
     assert "vision week of 2026-11-02: sent (2 delivered)" in out.getvalue()
     assert len(smtp.received) == 2  # --team: no fleet summary
+
+
+def test_api_reports_list_query_count_does_not_grow_with_reports(sent: World, django_assert_max_num_queries) -> None:
+    client = _api(sent.admin)
+    with django_assert_max_num_queries(2):  # the count and the page (teams joined), whatever the number of reports
+        assert len(client.get("/api/reports/").json()["results"]) == 3

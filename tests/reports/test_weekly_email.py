@@ -5,6 +5,7 @@ to an unsubscribed recipient."""
 from __future__ import annotations
 
 import re
+import threading
 from datetime import timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from urllib.parse import urlsplit
@@ -17,6 +18,7 @@ from apps.reports import services
 from apps.reports.models import WeeklyReport
 from apps.reports.tasks import send_weekly_reports_task
 from apps.waste.models import Flag
+from tests.carbon.fleet_builder import HOUR, T0, fleet_build, job_run
 
 from .conftest import DUE, WEEK, Sink, World
 
@@ -269,3 +271,39 @@ def test_fleet_summary_goes_to_the_admins(world: World, smtp: Sink) -> None:
     api = _api_week(world, "2026-11-02T00:00:00Z", "2026-11-09T00:00:00Z")
     assert f"- vision: {api['gpu_hours']:,.1f} h, {api['energy_kwh']:,.2f} kWh" in text
     assert f"{_money(api['cost'])} EUR" in text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_runs_at_once_send_once(world: World, smtp: Sink) -> None:
+    # given two workers that take the same week's report at the same moment (committed data, own connections)
+    from django.db import connection
+
+    barrier = threading.Barrier(2)
+    outcomes: list[str] = []
+
+    def run() -> None:
+        try:
+            barrier.wait(timeout=10)
+            outcomes.append(services.report_send(team=world.fleet.team, week_start=WEEK).outcome)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    # then one sends and the other finds it claimed
+    assert sorted(outcomes) in (["in_doubt", "sent"], ["already_sent", "sent"])
+    assert sorted(r.rcpt_tos[0] for r in smtp.for_report(KEY)) == ["ada@example.org", "lin@example.org"]
+    assert WeeklyReport.objects.get(team=world.fleet.team, week_start=WEEK).send_count == 1
+
+
+def test_a_week_on_two_intensity_bases_is_not_sent(world: World, smtp: Sink) -> None:
+    # given the team also ran on a market-based site that week: a report never mixes bases
+    other = fleet_build(name="c2", servers=1, basis="market")
+    job_run(other, key="slurm/elsewhere", gpus=other.gpus[:1], hours=2, power_w=300, start=T0 + 5 * HOUR)
+    send_weekly_reports_task(now_iso=DUE)
+    assert not smtp.for_report(KEY)
+    report = WeeklyReport.objects.get(team=world.fleet.team, week_start=WEEK)
+    assert report.status == "failed" and "intensity bases" in report.error
