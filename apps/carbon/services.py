@@ -228,25 +228,28 @@ def job_groups_assign(*, cluster_ids: list[int] | None = None, job_ids: Iterable
 
 
 def node_server_types_apply(*, cluster_id: int, only_unset: bool = False) -> int:
-    """Set the server type of the cluster's nodes from its hostname rules (first match wins).
-    Returns the number of nodes changed."""
-    from fnmatch import fnmatchcase
-
+    """Set the server type of the cluster's nodes from its stored hostname rules (first match wins),
+    as the config last applied them. Returns the number of nodes changed."""
     from apps.fleet.models import Node
 
+    from .config import NodeMatch, server_type_for_hostname
     from .models import ServerTypeRule
 
-    rules = list(ServerTypeRule.objects.filter(cluster_id=cluster_id).order_by("priority", "id"))
-    if not rules:
+    rules = (
+        ServerTypeRule.objects.filter(cluster_id=cluster_id).select_related("server_type").order_by("priority", "id")
+    )
+    patterns = [NodeMatch(match=r.hostname_glob, server_type=r.server_type.name) for r in rules]
+    if not patterns:
         return 0
+    type_ids = {r.server_type.name: r.server_type_id for r in rules}
     nodes = Node.objects.filter(cluster_id=cluster_id)
     if only_unset:
         nodes = nodes.filter(server_type__isnull=True)
     changed = []
     for node in nodes:
-        rule = next((r for r in rules if fnmatchcase(node.hostname, r.hostname_glob)), None)
-        if rule and node.server_type_id != rule.server_type_id:
-            node.server_type_id = rule.server_type_id
+        name = server_type_for_hostname(node.hostname, patterns)
+        if name is not None and node.server_type_id != type_ids[name]:
+            node.server_type_id = type_ids[name]
             changed.append(node)
     rows_update(changed, ["server_type"])
     return len(changed)
