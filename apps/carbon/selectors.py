@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db.models import Count, F, Q, QuerySet, Sum
 from django.db.models.functions import TruncDay, TruncMonth, TruncWeek
 
-from apps.carbon.models import JobGroup
+from apps.carbon.models import JobGroup, TeamDay
 from apps.fleet.models import Cluster, Team
 from apps.jobs.models import JobGpuHour, JobGpuHourEnergy
 from apps.telemetry.models import GpuHour
@@ -40,8 +40,8 @@ class PeriodTotals:
     idle: dict[str, Any] | None = None
 
 
-def _period_key(value: datetime) -> str:
-    return value.date().isoformat()
+def _period_key(value: datetime | date) -> str:
+    return (value.date() if isinstance(value, datetime) else value).isoformat()
 
 
 def _bases(clusters: QuerySet[Cluster]) -> tuple[str, list[str], str]:
@@ -117,20 +117,36 @@ def _idle_lines(hours: QuerySet[GpuHour], trunc: Any) -> dict[str, dict[str, Any
 
 
 def team_rollup(*, team: Team, start: datetime, end: datetime, granularity: str) -> dict[str, Any]:
-    """The team's jobs per period; with FLEETWATT_IDLE_SHARED_TO_TEAMS, also its share of each cluster's
-    idle line, in proportion to its GPU-hours there."""
+    """The team's jobs per period, from its daily sums (jobs an admin excluded are not on its bill);
+    with FLEETWATT_IDLE_SHARED_TO_TEAMS, also its share of each cluster's idle line, in proportion to
+    its GPU-hours there. Periods are whole UTC days: `start` and `end` are taken to their day."""
     trunc = TRUNC[granularity]
-    # A job an admin excluded leaves its team's bill (it stays in the cluster's totals).
-    rows = JobGpuHour.objects.filter(job__team=team, job__excluded_from_bill=False, hour__gte=start, hour__lt=end)
-    basis, zones, currency = _bases(Cluster.objects.filter(pk__in=rows.values("gpu__node__cluster")))
-    periods = _sum_rows(rows, trunc)
-    energy = JobGpuHourEnergy.objects.filter(
-        job__team=team, job__excluded_from_bill=False, hour__gte=start, hour__lt=end
-    )
-    _methods(energy, trunc, periods)
+    days = TeamDay.objects.filter(team=team, day__gte=start.date(), day__lt=_day_after(end))
+    basis, zones, currency = _bases(Cluster.objects.filter(pk__in=days.values("cluster")))
+    periods: dict[str, PeriodTotals] = {}
+    for r in days.annotate(period=trunc("day")).order_by("period").values(
+        "period", "energy_j", "occupancy_s", "facility_kwh", "operational_kg", "embodied_kg", "cost",
+        "energy_by_method_j",
+    ):  # fmt: skip
+        key = _period_key(r["period"])
+        p = periods.setdefault(key, PeriodTotals(period=key))
+        p.energy_j += r["energy_j"]
+        p.gpu_hours += r["occupancy_s"] / 3600.0
+        p.facility_kwh += r["facility_kwh"]
+        p.operational_kg += r["operational_kg"]
+        p.embodied_kg += r["embodied_kg"]
+        p.cost += r["cost"]
+        for method, joules in r["energy_by_method_j"].items():
+            p.energy_by_method_j[method] = p.energy_by_method_j.get(method, 0.0) + joules
     if settings.FLEETWATT_IDLE_SHARED_TO_TEAMS:
         _share_idle(team=team, start=start, end=end, trunc=trunc, periods=periods)
     return _document(periods, basis=basis, zones=zones, currency=currency, granularity=granularity)
+
+
+def _day_after(end: datetime) -> date:
+    """The first day not in [.., end): end's own day when end is midnight, else the next one."""
+    day = end.astimezone(UTC).date()
+    return day if end.astimezone(UTC).time() == time(0) else day + timedelta(days=1)
 
 
 def _share_idle(*, team: Team, start: datetime, end: datetime, trunc: Any, periods: dict[str, PeriodTotals]) -> None:

@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Avg
 from django.db.models.functions import ExtractMonth, ExtractYear
 
@@ -20,7 +21,7 @@ from apps.jobs.models import Job, JobGpuHour
 from apps.telemetry.models import GpuHour
 
 from .arithmetic import HOUR, HourFactors, footprint, intensity_fill, shift_saving_kg
-from .models import GpuModel, IntensityHour, JobGroup, Site
+from .models import GpuModel, IntensityHour, JobGroup, Site, TeamDay
 
 JOB_FOOTPRINT_FIELDS = [
     "server_kwh", "facility_kwh", "operational_kg", "embodied_kg", "cost", "currency", "intensity_source",
@@ -142,6 +143,9 @@ def footprints_refresh(
     rows_update(hours, IDLE_FIELDS)
 
     jobs_footprint_sum(job_ids={r.job_id for r in rows}, book=book)
+    team_days_refresh(
+        cluster_ids={r.gpu.node.cluster_id for r in rows}, days={r.hour.astimezone(UTC).date() for r in rows}
+    )
     return len(hours)
 
 
@@ -253,3 +257,46 @@ def node_server_types_apply(*, cluster_id: int, only_unset: bool = False) -> int
             changed.append(node)
     rows_update(changed, ["server_type"])
     return len(changed)
+
+
+_TEAM_DAYS_SQL = """
+WITH rows AS (
+    SELECT j.team_id, n.cluster_id, (jh.hour AT TIME ZONE 'UTC')::date AS day, jh.job_id, jh.gpu_id, jh.hour,
+           jh.energy_j, jh.occupancy_s, jh.facility_kwh, COALESCE(jh.operational_kg, 0) AS operational_kg,
+           jh.embodied_kg, jh.cost
+    FROM jobs_jobgpuhour jh
+    JOIN jobs_job j ON j.id = jh.job_id
+    JOIN fleet_gpu g ON g.id = jh.gpu_id
+    JOIN fleet_node n ON n.id = g.node_id
+    WHERE n.cluster_id = ANY(%(clusters)s) AND (jh.hour AT TIME ZONE 'UTC')::date = ANY(%(days)s)
+      AND NOT j.excluded_from_bill
+), methods AS (
+    SELECT r.team_id, r.cluster_id, r.day, e.method, SUM(e.energy_j) AS energy_j
+    FROM rows r JOIN jobs_jobgpuhourenergy e ON e.job_id = r.job_id AND e.gpu_id = r.gpu_id AND e.hour = r.hour
+    GROUP BY r.team_id, r.cluster_id, r.day, e.method
+)
+INSERT INTO carbon_teamday (team_id, cluster_id, day, energy_j, occupancy_s, facility_kwh, operational_kg,
+                            embodied_kg, cost, energy_by_method_j)
+SELECT r.team_id, r.cluster_id, r.day, SUM(r.energy_j), SUM(r.occupancy_s), SUM(r.facility_kwh),
+       SUM(r.operational_kg), SUM(r.embodied_kg), SUM(r.cost),
+       COALESCE((SELECT jsonb_object_agg(m.method, m.energy_j) FROM methods m
+                 WHERE m.team_id = r.team_id AND m.cluster_id = r.cluster_id AND m.day = r.day), '{}'::jsonb)
+FROM rows r
+GROUP BY r.team_id, r.cluster_id, r.day
+"""
+
+
+def team_days_refresh(*, cluster_ids: Iterable[int], days: Iterable[date]) -> None:
+    """Rebuild the teams' daily sums of these clusters and days from the job-GPU-hour rows."""
+    clusters, wanted = sorted(set(cluster_ids)), sorted(set(days))
+    if not clusters or not wanted:
+        return
+    TeamDay.objects.filter(cluster_id__in=clusters, day__in=wanted).delete()
+    with connection.cursor() as cursor:
+        cursor.execute(_TEAM_DAYS_SQL, {"clusters": clusters, "days": wanted})
+
+
+def job_team_days_refresh(*, job: Job) -> None:
+    """After a decision moved or excluded a job: the days and clusters it ran in."""
+    pairs = set(JobGpuHour.objects.filter(job=job).values_list("gpu__node__cluster_id", "hour").order_by())
+    team_days_refresh(cluster_ids={c for c, _ in pairs}, days={h.astimezone(UTC).date() for _, h in pairs})
