@@ -34,6 +34,7 @@ beat: bootstrap
 
 bench: bootstrap
 	$(PY) bench/ingest_cluster_hour.py
+	$(PY) bench/dashboard_endpoints.py
 	@if [ -f bench/agent_tick.py ]; then $(PY) bench/agent_tick.py; fi
 
 stop:

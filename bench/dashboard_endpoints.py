@@ -1,0 +1,174 @@
+"""Benchmark: the team dashboard's data endpoints with a million jobs in the database.
+
+Fills a database of its own with a year of 1,000,000 jobs (one job-GPU-hour row and one method row
+each, over 1,000 GPUs and 10 teams), builds the teams' daily sums, serves the app with gunicorn, and
+sends 20 concurrent clients at the endpoints the team dashboard loads: the team rollup for a year (by
+month and by day), the team's jobs of a month, and its findings. Reports p50/p95/p99 per endpoint.
+Target: p95 under 100 ms.
+
+    .venv/bin/python bench/dashboard_endpoints.py [--jobs 1000000] [--clients 20] [--requests 2000]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import requests
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+DB = "fleetwatt_bench_dashboard"
+ENV = {
+    "DJANGO_SETTINGS_MODULE": "fleetwatt.settings",
+    "DJANGO_DEBUG": "0",
+    "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+    "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+    "DJANGO_SECURE_SSL_REDIRECT": "0",
+    "DJANGO_SECURE_COOKIES": "0",
+    "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{DB}",
+}
+os.environ.update(ENV)
+
+import django  # noqa: E402
+
+
+def fill(n_jobs: int) -> None:
+    from django.db import connection
+
+    from apps.carbon.services import team_days_refresh
+    from apps.fleet.models import Cluster, Gpu, Node, Team
+    from apps.jobs.models import Job, JobGpuHour
+
+    cluster = Cluster.objects.create(name="bench", prometheus_url="http://127.0.0.1:9")
+    teams = [Team.objects.create(name=f"team{k}") for k in range(10)]
+    nodes = Node.objects.bulk_create([Node(cluster=cluster, hostname=f"n{k:03d}") for k in range(125)])
+    Gpu.objects.bulk_create(
+        [Gpu(node=n, uuid=f"GPU-{n.hostname}-{i}", index=i, model_name="NVIDIA H200") for n in nodes for i in range(8)]
+    )
+    gpu_lo = Gpu.objects.order_by("id").values_list("id", flat=True).first()
+    team_lo = teams[0].pk
+    year = datetime(2025, 12, 1, tzinfo=UTC)
+
+    def literal(value: object) -> str:
+        if value is None:
+            return "NULL"
+        if isinstance(value, bool):
+            return "TRUE" if value else "FALSE"
+        if isinstance(value, int | float):
+            return repr(value)
+        if isinstance(value, dict):
+            return "'{}'::jsonb"
+        if isinstance(value, list):
+            return "'{}'"
+        return "'" + str(value).replace("'", "''") + "'"
+
+    def columns(model: type, overrides: dict[str, str]) -> tuple[str, str]:
+        """Every column of the model, from the overrides or its default."""
+        fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+        names = ", ".join(f'"{f.column}"' for f in fields)
+        return names, ", ".join(overrides.get(f.name, literal(f.get_default())) for f in fields)
+
+    hour = f"TIMESTAMPTZ '{year.isoformat()}' + ((s * 37) %% 8760) * INTERVAL '1 hour'"
+    job_cols, job_exprs = columns(Job, {
+        "cluster": str(cluster.pk), "job_key": "'slurm/' || s", "scheduler": "'slurm'", "job_id": "s::text",
+        "team": f"{team_lo} + (s %% 10)", "source": "'agent'", "start": hour, "end": hour + " + INTERVAL '50 minutes'",
+        "last_seen": hour + " + INTERVAL '50 minutes'", "energy_j": "1.5e6 + (s %% 997)", "attribution": "'whole_gpu'",
+        "attribution_j": "jsonb_build_object('whole_gpu', 1.5e6 + (s %% 997))", "coverage": "1.0",
+        "gpu_hours": "0.8", "flags": "'{}'::varchar[]", "cost": "2.5", "currency": "'EUR'",
+        "facility_kwh": "0.55", "operational_kg": "0.2",
+    })  # fmt: skip
+    with connection.cursor() as cursor:
+        started = time.perf_counter()
+        cursor.execute(f"INSERT INTO jobs_job ({job_cols}) SELECT {job_exprs} FROM generate_series(1, %s) s", [n_jobs])
+        jh_cols, jh_exprs = columns(JobGpuHour, {
+            "job": "j.id", "gpu": f"{gpu_lo} + (j.id %% 1000)", "hour": "date_trunc('hour', j.start)",
+            "source": "'agent'", "energy_j": "j.energy_j", "sampled_s": "3000", "sm_s": "2000",
+            "occupancy_s": "2880", "facility_kwh": "0.55", "operational_kg": "0.2", "embodied_kg": "0.05",
+            "cost": "2.5", "job_start": "j.start", "first_seen": "j.start", "last_seen": "j.last_seen",
+        })  # fmt: skip
+        cursor.execute(f"INSERT INTO jobs_jobgpuhour ({jh_cols}) SELECT {jh_exprs} FROM jobs_job j", [])
+        cursor.execute(
+            "INSERT INTO jobs_jobgpuhourenergy (job_id, gpu_id, hour, method, energy_j) "
+            "SELECT job_id, gpu_id, hour, 'whole_gpu', energy_j FROM jobs_jobgpuhour"
+        )
+        cursor.execute("ANALYZE")
+        print(f"filled {n_jobs:,} jobs in {time.perf_counter() - started:.0f}s")
+    started = time.perf_counter()
+    days = [year.date() + timedelta(days=d) for d in range(366)]
+    team_days_refresh(cluster_ids=[cluster.pk], days=days)
+    print(f"built the teams' daily sums in {time.perf_counter() - started:.0f}s")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", type=int, default=1_000_000)
+    ap.add_argument("--clients", type=int, default=20)
+    ap.add_argument("--requests", type=int, default=2000)
+    args = ap.parse_args()
+    subprocess.run(["dropdb", "-h", "127.0.0.1", "-U", "postgres", "--if-exists", DB], check=True)
+    subprocess.run(["createdb", "-h", "127.0.0.1", "-U", "postgres", DB], check=True)
+    django.setup()
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from rest_framework.authtoken.models import Token
+
+    from apps.fleet.models import Team
+
+    call_command("migrate", verbosity=0)
+    fill(args.jobs)
+    user = User.objects.create_user("bench", is_staff=True)
+    token = Token.objects.create(user=user).key
+    team = Team.objects.get(name="team3")
+    port = 8765
+    web = subprocess.Popen(
+        [str(ROOT / ".venv/bin/gunicorn"), "fleetwatt.wsgi", "-b", f"127.0.0.1:{port}", "-w", "4", "--threads", "4",
+         "--log-level", "warning"],
+        cwd=ROOT, env={**os.environ, **ENV},
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                requests.get(f"{base}/healthz", timeout=1)
+                break
+            except requests.RequestException:
+                time.sleep(0.2)
+        year = "start=2025-12-01&end=2026-12-01"
+        endpoints = {
+            "team rollup, a year by month": f"/api/teams/{team.pk}/rollup/?{year}&granularity=month",
+            "team rollup, a year by day": f"/api/teams/{team.pk}/rollup/?{year}&granularity=day",
+            "team's jobs of a month": "/api/jobs/?team=team3&start=2026-06-01T00:00:00Z&end=2026-07-01T00:00:00Z"
+            "&page_size=20",
+            "team's findings": "/api/flags/?team=team3&status=open",
+        }
+        session_headers = {"Authorization": f"Token {token}"}
+        for name, path in endpoints.items():
+            timings: list[float] = []
+
+            def hit(_: int, path: str = path, timings: list[float] = timings) -> None:
+                started = time.perf_counter()
+                r = requests.get(base + path, headers=session_headers, timeout=30)
+                r.raise_for_status()
+                timings.append((time.perf_counter() - started) * 1000)
+
+            hit(0)
+            timings.clear()
+            with ThreadPoolExecutor(max_workers=args.clients) as pool:
+                list(pool.map(hit, range(args.requests // len(endpoints))))
+            q = statistics.quantiles(timings, n=100)
+            print(f"{name:32s} n={len(timings):5d}  p50 {q[49]:6.1f} ms  p95 {q[94]:6.1f} ms  p99 {q[98]:6.1f} ms")
+    finally:
+        web.terminate()
+        web.wait(timeout=20)
+
+
+if __name__ == "__main__":
+    main()
