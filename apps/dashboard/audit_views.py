@@ -10,7 +10,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from apps.carbon.models import JobGroup
-from apps.fleet.models import Team
+from apps.fleet.models import Cluster, Team
+from apps.jobs.models import Job
 from apps.waste import audit
 from apps.waste.filtersets import FlagFilterSet
 from apps.waste.models import Flag
@@ -26,6 +27,7 @@ def queue(request: HttpRequest) -> HttpResponse:
         "filter": filterset,
         "flags": filterset.qs[:500],
         "teams": Team.objects.order_by("name"),
+        "clusters": Cluster.objects.order_by("name"),
         "groups": JobGroup.objects.order_by("name"),
         "kinds": Flag.Kind.choices,
         "statuses": Flag.Status.choices,
@@ -33,27 +35,43 @@ def queue(request: HttpRequest) -> HttpResponse:
     return render(request, "dashboard/audit_queue.html", context)
 
 
-@staff_member_required
-@require_POST
-def act(request: HttpRequest, flag_id: int) -> HttpResponse:
-    """One decision on a finding's job: acknowledge, dispute, exclude, include, reassign."""
-    flag = get_object_or_404(Flag.objects.select_related("job"), pk=flag_id, job__isnull=False)
+def _decide(request: HttpRequest, job: Job, flag: Flag | None) -> None:
+    """One decision from a page: acknowledge, dispute (findings), exclude, include, reassign."""
     action, reason = request.POST.get("action", ""), request.POST.get("reason", "")
     try:
         if action in ("acknowledge", "dispute"):
+            if flag is None:
+                raise audit.AuditError("Acknowledge and dispute apply to a finding.")
             audit.flag_review(actor=request.user, flag=flag, action=action, reason=reason)
         elif action in ("exclude", "include"):
-            audit.job_exclude(actor=request.user, job=flag.job, exclude=action == "exclude", reason=reason, flag=flag)
+            audit.job_exclude(actor=request.user, job=job, exclude=action == "exclude", reason=reason, flag=flag)
         elif action == "reassign_team":
             team = get_object_or_404(Team, name=request.POST.get("team", ""))
-            audit.job_reassign(actor=request.user, job=flag.job, team=team, reason=reason, flag=flag)
+            audit.job_reassign(actor=request.user, job=job, team=team, reason=reason, flag=flag)
         elif action == "reassign_group":
             group = get_object_or_404(JobGroup, name=request.POST.get("job_group", ""))
-            audit.job_reassign(actor=request.user, job=flag.job, job_group=group, reason=reason, flag=flag)
+            audit.job_reassign(actor=request.user, job=job, job_group=group, reason=reason, flag=flag)
         else:
             raise audit.AuditError(f"Unknown action {action!r}.")
     except audit.AuditError as exc:
-        messages.error(request, f"{flag.job.job_key}: {exc}")
+        messages.error(request, f"{job.job_key}: {exc}")
     else:
-        messages.success(request, f"{flag.job.job_key}: {action.replace('_', ' ')} recorded.")
+        messages.success(request, f"{job.job_key}: {action.replace('_', ' ')} recorded.")
+
+
+@staff_member_required
+@require_POST
+def act(request: HttpRequest, flag_id: int) -> HttpResponse:
+    """A decision on a finding (and its job), from the queue."""
+    flag = get_object_or_404(Flag.objects.select_related("job"), pk=flag_id, job__isnull=False)
+    _decide(request, flag.job, flag)
     return HttpResponseRedirect(request.POST.get("next") or reverse("dashboard:audit"))
+
+
+@staff_member_required
+@require_POST
+def act_on_job(request: HttpRequest, job_id: int) -> HttpResponse:
+    """A decision on a job, from its page."""
+    job = get_object_or_404(Job, pk=job_id)
+    _decide(request, job, None)
+    return HttpResponseRedirect(reverse("dashboard:job", args=[job.pk]))

@@ -10,6 +10,7 @@ urlpatterns = [
     path("gpus/<int:gpu_id>/", views.gpu, name="gpu"),
     path("audit/", audit_views.queue, name="audit"),
     path("audit/<int:flag_id>/act/", audit_views.act, name="audit-act"),
+    path("audit/jobs/<int:job_id>/act/", audit_views.act_on_job, name="audit-job-act"),
     path("tokens/", token_views.tokens, name="tokens"),
     path("tokens/<int:token_id>/revoke/", token_views.token_revoke, name="token-revoke"),
 ]

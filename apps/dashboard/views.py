@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 
-from apps.carbon.models import GpuModel
+from apps.carbon.models import GpuModel, JobGroup
 from apps.carbon.selectors import MixedBasisError, cluster_rollup, team_rollup
 from apps.core.access import user_sees_all_teams
 from apps.fleet.models import Cluster, Gpu, Team
@@ -135,6 +135,8 @@ def job(request: HttpRequest, job_id: int) -> HttpResponse:
         "trail": job.audit_entries.select_related("actor").order_by("at", "id"),
         "tdp_estimate_kwh": tdp_estimate_j / 3.6e6,
         "tdp_ratio": (tdp_estimate_j / job.energy_j) if job.energy_j else None,
+        "teams": Team.objects.order_by("name") if request.user.is_staff else [],
+        "groups": JobGroup.objects.order_by("name") if request.user.is_staff else [],
     }
     return render(request, "dashboard/job.html", context)
 

@@ -78,3 +78,15 @@ def test_fleet_overview_for_admins_and_the_gpu_page(world) -> None:
     page = _login(admin).get(f"/gpus/{gpu.pk}/", {"start": "2026-11-02", "end": "2026-11-03"})
     assert page.status_code == 200 and b"slurm/hog" in page.content
     assert _login(member).get(f"/gpus/{gpu.pk}/").status_code == 403
+
+
+def test_admin_decides_from_the_job_page(world) -> None:
+    fleet, job, flag, admin, member = world
+    client = _login(admin)
+    client.post(f"/audit/jobs/{job.pk}/act/", {"action": "exclude", "reason": "load test"})
+    job.refresh_from_db()
+    assert job.excluded_from_bill and AuditEntry.objects.get().flag_id is None
+    assert b"load test" in client.get(f"/jobs/{job.pk}/").content
+    assert _login(member).post(f"/audit/jobs/{job.pk}/act/", {"action": "include", "reason": "x"}).status_code == 302
+    job.refresh_from_db()
+    assert job.excluded_from_bill
