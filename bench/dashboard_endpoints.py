@@ -8,6 +8,7 @@ Target: p95 under 100 ms.
 
     .venv/bin/python bench/dashboard_endpoints.py [--jobs 1000000] [--clients 20] [--requests 2000]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -112,9 +113,12 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1_000_000)
     ap.add_argument("--clients", type=int, default=20)
     ap.add_argument("--requests", type=int, default=2000)
+    ap.add_argument("--workers", type=int, default=3, help="gunicorn processes (threads: 4 each)")
+    ap.add_argument("--reuse", action="store_true", help="keep the database an earlier run filled")
     args = ap.parse_args()
-    subprocess.run(["dropdb", "-h", "127.0.0.1", "-U", "postgres", "--if-exists", DB], check=True)
-    subprocess.run(["createdb", "-h", "127.0.0.1", "-U", "postgres", DB], check=True)
+    if not args.reuse:
+        subprocess.run(["dropdb", "-h", "127.0.0.1", "-U", "postgres", "--if-exists", DB], check=True)
+        subprocess.run(["createdb", "-h", "127.0.0.1", "-U", "postgres", DB], check=True)
     django.setup()
     from django.contrib.auth.models import User
     from django.core.management import call_command
@@ -123,13 +127,14 @@ def main() -> None:
     from apps.fleet.models import Team
 
     call_command("migrate", verbosity=0)
-    fill(args.jobs)
-    user = User.objects.create_user("bench", is_staff=True)
-    token = Token.objects.create(user=user).key
+    if not args.reuse:
+        fill(args.jobs)
+    user, _ = User.objects.get_or_create(username="bench", defaults={"is_staff": True})
+    token = Token.objects.get_or_create(user=user)[0].key
     team = Team.objects.get(name="team3")
     port = 8765
     web = subprocess.Popen(
-        [str(ROOT / ".venv/bin/gunicorn"), "fleetwatt.wsgi", "-b", f"127.0.0.1:{port}", "-w", "4", "--threads", "4",
+        [str(ROOT / ".venv/bin/gunicorn"), "fleetwatt.wsgi", "-b", f"127.0.0.1:{port}", "-w", str(args.workers), "--threads", "4",
          "--log-level", "warning"],
         cwd=ROOT, env={**os.environ, **ENV},
     )  # fmt: skip

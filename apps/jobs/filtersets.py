@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import django_filters
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from rest_framework.exceptions import ValidationError
 
 from apps.fleet.models import Cluster, Team
@@ -21,7 +21,7 @@ class JobFilterSet(django_filters.FilterSet):
     )
     team = django_filters.ModelChoiceFilter(queryset=Team.objects.all(), to_field_name="name", help_text="Team name.")
     start = django_filters.IsoDateTimeFilter(
-        method="filter_start", help_text="Jobs still running at or after this time (ISO 8601)."
+        field_name="last_seen", lookup_expr="gte", help_text="Jobs still running at or after this time (ISO 8601)."
     )
     end = django_filters.IsoDateTimeFilter(
         field_name="start", lookup_expr="lt", help_text="Jobs started before this time."
@@ -41,9 +41,6 @@ class JobFilterSet(django_filters.FilterSet):
         if start and end and end - start > timedelta(days=MAX_RANGE_DAYS):
             raise ValidationError({"end": f"A range covers at most {MAX_RANGE_DAYS} days."})
         return super().qs
-
-    def filter_start(self, qs: QuerySet[Job], name: str, value: object) -> QuerySet[Job]:
-        return qs.filter(Q(end__gte=value) | Q(end__isnull=True))
 
     def filter_flagged(self, qs: QuerySet[Job], name: str, value: bool | None) -> QuerySet[Job]:
         if value is None:

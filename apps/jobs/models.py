@@ -105,6 +105,8 @@ class Job(models.Model):
             models.Index(fields=["team", "start"], name="job_team_start"),
             # /api/jobs/?start=&end= across teams (finance, fleet dashboard).
             models.Index(fields=["start"], name="job_start"),
+            # The cursor pages of a team's jobs, newest first.
+            models.Index(fields=["team", "-start", "-id"], name="job_team_start_desc"),
         ]
 
     def __str__(self) -> str:

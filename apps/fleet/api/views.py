@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
 
 import django_filters
 from django.db.models import Count, F, FloatField, Q, QuerySet, Sum, Value
@@ -75,7 +77,20 @@ class _RollupMixin:
             doc = compute(**query.validated_data)
         except MixedBasisError as exc:
             raise ValidationError({"detail": str(exc)}) from None
-        return Response(RollupSerializer(doc).data if request.accepted_renderer.format != "csv" else _flat(doc))
+        # The document already has the schema's shape (RollupSerializer documents it): serialising a year
+        # of days through DRF fields would cost more than computing it.
+        return Response(_money_as_text(doc) if request.accepted_renderer.format != "csv" else _flat(doc))
+
+
+def _money_as_text(value: Any) -> Any:
+    """Decimals as exact text, as DRF's DecimalField writes them (its JSON encoder would make floats)."""
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _money_as_text(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_money_as_text(v) for v in value]
+    return value
 
 
 def _flat(doc: dict) -> list[dict]:

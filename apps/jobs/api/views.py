@@ -8,6 +8,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from apps.core.pagination import JobCursorPagination
 from apps.core.renderers import csv_stream
 from apps.jobs.filtersets import JobFilterSet
 from apps.jobs.models import Job
@@ -19,6 +20,7 @@ class JobViewSet(viewsets.ReadOnlyModelViewSet):
     """Jobs with their GPU energy, split method and coverage. Members see their teams' jobs."""
 
     filterset_class = JobFilterSet
+    pagination_class = JobCursorPagination
 
     def get_queryset(self) -> QuerySet[Job]:
         return (
@@ -43,8 +45,10 @@ class JobViewSet(viewsets.ReadOnlyModelViewSet):
         return Response(JobSerializer(job).data)
 
     def list(self, request: Request, *args: object, **kwargs: object) -> Response | StreamingHttpResponse:
-        """`?format=csv` without `page`: every matching job, streamed (finance exports of long ranges)."""
-        if request.accepted_renderer.format != "csv" or "page" in request.query_params:
+        """`?format=csv` without `page_size` or `cursor`: every matching job, streamed (finance exports of
+        long ranges)."""
+        paged = "cursor" in request.query_params or "page_size" in request.query_params
+        if request.accepted_renderer.format != "csv" or paged:
             return super().list(request, *args, **kwargs)
         jobs = self.filter_queryset(self.get_queryset())
         columns = [f for f in JobSerializer.Meta.fields if f != "attribution_j"] + [
