@@ -33,6 +33,7 @@ beat: bootstrap
 	.venv/bin/celery -A fleetwatt beat -l info -s var/celerybeat-schedule
 
 bench: bootstrap
+	@command -v ab >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq apache2-utils >/dev/null
 	$(PY) bench/ingest_cluster_hour.py
 	$(PY) bench/dashboard_endpoints.py
 	@if [ -f bench/agent_tick.py ]; then $(PY) bench/agent_tick.py; fi

@@ -72,6 +72,9 @@ TEMPLATES = [
 
 DATABASES = {"default": env.db("DATABASE_URL", default="postgres://postgres@127.0.0.1:5432/fleetwatt")}
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
+# Keep connections between requests: opening one costs more than most of our requests.
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("DJANGO_CONN_MAX_AGE", default=60)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -72,6 +72,15 @@ def cluster_for(db: None) -> Callable[[LoadedHistory], Any]:
 
 
 @pytest.fixture(autouse=True)
+def _empty_cache() -> Iterator[None]:
+    """Cached rollups of one test must never answer another's (ids repeat across databases)."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+
+
+@pytest.fixture(autouse=True)
 def _fleetwatt_settings(settings: Any) -> None:
     settings.FLEETWATT_PROMETHEUS_URL = "http://127.0.0.1:9"  # never the developer's own server
     settings.STORAGES = {

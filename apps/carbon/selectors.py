@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db.models import Count, F, Q, QuerySet, Sum
 from django.db.models.functions import TruncDay, TruncMonth, TruncWeek
 
@@ -230,3 +231,29 @@ def _document(
         "intensity_zones": zones,
         "periods": out,
     }
+
+
+ROLLUP_GENERATION_KEY = "fleetwatt:rollups:generation"
+
+
+def rollups_invalidate() -> None:
+    """Every cached rollup is stale: called whenever job rows, footprints or decisions change."""
+    try:
+        cache.incr(ROLLUP_GENERATION_KEY)
+    except ValueError:
+        cache.set(ROLLUP_GENERATION_KEY, 1, timeout=None)
+
+
+def team_rollup_cached(*, team: Team, start: datetime, end: datetime, granularity: str) -> dict[str, Any]:
+    """team_rollup, kept in the cache until the next change of the data it sums (dashboards ask for the
+    same periods again and again between two ingests)."""
+    generation = cache.get(ROLLUP_GENERATION_KEY, 0)
+    key = (
+        f"fleetwatt:rollup:team:{team.pk}:{start.isoformat()}:{end.isoformat()}:{granularity}:"
+        f"{int(settings.FLEETWATT_IDLE_SHARED_TO_TEAMS)}:{generation}"
+    )
+    doc = cache.get(key)
+    if doc is None:
+        doc = team_rollup(team=team, start=start, end=end, granularity=granularity)
+        cache.set(key, doc, timeout=24 * 3600)
+    return doc

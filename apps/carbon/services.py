@@ -11,7 +11,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Avg
 from django.db.models.functions import ExtractMonth, ExtractYear
 
@@ -22,6 +22,7 @@ from apps.telemetry.models import GpuHour
 
 from .arithmetic import HOUR, HourFactors, footprint, intensity_fill, shift_saving_kg
 from .models import GpuModel, IntensityHour, JobGroup, Site, TeamDay
+from .selectors import rollups_invalidate
 
 JOB_FOOTPRINT_FIELDS = [
     "server_kwh", "facility_kwh", "operational_kg", "embodied_kg", "cost", "currency", "intensity_source",
@@ -146,6 +147,7 @@ def footprints_refresh(
     team_days_refresh(
         cluster_ids={r.gpu.node.cluster_id for r in rows}, days={r.hour.astimezone(UTC).date() for r in rows}
     )
+    transaction.on_commit(rollups_invalidate)  # the idle lines of cluster rollups changed
     return len(hours)
 
 
@@ -294,6 +296,8 @@ def team_days_refresh(*, cluster_ids: Iterable[int], days: Iterable[date]) -> No
     TeamDay.objects.filter(cluster_id__in=clusters, day__in=wanted).delete()
     with connection.cursor() as cursor:
         cursor.execute(_TEAM_DAYS_SQL, {"clusters": clusters, "days": wanted})
+    transaction.on_commit(rollups_invalidate)
+    rollups_invalidate()  # now too: a reader inside this transaction must not see the old figures
 
 
 def job_team_days_refresh(*, job: Job) -> None:

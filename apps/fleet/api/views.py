@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.carbon.models import JobGroup
-from apps.carbon.selectors import MixedBasisError, cluster_rollup, job_group_rollup, team_rollup
+from apps.carbon.selectors import MixedBasisError, cluster_rollup, job_group_rollup, team_rollup_cached
 from apps.core.access import user_sees_all_teams
 from apps.core.authentication import ReadOnlyForApiTokens
 from apps.fleet.models import Cluster, Gpu, Team
@@ -117,7 +117,7 @@ class TeamViewSet(_RollupMixin, viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["get"])
     def rollup(self, request: Request, pk: str | None = None) -> Response:
         team = self.get_object()
-        return self._rollup(request, lambda **q: team_rollup(team=team, **q))
+        return self._rollup(request, lambda **q: team_rollup_cached(team=team, **q))
 
 
 class IsAdminOrFinance(permissions.BasePermission):
