@@ -1,4 +1,5 @@
 """The audit queue and the job page: admins decide from the page, every decision shows in the trail."""
+
 from __future__ import annotations
 
 import pytest

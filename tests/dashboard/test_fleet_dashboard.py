@@ -84,6 +84,12 @@ def test_dashboard_renders_chart_and_flagged_jobs(history_loader, cluster_for, l
     expected = sorted(k for k, t in history.truth.items() if t.coverage < 0.95)
     assert sorted(listed) == expected
     page.screenshot(path=str(ARTIFACTS / "dashboard-fleet-admin.png"), full_page=True)
+    for name, path in {
+        "audit": "/audit/",
+        "gpu": f"/gpus/{Job.objects.get(job_key='slurm/102').gpu_hours_rows.first().gpu_id}/",
+    }.items():
+        assert page.goto(f"{live_server.url}{path}{period}").status == 200
+        page.screenshot(path=str(ARTIFACTS / f"dashboard-{name}.png"), full_page=True)
 
     # and a member sees only the team's energy
     page = browser.new_page(viewport={"width": 1280, "height": 1400})

@@ -1,4 +1,5 @@
 """The team dashboard in Debian's chromium: cost, energy and carbon side by side, equal to the API."""
+
 from __future__ import annotations
 
 from decimal import Decimal
@@ -9,6 +10,7 @@ from rest_framework.test import APIClient
 
 from apps.carbon.services import footprints_refresh
 from apps.fleet.models import Team, TeamMembership
+from apps.jobs.models import Job
 from tests.carbon.fleet_builder import HOUR, T0, fleet_build, intensity_set, job_run
 
 from .test_fleet_dashboard import ARTIFACTS, _login, browser  # noqa: F401 (fixture)
@@ -20,8 +22,9 @@ def test_team_page_shows_cost_energy_carbon_and_the_intensity_basis(live_server,
     fleet = fleet_build(servers=1)
     intensity_set("TEST", [0.3] * 12 + [0.1] * 12 + [0.3] * 24)
     job_run(fleet, key="slurm/1", gpus=fleet.gpus[:4], hours=30, power_w=600)
-    job_run(fleet, key="slurm/2", gpus=fleet.gpus[4:6], hours=6, power_w=450, start=T0 + 10 * HOUR)
+    low = job_run(fleet, key="slurm/2", gpus=fleet.gpus[4:6], hours=6, power_w=450, start=T0 + 10 * HOUR)
     footprints_refresh()
+    Job.objects.filter(pk=low.pk).update(coverage=0.91, sampled_s=1.0, energy_j=1.0)
     member = User.objects.create_user("ada", password="pw-ada")
     TeamMembership.objects.create(user=member, team=fleet.team)
     api = APIClient()
@@ -52,6 +55,19 @@ def test_team_page_shows_cost_energy_carbon_and_the_intensity_basis(live_server,
     assert "location basis" in note and "TEST" in note and "test" in note
     page.screenshot(path=str(ARTIFACTS / "dashboard-team.png"), full_page=True)
 
-    # another team's page is not there for this member
+    # the flagged-jobs table lists exactly the team's jobs under 95 % coverage
+    listed = page.eval_on_selector_all(
+        "#flagged-jobs tbody tr[data-job-key]", "rows => rows.map(r => r.dataset.jobKey)"
+    )
+    assert listed == ["slurm/2"]
+    page.goto(f"{live_server.url}/jobs/{low.pk}/")
+    assert "tdp estimate" in page.inner_text("body").lower()
+    page.screenshot(path=str(ARTIFACTS / "dashboard-job.png"), full_page=True)
+
+    # another team's pages are not there for this member
     stranger = Team.objects.create(name="nlp")
     assert page.goto(f"{live_server.url}/teams/{stranger.pk}/").status == 404
+    foreign = job_run(fleet, key="slurm/theirs", gpus=fleet.gpus[6:7], hours=1, power_w=300)
+    foreign.team = stranger
+    foreign.save()
+    assert page.goto(f"{live_server.url}/jobs/{foreign.pk}/").status == 404
