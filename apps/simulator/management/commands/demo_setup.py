@@ -10,6 +10,7 @@ from django.db import transaction
 
 from apps.core.access import FINANCE_GROUP
 from apps.fleet.models import Cluster, Team, TeamMembership
+from apps.reports.models import ReportRecipient
 
 
 class Command(BaseCommand):
@@ -40,4 +41,9 @@ class Command(BaseCommand):
         finance.set_password("fleetwatt-finance")
         finance.save()
         finance.groups.add(Group.objects.get_or_create(name=FINANCE_GROUP)[0])
+        # Weekly reports: the default email backend prints them to the worker's log (var/log/worker.log).
+        admin.email = "admin@example.org"
+        admin.save()
+        for team in Team.objects.exclude(name=Team.UNASSIGNED):
+            ReportRecipient.objects.get_or_create(team=team, email=f"{team.name}-leads@example.org")
         self.stdout.write("demo cluster, teams and logins ready")
