@@ -16,10 +16,9 @@ from apps.carbon.selectors import MixedBasisError, cluster_rollup, team_rollup
 from apps.core.access import user_sees_all_teams
 from apps.fleet.models import Cluster, Gpu, Team
 from apps.jobs.models import Job
+from apps.jobs.selectors import low_coverage_jobs
 from apps.telemetry.models import IngestedHour
 from apps.waste.models import Flag
-
-from .selectors import low_coverage_jobs, team_daily_energy
 
 
 def _period(request: HttpRequest) -> tuple[datetime, datetime]:
@@ -52,18 +51,17 @@ def _with_split(job: Job) -> Job:
 def fleet(request: HttpRequest) -> HttpResponse:
     start, end = _period(request)
     threshold = settings.FLEETWATT_COVERAGE_THRESHOLD
-    energy = team_daily_energy(user=request.user, start=start, end=end)
     context = {
         "start": start.date(),
         "end": end.date(),
-        "energy": energy,
+        "api_query": f"start={start.date().isoformat()}&end={end.date().isoformat()}",
         "flagged": [
             _with_split(job) for job in low_coverage_jobs(user=request.user, start=start, end=end, threshold=threshold)
         ],
         "threshold_pct": round(threshold * 100),
         "has_data": IngestedHour.objects.exists(),
         "teams": Team.objects.visible_to(request.user).order_by("name"),
-        "fleet": _fleet_overview(start, end) if user_sees_all_teams(request.user) else None,
+        "fleet": _clusters_overview(start, end) if user_sees_all_teams(request.user) else None,
         "prometheus_url": Cluster.objects.values_list("prometheus_url", flat=True).first()
         or settings.FLEETWATT_PROMETHEUS_URL,
     }
@@ -141,8 +139,8 @@ def job(request: HttpRequest, job_id: int) -> HttpResponse:
     return render(request, "dashboard/job.html", context)
 
 
-def _fleet_overview(start: datetime, end: datetime) -> dict:
-    """For admins and finance: each cluster's use and idle line, and the teams side by side."""
+def _clusters_overview(start: datetime, end: datetime) -> dict:
+    """For admins and finance: each cluster's use and its idle line."""
     clusters = []
     for cluster in Cluster.objects.select_related("site").order_by("name"):
         try:
@@ -163,15 +161,7 @@ def _fleet_overview(start: datetime, end: datetime) -> dict:
                 "currency": doc["currency"],
             }
         )
-    teams = []
-    for team in Team.objects.order_by("name"):
-        try:
-            totals = _totals(team_rollup(team=team, start=start, end=end, granularity="month")["periods"])
-        except MixedBasisError:
-            continue
-        if totals["gpu_hours"]:
-            teams.append({"team": team.name, **{k: float(v) for k, v in totals.items()}})
-    return {"clusters": clusters, "teams": teams}
+    return {"clusters": clusters}
 
 
 @login_required

@@ -72,7 +72,7 @@ def test_members_cannot_use_the_queue_nor_open_other_teams_jobs(world) -> None:
 def test_fleet_overview_for_admins_and_the_gpu_page(world) -> None:
     fleet, job, flag, admin, member = world
     admin_page = _login(admin).get("/", {"start": "2026-11-02", "end": "2026-11-03"})
-    assert b"Clusters: use and the idle line" in admin_page.content and b"teams-data" in admin_page.content
+    assert b"Clusters: use and the idle line" in admin_page.content and b"teams-chart" in admin_page.content
     member_page = _login(member).get("/", {"start": "2026-11-02", "end": "2026-11-03"})
     assert b"Clusters: use and the idle line" not in member_page.content
     gpu = fleet.gpus[0]

@@ -83,6 +83,10 @@ def test_dashboard_renders_chart_and_flagged_jobs(history_loader, cluster_for, l
     )
     expected = sorted(k for k, t in history.truth.items() if t.coverage < 0.95)
     assert sorted(listed) == expected
+    page.wait_for_selector("#teams-chart .main-svg")
+    for link in ("#energy-csv", "#teams-csv"):
+        csv = page.request.get(live_server.url + page.get_attribute(link, "href"))
+        assert csv.ok and csv.headers["content-type"].startswith("text/csv") and len(csv.text().splitlines()) > 1
     page.screenshot(path=str(ARTIFACTS / "dashboard-fleet-admin.png"), full_page=True)
     for name, path in {
         "audit": "/audit/",

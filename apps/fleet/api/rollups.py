@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, timedelta
 
 from rest_framework import serializers
 
@@ -63,5 +63,18 @@ class RollupSerializer(serializers.Serializer):
     embodied_kg_per_useful_gpu_hour = serializers.FloatField(required=False, allow_null=True)
 
 
-def now_utc() -> datetime:
-    return datetime.now(UTC)
+class DailyEnergySerializer(serializers.Serializer):
+    day = serializers.DateField()
+    team = serializers.CharField()
+    method = serializers.CharField(help_text="Split method.")
+    energy_j = serializers.FloatField(help_text="GPU energy (J).")
+
+
+class TeamTotalsSerializer(serializers.Serializer):
+    team = serializers.CharField()
+    gpu_hours = serializers.FloatField(help_text="GPU-hours occupied (h).")
+    energy_j = serializers.FloatField(help_text="GPU energy (J).")
+    facility_kwh = serializers.FloatField(help_text="Facility energy (kWh).")
+    operational_kg = serializers.FloatField(help_text="Operational CO2e (kg).")
+    embodied_kg = serializers.FloatField(help_text="Embodied CO2e (kg).")
+    cost = serializers.DecimalField(max_digits=18, decimal_places=6, help_text="In the sites' currency.")

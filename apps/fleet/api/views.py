@@ -19,8 +19,9 @@ from apps.carbon.selectors import MixedBasisError, cluster_rollup, job_group_rol
 from apps.core.access import user_sees_all_teams
 from apps.core.authentication import ReadOnlyForApiTokens
 from apps.fleet.models import Cluster, Gpu, Team
+from apps.jobs.selectors import team_daily_energy, team_totals
 
-from .rollups import RollupQuerySerializer, RollupSerializer
+from .rollups import DailyEnergySerializer, RollupQuerySerializer, RollupSerializer, TeamTotalsSerializer
 from .serializers import ClusterSerializer, GpuSerializer, JobGroupSerializer, TeamSerializer
 
 
@@ -118,6 +119,27 @@ class TeamViewSet(_RollupMixin, viewsets.ReadOnlyModelViewSet):
     def rollup(self, request: Request, pk: str | None = None) -> Response:
         team = self.get_object()
         return self._rollup(request, lambda **q: team_rollup_cached(team=team, **q))
+
+    @extend_schema(parameters=[RollupQuerySerializer], responses=DailyEnergySerializer(many=True))
+    @action(detail=False, methods=["get"], url_path="daily-energy", pagination_class=None)
+    def daily_energy(self, request: Request) -> Response:
+        """GPU energy per day, team and split method (J) for the teams the user may see."""
+        query = RollupQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        start, end = query.validated_data["start"], query.validated_data["end"]
+        return Response(team_daily_energy(user=request.user, start=start, end=end))
+
+    @extend_schema(parameters=[RollupQuerySerializer], responses=TeamTotalsSerializer(many=True))
+    @action(detail=False, methods=["get"], url_path="compare", pagination_class=None)
+    def compare(self, request: Request) -> Response:
+        """The teams the user may see, side by side over the period: GPU-hours, energy, cost, CO2e."""
+        query = RollupQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        start, end = query.validated_data["start"], query.validated_data["end"]
+        try:
+            return Response(team_totals(user=request.user, start=start, end=end))
+        except MixedBasisError as exc:
+            raise ValidationError({"detail": str(exc)}) from None
 
 
 class IsAdminOrFinance(permissions.BasePermission):

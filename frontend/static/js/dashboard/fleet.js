@@ -1,38 +1,36 @@
-// Fleet dashboard: daily GPU energy per team, stacked by split method (kWh).
+// Fleet dashboard: daily GPU energy per team, stacked by split method (kWh), loaded from the API.
 (function () {
   "use strict";
-  const rows = JSON.parse(document.getElementById("energy-data").textContent);
   const el = document.getElementById("energy-chart");
-  if (!rows.length) {
-    el.textContent = "No energy in this period.";
-    return;
-  }
   const methods = ["whole_gpu", "sm_time", "busy_time", "memory", "equal"];
   const colors = { whole_gpu: "#1b6ca8", sm_time: "#3fa34d", busy_time: "#8bc34a", memory: "#f0a202", equal: "#d1495b" };
-  const keys = [];
-  const seen = new Set();
-  rows.forEach((r) => {
-    const k = r.day + "|" + r.team;
-    if (!seen.has(k)) { seen.add(k); keys.push([r.day, r.team]); }
-  });
-  const traces = methods
-    .filter((m) => rows.some((r) => r.method === m))
-    .map((m) => {
+
+  function draw(rows) {
+    if (!rows.length) { el.textContent = "No energy in this period."; return; }
+    const keys = [];
+    const seen = new Set();
+    rows.forEach((r) => {
+      const k = r.day + "|" + r.team;
+      if (!seen.has(k)) { seen.add(k); keys.push([r.day, r.team]); }
+    });
+    const traces = methods.filter((m) => rows.some((r) => r.method === m)).map((m) => {
       const byKey = {};
       rows.filter((r) => r.method === m).forEach((r) => { byKey[r.day + "|" + r.team] = r.energy_j / 3.6e6; });
       return {
-        type: "bar",
-        name: m,
-        marker: { color: colors[m] },
+        type: "bar", name: m, marker: { color: colors[m] },
         x: [keys.map((k) => k[0]), keys.map((k) => k[1])],
         y: keys.map((k) => byKey[k[0] + "|" + k[1]] || 0),
         hovertemplate: "%{x}<br>" + m + ": %{y:.2f} kWh<extra></extra>",
       };
     });
-  Plotly.newPlot(el, traces, {
-    barmode: "stack",
-    margin: { t: 10, r: 10, b: 90, l: 60 },
-    yaxis: { title: { text: "GPU energy (kWh)" } },
-    legend: { orientation: "h" },
-  }, { displaylogo: false, responsive: true });
+    Plotly.newPlot(el, traces, {
+      barmode: "stack", margin: { t: 10, r: 10, b: 90, l: 60 },
+      yaxis: { title: { text: "GPU energy (kWh)" } }, legend: { orientation: "h" },
+    }, { displaylogo: false, responsive: true });
+  }
+
+  fetch(el.dataset.url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+    .then((r) => (r.ok ? r.json() : Promise.reject(r.status)))
+    .then(draw)
+    .catch((status) => { el.textContent = "Could not load the figures (" + status + ")."; });
 })();

@@ -1,8 +1,10 @@
-"""Reads for the dashboards (aggregated in the database, scoped through Job.objects.visible_to)."""
+"""Reads of jobs for the API and the dashboards (aggregated in the database, scoped through
+Job.objects.visible_to)."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -44,3 +46,30 @@ def low_coverage_jobs(*, user: User, start: datetime, end: datetime, threshold: 
         .select_related("team", "cluster")
         .order_by("coverage", "id")
     )
+
+
+def team_totals(*, user: User, start: datetime, end: datetime) -> list[dict[str, Any]]:
+    """Each team the user may see, side by side over the period: GPU-hours, energy, cost and CO2e."""
+    from apps.carbon.selectors import MixedBasisError, team_rollup_cached
+    from apps.fleet.models import Team
+
+    out = []
+    for team in Team.objects.visible_to(user).order_by("name"):
+        try:
+            periods = team_rollup_cached(team=team, start=start, end=end, granularity="month")["periods"]
+        except MixedBasisError:
+            continue
+        if not periods:
+            continue
+        out.append(
+            {
+                "team": team.name,
+                "gpu_hours": sum(p["gpu_hours"] for p in periods),
+                "energy_j": sum(p["energy_j"] for p in periods),
+                "facility_kwh": sum(p["facility_kwh"] for p in periods),
+                "operational_kg": sum(p["operational_kg"] for p in periods),
+                "embodied_kg": sum(p["embodied_kg"] for p in periods),
+                "cost": str(sum((p["cost"] for p in periods), Decimal(0))),
+            }
+        )
+    return out
