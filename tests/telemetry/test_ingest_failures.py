@@ -90,3 +90,17 @@ def test_a_worker_killed_mid_hour_leaves_nothing_half_written(history_loader, cl
     monkeypatch.undo()
     hour_ingest(cluster=cluster, hour=hour)
     assert JobGpuHour.objects.filter(hour=hour).exists()
+
+
+@pytest.mark.prometheus
+def test_an_hour_ingested_while_open_does_not_move_the_watermark(history_loader, cluster_for) -> None:
+    from django.utils import timezone
+
+    from apps.telemetry.services import hour_floor
+
+    history = history_loader(spine_scenario())
+    cluster = cluster_for(history)
+    now = hour_floor(timezone.now())
+    IngestWatermark.objects.create(cluster=cluster, ingested_through=now)
+    hour_ingest(cluster=cluster, hour=now)  # the current hour: still open
+    assert IngestWatermark.objects.get(cluster=cluster).ingested_through == now
