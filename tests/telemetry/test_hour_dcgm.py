@@ -1,0 +1,67 @@
+"""GPUs only dcgm-exporter reports, from query answers built by hand: label drift, hpc_job, MIG copies."""
+
+from __future__ import annotations
+
+import pytest
+
+from apps.telemetry.counters import CounterWindow
+from apps.telemetry.hour import HourInput, SeriesWindow, hour_compute
+
+T0 = 1_793_577_600.0  # an hour's start
+S = 15
+
+
+def _gpu(uuid_label: str, host_label: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    return {uuid_label: "GPU-1", host_label: "node-a", "gpu": "0", "modelName": "NVIDIA H100", **(extra or {})}
+
+
+def _energy(labels: dict[str, str], first_mj: float, last_mj: float, anchor: float | None) -> SeriesWindow:
+    return SeriesWindow(labels=labels, window=CounterWindow(last=last_mj, anchor=anchor, minimum=first_mj))
+
+
+def test_one_hpc_job_on_the_gpu_takes_its_energy_whole() -> None:
+    # given dcgm-exporter's old label set (UUID, Hostname) and an HPC job mapping for the whole hour
+    job = _gpu("UUID", "Hostname", {"hpc_job": "4242"})
+    data = HourInput(hour_start=T0, scrape_interval_s=S)
+    data.dcgm_energy = [_energy(job, 5e9, 5e9 + 1.8e9, anchor=5e9)]  # 1.8 MJ in the hour
+    data.dcgm_series = [
+        ("samples", job, 240), ("power_sum", job, 240 * 500.0), ("first", job, T0 - 5), ("last", job, T0 + 3585),
+    ]  # fmt: skip
+    # when
+    result = hour_compute(data)
+    # then
+    (row,) = result.job_hours
+    assert row.job_key == "slurm/4242" and row.source == "dcgm"
+    assert row.energy_by_method == {"whole_gpu": pytest.approx(1.8e6)}
+    assert row.occupancy_s == pytest.approx(3600)
+    assert result.gpus["GPU-1"].model_name == "NVIDIA H100" and result.gpus["GPU-1"].hostname == "node-a"
+
+
+def test_pods_after_a_relabel_collision_split_by_their_own_utilisation() -> None:
+    a = _gpu("uuid", "hostname", {"exported_pod": "a", "exported_namespace": "ml"})
+    b = _gpu("uuid", "hostname", {"exported_pod": "b", "exported_namespace": "ml"})
+    data = HourInput(hour_start=T0, scrape_interval_s=S)
+    # dcgm copies the GPU's energy onto both pods' series: the same counter, never to be summed
+    data.dcgm_energy = [_energy(a, 1e9, 1e9 + 2e9, 1e9), _energy(b, 1e9, 1e9 + 2e9, 1e9)]
+    data.dcgm_series = [
+        ("samples", a, 240), ("power_sum", a, 240 * 600.0), ("first", a, T0), ("last", a, T0 + 3585), ("util", a, 75.0),
+        ("samples", b, 240), ("power_sum", b, 240 * 600.0), ("first", b, T0), ("last", b, T0 + 3585), ("util", b, 25.0),
+    ]  # fmt: skip
+    result = hour_compute(data)
+    rows = {r.job_key: r for r in result.job_hours}
+    assert rows["k8s/ml/a"].energy_by_method == {"sm_time": pytest.approx(1.5e6)}
+    assert rows["k8s/ml/b"].energy_by_method == {"sm_time": pytest.approx(0.5e6)}
+    (gpu_hour,) = result.gpu_hours
+    assert gpu_hour.device_energy_j == pytest.approx(2e6)  # once, not twice
+    assert sum(r.occupancy_s for r in result.job_hours) == pytest.approx(3600)
+
+
+def test_mig_instance_series_repeat_the_parent_energy_and_count_once() -> None:
+    parent = _gpu("UUID", "Hostname")
+    instance = _gpu("UUID", "Hostname", {"GPU_I_ID": "1", "GPU_I_PROFILE": "1g.5gb"})
+    data = HourInput(hour_start=T0, scrape_interval_s=S)
+    data.dcgm_energy = [_energy(parent, 7e8, 7e8 + 9e8, 7e8), _energy(instance, 7e8, 7e8 + 9e8, 7e8)]
+    result = hour_compute(data)
+    (gpu_hour,) = result.gpu_hours
+    assert gpu_hour.device_energy_j == pytest.approx(9e5)
+    assert gpu_hour.unattributed_j == pytest.approx(9e5)  # no job label: not guessed, not idle
