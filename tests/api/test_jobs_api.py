@@ -155,3 +155,15 @@ def test_csv_without_a_page_streams_every_job(ingested) -> None:
     assert len(rows) == len(ingested.truth)  # every job, streamed
     expected = {"energy_j", "facility_kwh", "operational_kg", "currency", "intensity_basis", "attribution_j.whole_gpu"}
     assert expected <= rows[0].keys()
+
+
+def test_every_field_of_the_schema_is_described(db) -> None:
+    client = APIClient()
+    schema = client.get("/api/schema/", {"format": "json"}).json()
+    undescribed = [
+        f"{name}.{prop}"
+        for name, component in schema["components"]["schemas"].items()
+        for prop, spec in component.get("properties", {}).items()
+        if not spec.get("description")
+    ]
+    assert undescribed == []
