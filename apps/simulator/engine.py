@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .scenario import FaultSpec, JobSpec, NodeSpec, Scenario
+from .scenario import JobSpec, NodeSpec, Scenario
 
 # Exposed metric families: (name as exposed, type). Counters end in _total except dcgm's, as in the wild.
 GPU_ENERGY = "fleetwatt_gpu_energy_joules_total"
@@ -457,7 +457,3 @@ def _lives(duration_s: int, downs: list[tuple[int, int]]) -> list[tuple[int, int
     if t < duration_s:
         lives.append((t, duration_s))
     return lives
-
-
-def fault_windows(faults: list[FaultSpec], kind: str) -> list[tuple[int, int]]:
-    return [(f.start_s, f.end_s) for f in faults if f.kind == kind]

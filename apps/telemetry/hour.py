@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from . import promql
 from .counters import CounterWindow, counter_increase, merge_copies
@@ -426,7 +425,3 @@ def _meta_from_key(job_key: str) -> JobMeta:
     if parts[0] == "slurm" and len(parts) >= 2:
         return JobMeta(job_key=job_key, scheduler="slurm", job_id=parts[1])
     return JobMeta(job_key=job_key, scheduler=parts[0])
-
-
-def parse_vector(result: list[dict[str, Any]]) -> list[tuple[dict[str, str], float]]:
-    return [(dict(item["metric"]), float(item["value"][1])) for item in result]
