@@ -42,6 +42,8 @@ def _period(request: HttpRequest) -> tuple[datetime, datetime]:
 def _with_split(job: Job) -> Job:
     """Energy in kWh and each method's share, for the table."""
     job.energy_kwh = job.energy_j / 3.6e6  # type: ignore[attr-defined]
+    # Summed here: the template filter `add` would make integers of these floats.
+    job.co2e_kg = (job.operational_kg or 0.0) + job.embodied_kg  # type: ignore[attr-defined]
     total = sum(job.attribution_j.values()) or 1.0
     job.split_pct = [(m, 100.0 * j / total) for m, j in job.attribution_j.items()]  # type: ignore[attr-defined]
     return job
@@ -110,6 +112,7 @@ def _totals(periods: list[dict]) -> dict:
         "operational_kg": sum(p["operational_kg"] for p in periods),
         "embodied_kg": sum(p["embodied_kg"] for p in periods),
         "cost": sum((p["cost"] for p in periods), Decimal(0)),
+        "co2e_kg": sum(p["operational_kg"] + p["embodied_kg"] for p in periods),
     }
 
 
@@ -128,7 +131,7 @@ def job(request: HttpRequest, job_id: int) -> HttpResponse:
     tdp_estimate_j = sum(r.occupancy_s * tdp.get(r.gpu.model_name, 700.0) for r in rows)
     context = {
         "job": _with_split(job),
-        "rows": [(r, energy.get((r.gpu_id, r.hour), {})) for r in rows],
+        "rows": [(r, energy.get((r.gpu_id, r.hour), {}), (r.operational_kg or 0.0) + r.embodied_kg) for r in rows],
         "flags": job.flag_rows.order_by("kind"),
         "trail": job.audit_entries.select_related("actor").order_by("at", "id"),
         "tdp_estimate_kwh": tdp_estimate_j / 3.6e6,
