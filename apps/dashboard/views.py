@@ -181,5 +181,8 @@ def gpu(request: HttpRequest, gpu_id: int) -> HttpResponse:
         .annotate(energy_j=Sum("energy_j"), occupancy_s=Sum("occupancy_s"), first=Min("hour"), last=Max("hour"))
         .order_by("first")
     )
+    jobs = [
+        {**j, "energy_kwh": (j["energy_j"] or 0.0) / 3.6e6, "gpu_hours": (j["occupancy_s"] or 0.0) / 3600} for j in jobs
+    ]
     context = {"gpu": gpu, "hours": hours, "jobs": jobs, "start": start.date(), "end": end.date()}
     return render(request, "dashboard/gpu.html", context)
