@@ -11,8 +11,9 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
+from django.contrib.postgres.aggregates import BoolOr
 from django.db import connection, transaction
-from django.db.models import Avg
+from django.db.models import Avg, Sum
 from django.db.models.functions import ExtractMonth, ExtractYear
 
 from apps.core.bulk import rows_update
@@ -158,46 +159,55 @@ def jobs_footprint_sum(*, job_ids: Iterable[int], book: FactorBook | None = None
     ids = sorted(set(job_ids))
     if not ids:
         return
-    per_job: dict[int, list[JobGpuHour]] = defaultdict(list)
-    for row in JobGpuHour.objects.filter(job_id__in=ids).only(
-        "job_id", "hour", "facility_kwh", "server_kwh", "operational_kg", "embodied_kg", "cost",
-        "intensity_estimated", "intensity_kg_per_kwh",
-    ):  # fmt: skip
-        per_job[row.job_id].append(row)
+    sums = {
+        r["job_id"]: r
+        for r in JobGpuHour.objects.filter(job_id__in=ids)
+        .values("job_id")
+        .annotate(
+            server_kwh=Sum("server_kwh"),
+            facility_kwh=Sum("facility_kwh"),
+            operational_kg=Sum("operational_kg"),  # NULL when no hour had an intensity
+            embodied_kg=Sum("embodied_kg"),
+            cost=Sum("cost"),
+            estimated=BoolOr("intensity_estimated"),
+        )
+        .order_by()
+    }
     jobs = list(Job.objects.filter(pk__in=ids).select_related("cluster__site", "job_group"))
     deadline_h = settings.FLEETWATT_SHIFT_DEADLINE_H
     for job in jobs:
-        job_rows = per_job.get(job.pk, [])
+        total = sums.get(job.pk, {})
         site = job.cluster.site
-        job.server_kwh = sum(r.server_kwh for r in job_rows)
-        job.facility_kwh = sum(r.facility_kwh for r in job_rows)
-        operational = [r.operational_kg for r in job_rows]
-        job.operational_kg = (
-            sum(o for o in operational if o is not None) if any(o is not None for o in operational) else None
-        )
-        job.embodied_kg = sum(r.embodied_kg for r in job_rows)
-        job.cost = sum((r.cost for r in job_rows), Decimal(0))
+        job.server_kwh = total.get("server_kwh") or 0.0
+        job.facility_kwh = total.get("facility_kwh") or 0.0
+        job.operational_kg = total.get("operational_kg")
+        job.embodied_kg = total.get("embodied_kg") or 0.0
+        job.cost = total.get("cost") or Decimal(0)
         job.currency = site.currency if site else ""
         job.intensity_basis = site.intensity_basis if site and site.grid_zone else ""
         sources = sorted(book.sources.get((site.grid_zone, site.intensity_basis), set())) if book and site else []
         job.intensity_source = ", ".join(sources) or (job.intensity_source if job.intensity_basis else "")
-        job.intensity_estimated = any(r.intensity_estimated for r in job_rows)
+        job.intensity_estimated = bool(total.get("estimated"))
         job.shift_saving_kg = None
-        if job.job_group and job.job_group.flexible and site and site.grid_zone and job_rows:
-            by_hour: dict[datetime, float] = defaultdict(float)
-            for r in job_rows:
-                by_hour[r.hour] += r.facility_kwh
-            first = min(by_hour)
-            window = IntensityHour.objects.filter(
-                zone=site.grid_zone,
-                basis=site.intensity_basis,
-                hour__gte=first,
-                hour__lt=max(by_hour) + (deadline_h + 1) * HOUR,
-            ).values_list("hour", "kg_per_kwh")
-            job.shift_saving_kg = shift_saving_kg(sorted(by_hour.items()), dict(window), deadline_h=deadline_h)
+        if job.job_group and job.job_group.flexible and site and site.grid_zone and total:
+            job.shift_saving_kg = _shift_hint(job, site, deadline_h)
     rows_update(jobs, JOB_FOOTPRINT_FIELDS)
     estimated_intensity_flags_sync(jobs=jobs)
     job_findings_sync(job_ids=ids)  # their evidence carries kWh, kg and cost
+
+
+def _shift_hint(job: Job, site: Site, deadline_h: int) -> float | None:
+    """The carbon-aware hint of one flexible job, from its hourly facility energy."""
+    by_hour: dict[datetime, float] = defaultdict(float)
+    for hour, kwh in JobGpuHour.objects.filter(job=job).values_list("hour", "facility_kwh"):
+        by_hour[hour] += kwh
+    window = IntensityHour.objects.filter(
+        zone=site.grid_zone,
+        basis=site.intensity_basis,
+        hour__gte=min(by_hour),
+        hour__lt=max(by_hour) + (deadline_h + 1) * HOUR,
+    ).values_list("hour", "kg_per_kwh")
+    return shift_saving_kg(sorted(by_hour.items()), dict(window), deadline_h=deadline_h)
 
 
 def _group_matches(group: JobGroup, job: Job) -> bool:

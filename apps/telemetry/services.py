@@ -44,6 +44,7 @@ class HourReport:
     query_count: int
     prometheus_s: float
     duration_s: float
+    derive_s: float = 0.0  # of which: footprints, findings and teams' daily sums of the hour
 
 
 def _ts(dt: datetime) -> float:
@@ -110,7 +111,10 @@ def hour_ingest(*, cluster: Cluster, hour: datetime, reader: PrometheusReader | 
     result = hour_compute(data)
     with transaction.atomic():
         _cluster_hour_lock(cluster, hour)
-        _hour_write(cluster=cluster, hour=hour, result=result)
+        affected = _hour_write(cluster=cluster, hour=hour, result=result)
+        derive_started = time.perf_counter()
+        _hour_derive(cluster=cluster, hour=hour, job_ids=affected)
+        derive_s = time.perf_counter() - derive_started
         report = HourReport(
             cluster=cluster.name,
             hour=hour,
@@ -119,6 +123,7 @@ def hour_ingest(*, cluster: Cluster, hour: datetime, reader: PrometheusReader | 
             query_count=reader.log.count - count0,
             prometheus_s=reader.log.seconds - seconds0,
             duration_s=time.perf_counter() - started,
+            derive_s=derive_s,
         )
         IngestedHour.objects.update_or_create(
             cluster=cluster,
@@ -206,7 +211,8 @@ def _jobs_upsert(cluster: Cluster, metas: Iterable[JobMeta], sources: dict[str, 
     return existing
 
 
-def _hour_write(*, cluster: Cluster, hour: datetime, result: HourResult) -> None:
+def _hour_write(*, cluster: Cluster, hour: datetime, result: HourResult) -> set[int]:
+    """The hour's rows, and the summaries of the jobs they touch; returns those jobs' ids."""
     gpus = _gpus_upsert(cluster, result)
     sources = {r.job_key: r.source for r in result.job_hours}
     jobs = _jobs_upsert(cluster, result.jobs.values(), sources)
@@ -312,7 +318,13 @@ def _hour_write(*, cluster: Cluster, hour: datetime, result: HourResult) -> None
     open_ended = Job.objects.filter(cluster=cluster, end__isnull=True, last_seen__lt=through - grace)
     affected = previous_job_ids | {j.pk for j in jobs.values()} | set(open_ended.values_list("pk", flat=True))
     jobs_summary_refresh(job_ids=affected, ingested_through=through)
-    job_groups_assign(job_ids=affected)
+    return affected
+
+
+def _hour_derive(*, cluster: Cluster, hour: datetime, job_ids: set[int]) -> None:
+    """What follows from the hour's rows, in the same transaction: job groups, footprints (carbon, cost),
+    findings, and the teams' daily sums."""
+    job_groups_assign(job_ids=job_ids)
     footprints_refresh(cluster_ids=[cluster.pk], start=hour, end=hour + HOUR)
 
 

@@ -162,11 +162,18 @@ def job_findings_sync(*, job_ids: Iterable[int]) -> None:
     )
     jobs = list(Job.objects.filter(pk__in=ids))
     kinds = (Flag.Kind.MEMORY_HOG, Flag.Kind.IDLE_ALLOCATION)
+    found = {job.pk: findings(uses.get(job.pk, []), thresholds) for job in jobs}
+    # Withdraw the open findings whose condition no longer holds: one statement per kind.
+    for kind in kinds:
+        gone = [job.pk for job in jobs if kind not in found[job.pk]]
+        Flag.objects.filter(job_id__in=gone, kind=kind, status=Flag.Status.OPEN).delete()
+    existing = {(f.job_id, f.kind): f for f in Flag.objects.filter(job_id__in=ids, kind__in=kinds)}
     for job in jobs:
-        found = findings(uses.get(job.pk, []), thresholds)
-        Flag.objects.filter(job=job, kind__in=[k for k in kinds if k not in found], status=Flag.Status.OPEN).delete()
-        for kind, evidence in found.items():
-            Flag.objects.update_or_create(
-                kind=kind, cluster_id=job.cluster_id, job=job, gpu=None, hour=None, defaults={"evidence": evidence}
-            )
+        for kind, evidence in found[job.pk].items():
+            flag = existing.get((job.pk, kind))
+            if flag is None:
+                Flag.objects.create(kind=kind, cluster_id=job.cluster_id, job=job, evidence=evidence)
+            elif flag.evidence != evidence:
+                flag.evidence = evidence
+                flag.save(update_fields=["evidence", "updated_at"])
     job_flags_sync(jobs=jobs)
