@@ -1,4 +1,4 @@
-"""The two-jobs experiment of issue 3 on a real GPU, checked from the agent's own /jobs and /metrics.
+"""The two-jobs experiment (docs/agent-h200.md) on a real GPU, checked from the agent's own /jobs and /metrics.
 
 Runs the agent from the source tree (PYTHONPATH=agent) with --backend nvml --record, starts `heavy`,
 then `light`, on GPU 0, keeps both running together for --together seconds (>= 60), stops light, then

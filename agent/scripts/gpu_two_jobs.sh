@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The two-jobs experiment of issue 3 on GPU 0 of this machine (make gpu-two-jobs).
+# The two-jobs experiment (docs/agent-h200.md) on GPU 0 of this machine (make gpu-two-jobs).
 # Usage: bash agent/scripts/gpu_two_jobs.sh [OUTDIR] [--dry-run] [--together SECONDS]
 # OUTDIR defaults to $OUT (the device machine's output folder), else /tmp/fleetwatt-gpu-two-jobs.
 # Installs nothing: runs the agent from the source tree (PYTHONPATH=agent) with the machine's python3,

@@ -1,4 +1,4 @@
-"""The two programs of the two-jobs experiment (issue 3), run on GPU 0 until SIGTERM.
+"""The two programs of the two-jobs experiment (docs/agent-h200.md), run on GPU 0 until SIGTERM.
 
 heavy: an 8192 x 8192 fp16 matrix multiplied by itself 20 times, then a synchronize, in a loop.
 light: holds 10 GiB and multiplies a 1024 x 1024 fp16 matrix once every 0.2 s.

@@ -1,4 +1,4 @@
-"""The real H200 two-jobs run (issue 3), replayed through the real agent code in CI.
+"""The real H200 two-jobs run (docs/agent-h200.md), replayed through the real agent code in CI.
 
 tests/agent/fixtures/h200_two_jobs_trace.jsonl was recorded by `fleetwatt-agent --backend nvml
 --record` on an NVIDIA H200 (driver 580.159.04) while `heavy` (8192x8192 fp16 products) and `light`
