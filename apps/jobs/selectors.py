@@ -11,6 +11,8 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Sum
 from django.db.models.functions import TruncDay
 
+from apps.carbon.selectors import MixedBasisError, team_rollup_cached
+from apps.fleet.models import Team
 from apps.jobs.models import Job, JobGpuHourEnergy
 
 User = AbstractBaseUser | AnonymousUser
@@ -50,9 +52,6 @@ def low_coverage_jobs(*, user: User, start: datetime, end: datetime, threshold: 
 
 def team_totals(*, user: User, start: datetime, end: datetime) -> list[dict[str, Any]]:
     """Each team the user may see, side by side over the period: GPU-hours, energy, cost and CO2e."""
-    from apps.carbon.selectors import MixedBasisError, team_rollup_cached
-    from apps.fleet.models import Team
-
     out = []
     for team in Team.objects.visible_to(user).order_by("name"):
         try:

@@ -337,11 +337,14 @@ def _ingested_through(cluster: Cluster, hour: datetime) -> datetime:
 def _watermark_advance(cluster: Cluster) -> None:
     """Move the watermark over every contiguous ingested hour from where it stands."""
     mark = IngestWatermark.objects.select_for_update().filter(cluster=cluster).first()
-    hours = set(IngestedHour.objects.filter(cluster=cluster).values_list("hour", flat=True))
+    ingested = IngestedHour.objects.filter(cluster=cluster)
     if mark is None:
-        if not hours:
+        first = ingested.order_by("hour").values_list("hour", flat=True).first()
+        if first is None:
             return
-        mark = IngestWatermark(cluster=cluster, ingested_through=min(hours))
+        mark = IngestWatermark(cluster=cluster, ingested_through=first)
+    # Only the hours from where it stands: the cluster's whole history would grow with every hour.
+    hours = set(ingested.filter(hour__gte=mark.ingested_through).values_list("hour", flat=True))
     through = mark.ingested_through
     closed = last_closed_hour()
     # Only closed hours count: an hour ingested while still open (a test, a curious admin) is ingested

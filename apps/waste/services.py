@@ -110,7 +110,8 @@ def job_flags_sync(*, jobs: Sequence[Job]) -> None:
 
 
 def estimated_intensity_flags_sync(*, jobs: Sequence[Job]) -> None:
-    """`estimated_intensity` on jobs some of whose hours had no recorded intensity (filled in)."""
+    """`estimated_intensity` on jobs some of whose hours had no recorded intensity (filled in). The jobs'
+    flag lists follow with job_flags_sync (job_findings_sync ends with it)."""
     if not jobs:
         return
     estimated = [j for j in jobs if j.intensity_estimated]
@@ -125,7 +126,6 @@ def estimated_intensity_flags_sync(*, jobs: Sequence[Job]) -> None:
             hour=None,
             defaults={"evidence": {"intensity_source": job.intensity_source, "intensity_basis": job.intensity_basis}},
         )
-    job_flags_sync(jobs=jobs)
 
 
 def job_findings_sync(*, job_ids: Iterable[int]) -> None:

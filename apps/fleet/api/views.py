@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -70,12 +71,18 @@ class GpuViewSet(viewsets.ReadOnlyModelViewSet):
         )
 
 
+def _period_query(request: Request) -> tuple[datetime, datetime, str]:
+    """`?start=&end=&granularity=` checked (a clear 400 otherwise)."""
+    query = RollupQuerySerializer(data=request.query_params)
+    query.is_valid(raise_exception=True)
+    return query.validated_data["start"], query.validated_data["end"], query.validated_data["granularity"]
+
+
 class _RollupMixin:
     def _rollup(self, request: Request, compute: Callable[..., dict]) -> Response:
-        query = RollupQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
+        start, end, granularity = _period_query(request)
         try:
-            doc = compute(**query.validated_data)
+            doc = compute(start=start, end=end, granularity=granularity)
         except MixedBasisError as exc:
             raise ValidationError({"detail": str(exc)}) from None
         # The document already has the schema's shape (RollupSerializer documents it): serialising a year
@@ -124,18 +131,14 @@ class TeamViewSet(_RollupMixin, viewsets.ReadOnlyModelViewSet):
     @action(detail=False, methods=["get"], url_path="daily-energy", pagination_class=None)
     def daily_energy(self, request: Request) -> Response:
         """GPU energy per day, team and split method (J) for the teams the user may see."""
-        query = RollupQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        start, end = query.validated_data["start"], query.validated_data["end"]
+        start, end, _ = _period_query(request)
         return Response(team_daily_energy(user=request.user, start=start, end=end))
 
     @extend_schema(parameters=[RollupQuerySerializer], responses=TeamTotalsSerializer(many=True))
     @action(detail=False, methods=["get"], url_path="compare", pagination_class=None)
     def compare(self, request: Request) -> Response:
         """The teams the user may see, side by side over the period: GPU-hours, energy, cost, CO2e."""
-        query = RollupQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        start, end = query.validated_data["start"], query.validated_data["end"]
+        start, end, _ = _period_query(request)
         try:
             return Response(team_totals(user=request.user, start=start, end=end))
         except MixedBasisError as exc:
