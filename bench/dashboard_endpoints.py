@@ -21,6 +21,7 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import requests
 
@@ -35,6 +36,7 @@ ENV = {
     "DJANGO_SECURE_SSL_REDIRECT": "0",
     "DJANGO_SECURE_COOKIES": "0",
     "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{DB}",
+    "FLEETWATT_API_TOKEN_RATE": "1000000/min",  # the load is one token: the limit is not what is measured
 }
 os.environ.update(ENV)
 
@@ -108,12 +110,60 @@ def fill(n_jobs: int) -> None:
     print(f"built the teams' daily sums in {time.perf_counter() - started:.0f}s")
 
 
+def fill_flags() -> None:
+    """An open waste finding on every 47th job (21,276 of a million, on every team), as findings leave them."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO waste_flag (kind, cluster_id, job_id, status, evidence, created_at, updated_at) "
+            "SELECT CASE WHEN id %% 2 = 0 THEN 'memory_hog' ELSE 'idle_allocation' END, cluster_id, id, 'open', "
+            "jsonb_build_object('gpu_hours_blocked', 0.8, 'kwh', 0.4, 'kg', 0.1, 'cost', '2.50'), last_seen, last_seen "
+            "FROM jobs_job WHERE id %% 47 = 0",
+            [],
+        )
+        cursor.execute("ANALYZE waste_flag")
+
+
+def member_session(team: Any) -> str:
+    """A logged-in session of a member of the team, as the dashboard's browser holds it."""
+    from django.conf import settings
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+    from django.contrib.auth.models import User
+    from django.contrib.sessions.backends.base import SessionBase
+    from django.utils.module_loading import import_string
+
+    from apps.fleet.models import TeamMembership
+
+    user, _ = User.objects.get_or_create(username="bench-member")
+    TeamMembership.objects.get_or_create(user=user, team=team)
+    store: SessionBase = import_string(f"{settings.SESSION_ENGINE}.SessionStore")()
+    store[SESSION_KEY], store[BACKEND_SESSION_KEY] = str(user.pk), "django.contrib.auth.backends.ModelBackend"
+    store[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    store.save()
+    return str(store.session_key)
+
+
+def finance_token() -> str:
+    """A named API token of a finance user (a new one each run; only its hash is kept)."""
+    from django.contrib.auth.models import Group, User
+
+    from apps.core.access import FINANCE_GROUP
+    from apps.core.models import ApiToken
+
+    user, _ = User.objects.get_or_create(username="bench-finance")
+    user.groups.add(Group.objects.get_or_create(name=FINANCE_GROUP)[0])
+    return ApiToken.issue(user=user, name="bench")[1]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=1_000_000)
     ap.add_argument("--clients", type=int, default=20)
-    ap.add_argument("--requests", type=int, default=2000)
-    ap.add_argument("--workers", type=int, default=3, help="gunicorn processes (threads: 4 each)")
+    ap.add_argument("--requests", type=int, default=1000, help="per endpoint and caller")
+    ap.add_argument("--workers", type=int, default=os.cpu_count(), help="gunicorn processes")
+    ap.add_argument("--threads", type=int, default=1, help="threads per gunicorn process")
+    ap.add_argument("--token", action="store_true", help="also as a finance tool with an API token")
     ap.add_argument("--reuse", action="store_true", help="keep the database an earlier run filled")
     args = ap.parse_args()
     if shutil.which("ab") is None:
@@ -122,23 +172,29 @@ def main() -> None:
         subprocess.run(["dropdb", "-h", "127.0.0.1", "-U", "postgres", "--if-exists", DB], check=True)
         subprocess.run(["createdb", "-h", "127.0.0.1", "-U", "postgres", DB], check=True)
     django.setup()
-    from django.contrib.auth.models import User
+    from django.conf import settings
     from django.core.management import call_command
-    from rest_framework.authtoken.models import Token
 
     from apps.fleet.models import Team
+    from apps.waste.models import Flag
 
     call_command("migrate", verbosity=0)
     if not args.reuse:
         fill(args.jobs)
-    user, _ = User.objects.get_or_create(username="bench", defaults={"is_staff": True})
-    token = Token.objects.get_or_create(user=user)[0].key
+    if not Flag.objects.exists():
+        fill_flags()
     team = Team.objects.get(name="team3")
+    # Who asks: a member of the team from the dashboard (a session, as the browser sends it), and a
+    # finance tool with a named API token.
+    callers = {"member, session": ["-C", f"{settings.SESSION_COOKIE_NAME}={member_session(team)}"]}
+    if args.token:
+        callers["finance tool, API token"] = ["-H", f"Authorization: Bearer {finance_token()}"]
     port = 8765
     web = subprocess.Popen(
-        [str(ROOT / ".venv/bin/gunicorn"), "fleetwatt.wsgi", "-b", f"127.0.0.1:{port}", "-w", str(args.workers),
-         "--threads", "4", "--log-level", "warning"],
-        cwd=ROOT, env={**os.environ, **ENV},
+        [str(ROOT / ".venv/bin/gunicorn"), "fleetwatt.wsgi", "-c", str(ROOT / "gunicorn.conf.py"),
+         "-b", f"127.0.0.1:{port}", "--log-level", "warning"],
+        cwd=ROOT, env={**os.environ, **ENV, "WEB_CONCURRENCY": str(args.workers),
+                       "GUNICORN_THREADS": str(args.threads)},
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
@@ -154,22 +210,26 @@ def main() -> None:
             "team rollup, a year by day": f"/api/teams/{team.pk}/rollup/?{year}&granularity=day",
             "team's jobs of a month": "/api/jobs/?team=team3&start=2026-06-01T00:00:00Z&end=2026-07-01T00:00:00Z"
             "&page_size=20",
-            "team's findings": "/api/flags/?team=team3&status=open",
+            "team's open findings": "/api/flags/?team=team3&status=open&page_size=20",
         }
-        # ApacheBench is the load: a Python client would take the cores the server needs.
-        for name, path in endpoints.items():
-            requests.get(base + path, headers={"Authorization": f"Token {token}"}, timeout=30).raise_for_status()
-            out = subprocess.run(
-                ["ab", "-q", "-n", str(args.requests // len(endpoints)), "-c", str(args.clients),
-                 "-H", f"Authorization: Token {token}", base + path],
-                capture_output=True, text=True, check=True,
-            ).stdout  # fmt: skip
-            pct = dict(re.findall(r"^\s+(\d+)%\s+(\d+)", out, re.M))
-            failed = re.search(r"Failed requests:\s+(\d+)", out)
-            print(
-                f"{name:32s} p50 {pct['50']:>5} ms  p95 {pct['95']:>5} ms  p99 {pct['99']:>5} ms"
-                f"  failed {failed.group(1) if failed else '?'}"
-            )
+        print(f"gunicorn {args.workers} x {args.threads}, {args.clients} clients, {args.requests} requests each")
+        pages = {"team dashboard page (HTML)": f"/teams/{team.pk}/"}  # its default period: 30 days
+        for caller, auth in callers.items():
+            for name, path in {**endpoints, **(pages if caller.startswith("member") else {})}.items():
+                # ApacheBench is the load: a Python client would take the cores the server needs. A
+                # first round warms every worker (connections, caches) and is not counted.
+                for n in (4 * args.clients, args.requests):
+                    out = subprocess.run(
+                        ["ab", "-q", "-n", str(n), "-c", str(args.clients), *auth, base + path],
+                        capture_output=True, text=True, check=True,
+                    ).stdout  # fmt: skip
+                pct = dict(re.findall(r"^\s+(\d+)%\s+(\d+)", out, re.M))
+                failed = re.search(r"Failed requests:\s+(\d+)", out)
+                non_2xx = re.search(r"Non-2xx responses:\s+(\d+)", out)
+                print(
+                    f"{caller:24s} {name:30s} p50 {pct['50']:>4} ms  p95 {pct['95']:>4} ms  p99 {pct['99']:>4} ms"
+                    f"  failed {failed.group(1) if failed else '?'}  non-2xx {non_2xx.group(1) if non_2xx else 0}"
+                )
     finally:
         web.terminate()
         web.wait(timeout=20)

@@ -150,6 +150,8 @@ SPECTACULAR_SETTINGS = {
 REDIS_URL = env.str("REDIS_URL", default="redis://127.0.0.1:6379/0")
 # The throttles' counters live in Redis, shared by every web process.
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+# Sessions read from Redis, written through to Postgres: a dashboard request costs no session query.
+SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_SERIALIZER = "json"

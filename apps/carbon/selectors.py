@@ -234,6 +234,7 @@ def _document(
 
 
 ROLLUP_GENERATION_KEY = "fleetwatt:rollups:generation"
+ROLLUP_CACHE_SECONDS = 24 * 3600
 
 
 def rollups_invalidate() -> None:
@@ -244,16 +245,22 @@ def rollups_invalidate() -> None:
         cache.set(ROLLUP_GENERATION_KEY, 1, timeout=None)
 
 
-def team_rollup_cached(*, team: Team, start: datetime, end: datetime, granularity: str) -> dict[str, Any]:
-    """team_rollup, kept in the cache until the next change of the data it sums (dashboards ask for the
-    same periods again and again between two ingests)."""
+def team_rollup_cache_key(*, team: Team, start: datetime, end: datetime, granularity: str) -> str:
+    """The cache key of a team's rollup: it changes with the data's generation, so no entry outlives a
+    change of the sums it holds."""
     generation = cache.get(ROLLUP_GENERATION_KEY, 0)
-    key = (
+    return (
         f"fleetwatt:rollup:team:{team.pk}:{start.isoformat()}:{end.isoformat()}:{granularity}:"
         f"{int(settings.FLEETWATT_IDLE_SHARED_TO_TEAMS)}:{generation}"
     )
+
+
+def team_rollup_cached(*, team: Team, start: datetime, end: datetime, granularity: str) -> dict[str, Any]:
+    """team_rollup, kept in the cache until the next change of the data it sums (dashboards ask for the
+    same periods again and again between two ingests)."""
+    key = team_rollup_cache_key(team=team, start=start, end=end, granularity=granularity)
     doc = cache.get(key)
     if doc is None:
         doc = team_rollup(team=team, start=start, end=end, granularity=granularity)
-        cache.set(key, doc, timeout=24 * 3600)
+        cache.set(key, doc, timeout=ROLLUP_CACHE_SECONDS)
     return doc

@@ -22,3 +22,15 @@ class JobCursorPagination(CursorPagination):
     @property
     def max_page_size(self) -> int:  # type: ignore[override]
         return settings.FLEETWATT_API_MAX_PAGE_SIZE
+
+
+class FlagCursorPagination(CursorPagination):
+    """Findings page by a cursor on their creation, newest first: a team's page walks the index of all
+    findings in that order and stops at the page's end, where a COUNT would join every one to its job."""
+
+    ordering = ("-created_at", "-id")
+    page_size_query_param = "page_size"
+
+    @property
+    def max_page_size(self) -> int:  # type: ignore[override]
+        return settings.FLEETWATT_API_MAX_PAGE_SIZE

@@ -82,7 +82,8 @@ def team(request: HttpRequest, team_id: int) -> HttpResponse:
         error = ""
     except MixedBasisError as exc:
         rollup, error = None, str(exc)
-    jobs = Job.objects.visible_to(request.user).filter(team=team, start__lt=end).exclude(end__lt=start)
+    # Jobs that ran in the period, as the API's `?start=&end=` picks them (index job_team_last_seen).
+    jobs = Job.objects.visible_to(request.user).filter(team=team, start__lt=end).seen_since(start)
     threshold = settings.FLEETWATT_COVERAGE_THRESHOLD
     context = {
         "team": team,
@@ -95,11 +96,12 @@ def team(request: HttpRequest, team_id: int) -> HttpResponse:
         "low_coverage": [
             _with_split(job) for job in jobs.filter(coverage__lt=threshold, sampled_s__gt=0).order_by("coverage", "id")
         ],
-        "waste": Flag.objects.filter(job__in=jobs, kind__in=[Flag.Kind.MEMORY_HOG, Flag.Kind.IDLE_ALLOCATION])
+        "waste": Flag.objects.visible_to(request.user)
+        .filter(job__in=jobs, kind__in=[Flag.Kind.MEMORY_HOG, Flag.Kind.IDLE_ALLOCATION])
         .select_related("job")
         .order_by("kind", "-created_at"),
         "threshold_pct": round(threshold * 100),
-        "sources": sorted(set(jobs.values_list("intensity_source", flat=True)) - {""}),
+        "sources": sorted(set(jobs.order_by().values_list("intensity_source", flat=True).distinct()) - {""}),
         "api_query": f"start={start.date().isoformat()}&end={end.date().isoformat()}",
     }
     return render(request, "dashboard/team.html", context)

@@ -2,17 +2,36 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import django_filters
+from django import forms
 from django.db.models import QuerySet
+from django_filters.fields import IsoDateTimeField
 from rest_framework.exceptions import ValidationError
 
 from apps.fleet.models import Cluster, Team
 
-from .models import Job
+from .models import Job, JobQuerySet
 
 MAX_RANGE_DAYS = 400
+
+
+class UtcDateTimeField(IsoDateTimeField):
+    """ISO 8601, in UTC: Python accepts offsets up to 24 h that Postgres refuses (beyond 15:59)."""
+
+    def to_python(self, value: object) -> datetime | None:
+        parsed = super().to_python(value)
+        if parsed is None:
+            return None
+        try:
+            return parsed.astimezone(UTC)
+        except OverflowError:
+            raise forms.ValidationError("Out of range.", code="invalid") from None
+
+
+class UtcDateTimeFilter(django_filters.IsoDateTimeFilter):
+    field_class = UtcDateTimeField
 
 
 class JobFilterSet(django_filters.FilterSet):
@@ -20,12 +39,10 @@ class JobFilterSet(django_filters.FilterSet):
         queryset=Cluster.objects.all(), to_field_name="name", help_text="Cluster name."
     )
     team = django_filters.ModelChoiceFilter(queryset=Team.objects.all(), to_field_name="name", help_text="Team name.")
-    start = django_filters.IsoDateTimeFilter(
-        field_name="last_seen", lookup_expr="gte", help_text="Jobs still running at or after this time (ISO 8601)."
+    start = UtcDateTimeFilter(
+        method="filter_seen_since", help_text="Jobs still running at or after this time (ISO 8601)."
     )
-    end = django_filters.IsoDateTimeFilter(
-        field_name="start", lookup_expr="lt", help_text="Jobs started before this time."
-    )
+    end = UtcDateTimeFilter(field_name="start", lookup_expr="lt", help_text="Jobs started before this time.")
     flagged = django_filters.BooleanFilter(
         method="filter_flagged", help_text="Only jobs with (true) or without (false) flags."
     )
@@ -41,6 +58,9 @@ class JobFilterSet(django_filters.FilterSet):
         if start and end and end - start > timedelta(days=MAX_RANGE_DAYS):
             raise ValidationError({"end": f"A range covers at most {MAX_RANGE_DAYS} days."})
         return super().qs
+
+    def filter_seen_since(self, qs: JobQuerySet, name: str, value: datetime) -> JobQuerySet:
+        return qs.seen_since(value)
 
     def filter_flagged(self, qs: QuerySet[Job], name: str, value: bool | None) -> QuerySet[Job]:
         if value is None:

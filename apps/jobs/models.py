@@ -10,6 +10,8 @@ from django.db import models
 from apps.fleet.models import Cluster, Gpu, Team
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
 
@@ -30,14 +32,19 @@ class Source(models.TextChoices):
 
 class JobQuerySet(models.QuerySet["Job"]):
     def visible_to(self, user: AbstractBaseUser | AnonymousUser) -> JobQuerySet:
-        """The one place that scopes jobs to a user: staff and finance see all, members their teams'."""
+        """Jobs of the teams the user may see (Team.objects.visible_to, the one place that scopes)."""
         from apps.core.access import user_sees_all_teams
 
         if not user.is_authenticated:
             return self.none()
         if user_sees_all_teams(user):
             return self
-        return self.filter(team__teammembership__user=user)
+        return self.filter(team__in=Team.objects.visible_to(user))
+
+    def seen_since(self, when: datetime) -> JobQuerySet:
+        """Jobs still running at or after `when`: last seen then or later (index job_team_last_seen), or
+        with no last-seen time known (an agent that does not export it), which counts as still seen."""
+        return self.filter(models.Q(last_seen__gte=when) | models.Q(last_seen__isnull=True))
 
 
 class Job(models.Model):
@@ -107,6 +114,8 @@ class Job(models.Model):
             models.Index(fields=["start"], name="job_start"),
             # The cursor pages of a team's jobs, newest first.
             models.Index(fields=["team", "-start", "-id"], name="job_team_start_desc"),
+            # The team dashboard: jobs that ran in a period (last seen after its start, recent ones first).
+            models.Index(fields=["team", "last_seen"], name="job_team_last_seen"),
         ]
 
     def __str__(self) -> str:

@@ -3,10 +3,24 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import models
 
-from apps.fleet.models import Cluster, Gpu
+from apps.fleet.models import Cluster, Gpu, Team
 from apps.jobs.models import Job
+
+
+class FlagQuerySet(models.QuerySet["Flag"]):
+    def visible_to(self, user: AbstractBaseUser | AnonymousUser) -> FlagQuerySet:
+        """Findings on jobs of the teams the user may see; GPU-hour findings (no job) to admins and finance.
+        Scoped by team, not by `job__in=<the user's jobs>`: that subquery hashes every job of the team."""
+        from apps.core.access import user_sees_all_teams
+
+        if not user.is_authenticated:
+            return self.none()
+        if user_sees_all_teams(user):
+            return self
+        return self.filter(job__team__in=Team.objects.visible_to(user))
 
 
 class Flag(models.Model):
@@ -36,6 +50,8 @@ class Flag(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    objects = FlagQuerySet.as_manager()
+
     class Meta:
         ordering = ["-created_at", "id"]
         constraints = [
@@ -43,7 +59,10 @@ class Flag(models.Model):
                 fields=["kind", "cluster", "job", "gpu", "hour"], name="flag_unique_subject", nulls_distinct=False
             )
         ]
-        indexes = [models.Index(fields=["kind", "status"], name="flag_kind_status")]  # the audit queue
+        indexes = [
+            models.Index(fields=["kind", "status"], name="flag_kind_status"),  # the audit queue
+            models.Index(fields=["-created_at", "-id"], name="flag_newest_first"),  # the API's pages
+        ]
 
     def __str__(self) -> str:
         subject = self.job or (f"{self.gpu} {self.hour:%Y-%m-%d %H}:00" if self.gpu and self.hour else "")

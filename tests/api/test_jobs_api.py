@@ -167,3 +167,24 @@ def test_every_field_of_the_schema_is_described(db) -> None:
         if not spec.get("description")
     ]
     assert undescribed == []
+
+
+def test_times_with_offsets_postgres_cannot_hold_are_compared_in_utc(ingested) -> None:
+    client = _client(User.objects.create_user("root", is_staff=True))
+    response = client.get("/api/jobs/", {"start": "0252-11-13T21:29:58-16:42"})  # Postgres refuses -16:42
+    assert response.status_code == 200
+    assert client.get("/api/jobs/", {"end": "0001-01-01T00:00:00+01:00"}).status_code == 400  # before year 1
+
+
+def test_list_rows_render_exactly_as_drf_would(ingested) -> None:
+    """The jobs and findings lists render rows by a compiled plan (apps.core.serializers): same output."""
+    from apps.jobs.api.serializers import JobSerializer
+    from apps.waste.api.serializers import FlagSerializer
+    from apps.waste.models import Flag
+
+    jobs = list(Job.objects.select_related("cluster", "team", "job_group"))
+    flags = list(Flag.objects.select_related("cluster", "job__team", "gpu"))
+    assert jobs and flags and any(j.end is None or j.job_group is None for j in jobs)
+    for serializer, rows in ((JobSerializer(), jobs), (FlagSerializer(), flags)):
+        for row in rows:
+            assert serializer.to_representation(row) == serializer.drf_representation(row)

@@ -1,4 +1,5 @@
 """The fleet simulator on its own: the agent's invariant, its formats, scenario validation."""
+
 from __future__ import annotations
 
 import io

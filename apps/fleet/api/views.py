@@ -6,17 +6,27 @@ from decimal import Decimal
 from typing import Any
 
 import django_filters
+from django.core.cache import cache
 from django.db.models import Count, F, FloatField, Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce
+from django.http import HttpResponse, HttpResponseBase
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import permissions, serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.carbon.models import JobGroup
-from apps.carbon.selectors import MixedBasisError, cluster_rollup, job_group_rollup, team_rollup_cached
+from apps.carbon.selectors import (
+    ROLLUP_CACHE_SECONDS,
+    MixedBasisError,
+    cluster_rollup,
+    job_group_rollup,
+    team_rollup_cache_key,
+    team_rollup_cached,
+)
 from apps.core.access import user_sees_all_teams
 from apps.core.authentication import ReadOnlyForApiTokens
 from apps.fleet.models import Cluster, Gpu, Team
@@ -79,15 +89,31 @@ def _period_query(request: Request) -> tuple[datetime, datetime, str]:
 
 
 class _RollupMixin:
-    def _rollup(self, request: Request, compute: Callable[..., dict]) -> Response:
+    def _rollup(
+        self, request: Request, compute: Callable[..., dict], cache_key: Callable[..., str] | None = None
+    ) -> HttpResponseBase:
         start, end, granularity = _period_query(request)
-        try:
-            doc = compute(start=start, end=end, granularity=granularity)
-        except MixedBasisError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
-        # The document already has the schema's shape (RollupSerializer documents it): serialising a year
-        # of days through DRF fields would cost more than computing it.
-        return Response(_money_as_text(doc) if request.accepted_renderer.format != "csv" else _flat(doc))
+        query = {"start": start, "end": end, "granularity": granularity}
+        if request.accepted_renderer.format == "csv":
+            return Response(_flat(_computed(compute, query)))
+        if request.accepted_renderer.format != "json" or cache_key is None:
+            # The document already has the schema's shape (RollupSerializer documents it): serialising a
+            # year of days through DRF fields would cost more than computing it.
+            return Response(_money_as_text(_computed(compute, query)))
+        # Kept rendered (a year of days is ~90 KB of JSON): a dashboard's repeated ask is one cache read.
+        key = f"{cache_key(**query)}:json"
+        body = cache.get(key)
+        if body is None:
+            body = JSONRenderer().render(_money_as_text(_computed(compute, query)))
+            cache.set(key, body, timeout=ROLLUP_CACHE_SECONDS)
+        return HttpResponse(body, content_type="application/json")
+
+
+def _computed(compute: Callable[..., dict], query: dict[str, Any]) -> dict:
+    try:
+        return compute(**query)
+    except MixedBasisError as exc:
+        raise ValidationError({"detail": str(exc)}) from None
 
 
 def _money_as_text(value: Any) -> Any:
@@ -125,7 +151,11 @@ class TeamViewSet(_RollupMixin, viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["get"])
     def rollup(self, request: Request, pk: str | None = None) -> Response:
         team = self.get_object()
-        return self._rollup(request, lambda **q: team_rollup_cached(team=team, **q))
+        return self._rollup(
+            request,
+            lambda **q: team_rollup_cached(team=team, **q),
+            cache_key=lambda **q: team_rollup_cache_key(team=team, **q),
+        )
 
     @extend_schema(parameters=[RollupQuerySerializer], responses=DailyEnergySerializer(many=True))
     @action(detail=False, methods=["get"], url_path="daily-energy", pagination_class=None)

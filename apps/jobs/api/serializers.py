@@ -8,10 +8,11 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.carbon.arithmetic import sci_kg
+from apps.core.serializers import PlannedRepresentationMixin
 from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy
 
 
-class JobSerializer(serializers.ModelSerializer):
+class JobSerializer(PlannedRepresentationMixin, serializers.ModelSerializer):
     cluster = serializers.SlugRelatedField(slug_field="name", read_only=True, help_text="Cluster name.")
     team = serializers.SlugRelatedField(slug_field="name", read_only=True, help_text="Team the job is charged to.")
     gpu_hours = serializers.FloatField(help_text="GPU-hours occupied, shared with jobs present at the same time (h).")

@@ -4,11 +4,12 @@ from rest_framework import serializers
 
 from apps.carbon.models import JobGroup
 from apps.core.fields import NameField
+from apps.core.serializers import PlannedRepresentationMixin
 from apps.fleet.models import Team
 from apps.waste.models import AuditEntry, Flag
 
 
-class FlagSerializer(serializers.ModelSerializer):
+class FlagSerializer(PlannedRepresentationMixin, serializers.ModelSerializer):
     cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
     job = serializers.PrimaryKeyRelatedField(read_only=True, help_text="Job id, or null for a GPU-hour finding.")
     job_key = serializers.CharField(source="job.job_key", default=None, read_only=True, allow_null=True)

@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from apps.core.access import user_sees_all_teams
 from apps.core.authentication import ReadOnlyForApiTokens
 from apps.core.models import ApiToken
+from apps.core.pagination import FlagCursorPagination
 from apps.jobs.models import Job
 from apps.waste import audit
 from apps.waste.filtersets import FlagFilterSet
@@ -24,17 +25,24 @@ class IsAdmin(permissions.BasePermission):
         return bool(request.user and request.user.is_staff)
 
 
+LIST_COLUMNS = [  # what FlagSerializer reads
+    "id", "kind", "status", "hour", "evidence", "created_at", "updated_at", "cluster__name", "job__job_key",
+    "job__team__name", "gpu__uuid",
+]  # fmt: skip
+
+
 class FlagViewSet(viewsets.ReadOnlyModelViewSet):
     """Findings. Members see those of their teams' jobs; only admins act on them."""
 
     serializer_class = FlagSerializer
     filterset_class = FlagFilterSet
+    pagination_class = FlagCursorPagination
 
     def get_queryset(self) -> QuerySet[Flag]:
-        flags = Flag.objects.select_related("cluster", "job__team", "gpu").order_by("-created_at", "id")
-        if user_sees_all_teams(self.request.user):
-            return flags
-        return flags.filter(job__in=Job.objects.visible_to(self.request.user))
+        flags = Flag.objects.visible_to(self.request.user).select_related("cluster", "job__team", "gpu")
+        if self.action == "list":
+            flags = flags.only(*LIST_COLUMNS)  # a job row is 45 columns; the list shows two of them
+        return flags.order_by("-created_at", "-id")
 
     def _review(self, request: Request, action_name: str) -> Response:
         flag = self.get_object()  # another team's finding: 404 before anything else

@@ -1,0 +1,69 @@
+"""Read-only serializers for long lists: the same output as DRF's, for a fraction of its cost per row."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from rest_framework import serializers
+from rest_framework.fields import is_simple_callable
+
+# Fields whose DRF `to_representation` is exactly this builtin (checked by type, not subclass).
+_PLAIN: dict[type[serializers.Field], Callable[[Any], Any]] = {
+    serializers.CharField: str,
+    serializers.FloatField: float,
+    serializers.IntegerField: int,
+}
+
+# One step of the plan: (output name, method name or None, attribute path, conversion).
+_Step = tuple[str, str | None, tuple[str, ...], Callable[[Any], Any]]
+
+
+class PlannedRepresentationMixin:
+    """Renders each row by a plan compiled once per serializer class from its declared fields.
+
+    DRF walks the fields of every row through deep-copied field objects and attribute lookups guarded
+    by exceptions: for a page of jobs with 40 fields that costs more than the query. The plan keeps the
+    same rules (a missing link gives null, every field its own representation, method fields on the
+    serializer itself) and shortcuts only the plain ones. Nested serializers are not supported.
+    `tests/api/test_jobs_api.py` compares the output with DRF's own."""
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        row: dict[str, Any] = {}
+        for name, method, path, convert in _plan(type(self)):
+            if method is not None:
+                row[name] = getattr(self, method)(instance)
+                continue
+            value = instance
+            for attr in path:
+                value = getattr(value, attr)
+                if callable(value) and is_simple_callable(value):
+                    value = value()
+                if value is None:
+                    break
+            row[name] = None if value is None else convert(value)
+        return row
+
+    def drf_representation(self, instance: Any) -> dict[str, Any]:
+        """DRF's own rendering of the row (the reference the plan is tested against)."""
+        return super().to_representation(instance)  # type: ignore[misc]
+
+
+@functools.cache
+def _plan(serializer_class: type[serializers.Serializer]) -> tuple[_Step, ...]:
+    steps: list[_Step] = []
+    for name, field in serializer_class().fields.items():
+        if field.write_only:
+            continue
+        if isinstance(field, serializers.BaseSerializer):
+            raise TypeError(f"{serializer_class.__name__}.{name}: nested serializers are not planned.")
+        if isinstance(field, serializers.SerializerMethodField):
+            steps.append((name, field.method_name, (), _identity))
+            continue
+        steps.append((name, None, tuple(field.source_attrs), _PLAIN.get(type(field), field.to_representation)))
+    return tuple(steps)
+
+
+def _identity(value: Any) -> Any:
+    return value
