@@ -1,36 +1,44 @@
+"""Pages of the API's lists: `?page_size=` from 1 to FLEETWATT_API_MAX_PAGE_SIZE, a clear 400 beyond."""
+
+from __future__ import annotations
+
 from django.conf import settings
+from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import CursorPagination, PageNumberPagination
+from rest_framework.request import Request
 
 
-class CappedPageNumberPagination(PageNumberPagination):
-    """`?page_size=` up to FLEETWATT_API_MAX_PAGE_SIZE."""
-
+class _CappedPageSize:
+    page_size: int | None
     page_size_query_param = "page_size"
+    page_size_query_description = "Rows per page, 1 to FLEETWATT_API_MAX_PAGE_SIZE (1,000 by default); more: 400."
 
     @property
-    def max_page_size(self) -> int:  # type: ignore[override]
+    def max_page_size(self) -> int:
         return settings.FLEETWATT_API_MAX_PAGE_SIZE
 
+    def get_page_size(self, request: Request) -> int | None:
+        asked = request.query_params.get(self.page_size_query_param)
+        if asked is None:
+            return self.page_size
+        if not asked.isdigit() or not 1 <= int(asked) <= self.max_page_size:
+            raise ValidationError({"page_size": f"A whole number from 1 to {self.max_page_size}."})
+        return int(asked)
 
-class JobCursorPagination(CursorPagination):
+
+class CappedPageNumberPagination(_CappedPageSize, PageNumberPagination):
+    pass
+
+
+class JobCursorPagination(_CappedPageSize, CursorPagination):
     """Jobs page by a cursor on their start: no COUNT over a team's (possibly) million jobs, and a page
-    costs the same however deep it is. `?page_size=` up to FLEETWATT_API_MAX_PAGE_SIZE."""
+    costs the same however deep it is."""
 
     ordering = ("-start", "-id")
-    page_size_query_param = "page_size"
-
-    @property
-    def max_page_size(self) -> int:  # type: ignore[override]
-        return settings.FLEETWATT_API_MAX_PAGE_SIZE
 
 
-class FlagCursorPagination(CursorPagination):
+class FlagCursorPagination(_CappedPageSize, CursorPagination):
     """Findings page by a cursor on their creation, newest first: a team's page walks the index of all
     findings in that order and stops at the page's end, where a COUNT would join every one to its job."""
 
     ordering = ("-created_at", "-id")
-    page_size_query_param = "page_size"
-
-    @property
-    def max_page_size(self) -> int:  # type: ignore[override]
-        return settings.FLEETWATT_API_MAX_PAGE_SIZE
