@@ -229,3 +229,21 @@ def test_sci_per_unit_of_work_reported_through_the_api() -> None:
     assert body["functional_unit"] == "1k_tokens"
     assert body["sci_kg"] == pytest.approx((job.operational_kg + job.embodied_kg) / 2000)
     assert client.post(f"/api/jobs/{job.pk}/work/", {"work_units": -1, "work_unit": "x"}).status_code == 400
+
+
+def test_the_team_rollup_kept_rendered_follows_every_change_of_its_data() -> None:
+    fleet = fleet_build(servers=1)
+    intensity_set("TEST", [0.35] * 3)
+    job_run(fleet, key="slurm/1", gpus=fleet.gpus[:1], hours=3, power_w=500)
+    footprints_refresh()
+    client = APIClient()
+    client.force_authenticate(User.objects.create_user("root", is_staff=True))
+    url, query = f"/api/teams/{fleet.team.pk}/rollup/", {"start": "2026-11-02", "end": "2026-11-03"}
+    first = client.get(url, query)
+    assert first.json() == client.get(url, query).json()  # the second from the cache
+    intensity_set("TEST", [0.05] * 3)
+    footprints_refresh()
+    after = client.get(url, query).json()
+    fresh = team_rollup(team=fleet.team, start=T0, end=T0 + 24 * HOUR, granularity="day")
+    assert [p["operational_kg"] for p in after["periods"]] == [p["operational_kg"] for p in fresh["periods"]]
+    assert after["periods"][0]["operational_kg"] < first.json()["periods"][0]["operational_kg"]
