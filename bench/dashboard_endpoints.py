@@ -1,12 +1,14 @@
 """Benchmark: the team dashboard's data endpoints with a million jobs in the database.
 
 Fills a database of its own with a year of 1,000,000 jobs (one job-GPU-hour row and one method row
-each, over 1,000 GPUs and 10 teams), builds the teams' daily sums, serves the app with gunicorn, and
-sends 20 concurrent clients at the endpoints the team dashboard loads: the team rollup for a year (by
-month and by day), the team's jobs of a month, and its findings. Reports p50/p95/p99 per endpoint.
-Target: p95 under 100 ms.
+each, over 1,000 GPUs and 10 teams, an open finding on every 47th job), builds the teams' daily sums,
+serves the app with gunicorn as deployed (gunicorn.conf.py), and sends 20 concurrent clients at: the
+team rollup for a year by month and by day (the day one is what the team page's charts load), and,
+for finance tools, the team's jobs of a month and its open findings; then the team page itself. The
+caller is a member with a session (`--token`: also a finance tool with an API token). Reports
+p50/p95/p99 per endpoint. Target: p95 under 100 ms.
 
-    .venv/bin/python bench/dashboard_endpoints.py [--jobs 1000000] [--clients 20] [--requests 2000]
+    .venv/bin/python bench/dashboard_endpoints.py [--reuse] [--token] [--workers N] [--requests 1000]
 """
 
 from __future__ import annotations
