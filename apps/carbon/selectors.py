@@ -6,6 +6,7 @@ the two add up to the cluster's whole footprint, to the joule and the cent."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
@@ -122,7 +123,7 @@ def team_rollup(*, team: Team, start: datetime, end: datetime, granularity: str)
     with FLEETWATT_IDLE_SHARED_TO_TEAMS, also its share of each cluster's idle line, in proportion to
     its GPU-hours there. Periods are whole UTC days: `start` and `end` are taken to their day."""
     trunc = TRUNC[granularity]
-    days = TeamDay.objects.filter(team=team, day__gte=start.date(), day__lt=_day_after(end))
+    days = TeamDay.objects.filter(team=team, day__gte=start.date(), day__lt=day_after(end))
     basis, zones, currency = _bases(Cluster.objects.filter(pk__in=days.values("cluster")))
     periods: dict[str, PeriodTotals] = {}
     for r in days.annotate(period=trunc("day")).order_by("period").values(
@@ -144,7 +145,7 @@ def team_rollup(*, team: Team, start: datetime, end: datetime, granularity: str)
     return _document(periods, basis=basis, zones=zones, currency=currency, granularity=granularity)
 
 
-def _day_after(end: datetime) -> date:
+def day_after(end: datetime) -> date:
     """The first day not in [.., end): end's own day when end is midnight, else the next one."""
     day = end.astimezone(UTC).date()
     return day if end.astimezone(UTC).time() == time(0) else day + timedelta(days=1)
@@ -245,22 +246,39 @@ def rollups_invalidate() -> None:
         cache.set(ROLLUP_GENERATION_KEY, 1, timeout=None)
 
 
-def team_rollup_cache_key(*, team: Team, start: datetime, end: datetime, granularity: str) -> str:
-    """The cache key of a team's rollup: it changes with the data's generation, so no entry outlives a
-    change of the sums it holds."""
+def _rollup_cache_key(kind: str, pk: int, start: datetime, end: datetime, granularity: str) -> str:
+    # The data's generation is part of the key, so no entry outlives a change of the sums it holds.
     generation = cache.get(ROLLUP_GENERATION_KEY, 0)
     return (
-        f"fleetwatt:rollup:team:{team.pk}:{start.isoformat()}:{end.isoformat()}:{granularity}:"
+        f"fleetwatt:rollup:{kind}:{pk}:{start.isoformat()}:{end.isoformat()}:{granularity}:"
         f"{int(settings.FLEETWATT_IDLE_SHARED_TO_TEAMS)}:{generation}"
     )
+
+
+def _cached(key: str, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    doc = cache.get(key)
+    if doc is None:
+        doc = compute()
+        cache.set(key, doc, timeout=ROLLUP_CACHE_SECONDS)
+    return doc
+
+
+def team_rollup_cache_key(*, team: Team, start: datetime, end: datetime, granularity: str) -> str:
+    return _rollup_cache_key("team", team.pk, start, end, granularity)
+
+
+def cluster_rollup_cache_key(*, cluster: Cluster, start: datetime, end: datetime, granularity: str) -> str:
+    return _rollup_cache_key("cluster", cluster.pk, start, end, granularity)
 
 
 def team_rollup_cached(*, team: Team, start: datetime, end: datetime, granularity: str) -> dict[str, Any]:
     """team_rollup, kept in the cache until the next change of the data it sums (dashboards ask for the
     same periods again and again between two ingests)."""
     key = team_rollup_cache_key(team=team, start=start, end=end, granularity=granularity)
-    doc = cache.get(key)
-    if doc is None:
-        doc = team_rollup(team=team, start=start, end=end, granularity=granularity)
-        cache.set(key, doc, timeout=ROLLUP_CACHE_SECONDS)
-    return doc
+    return _cached(key, lambda: team_rollup(team=team, start=start, end=end, granularity=granularity))
+
+
+def cluster_rollup_cached(*, cluster: Cluster, start: datetime, end: datetime, granularity: str) -> dict[str, Any]:
+    """cluster_rollup, kept like team_rollup_cached (ingests and footprint refreshes change its data)."""
+    key = cluster_rollup_cache_key(cluster=cluster, start=start, end=end, granularity=granularity)
+    return _cached(key, lambda: cluster_rollup(cluster=cluster, start=start, end=end, granularity=granularity))

@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 
 from apps.carbon.models import GpuModel, JobGroup
-from apps.carbon.selectors import MixedBasisError, cluster_rollup, team_rollup_cached
+from apps.carbon.selectors import MixedBasisError, cluster_rollup_cached, team_rollup_cached
 from apps.core.access import user_sees_all_teams
 from apps.fleet.models import Cluster, Gpu, Team
 from apps.jobs.models import Job
@@ -150,7 +150,7 @@ def _clusters_overview(start: datetime, end: datetime) -> dict:
     clusters = []
     for cluster in Cluster.objects.select_related("site").order_by("name"):
         try:
-            doc = cluster_rollup(cluster=cluster, start=start, end=end, granularity="month")
+            doc = cluster_rollup_cached(cluster=cluster, start=start, end=end, granularity="month")
         except MixedBasisError:
             continue
         used = sum(p["gpu_hours"] for p in doc["periods"])

@@ -116,6 +116,8 @@ class Job(models.Model):
             models.Index(fields=["team", "-start", "-id"], name="job_team_start_desc"),
             # The team dashboard: jobs that ran in a period (last seen after its start, recent ones first).
             models.Index(fields=["team", "last_seen"], name="job_team_last_seen"),
+            # The fleet page: jobs of every team that ran in a period.
+            models.Index(fields=["last_seen"], name="job_last_seen"),
         ]
 
     def __str__(self) -> str:

@@ -3,39 +3,34 @@ Job.objects.visible_to)."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Sum
-from django.db.models.functions import TruncDay
 
-from apps.carbon.selectors import MixedBasisError, team_rollup_cached
+from apps.carbon.models import TeamDay
+from apps.carbon.selectors import MixedBasisError, day_after, team_rollup_cached
 from apps.fleet.models import Team
-from apps.jobs.models import Job, JobGpuHourEnergy
+from apps.jobs.models import Job
 
 User = AbstractBaseUser | AnonymousUser
 
 
 def team_daily_energy(*, user: User, start: datetime, end: datetime) -> list[dict[str, Any]]:
-    """GPU energy per day, team and split method (J), for the jobs the user may see."""
-    jobs = Job.objects.visible_to(user)
-    rows = (
-        JobGpuHourEnergy.objects.filter(job__in=jobs, hour__gte=start, hour__lt=end)
-        .annotate(day=TruncDay("hour"))
-        .values("day", "job__team__name", "method")
-        .annotate(energy_j=Sum("energy_j"))
-        .order_by("day", "job__team__name", "method")
-    )
+    """GPU energy per whole UTC day, team and split method (J), for the teams the user may see: from the
+    teams' daily sums, as their rollups, so jobs an admin excluded from a team's bill are not on it."""
+    per_key: dict[tuple[str, str, str], float] = defaultdict(float)
+    days = TeamDay.objects.filter(
+        team__in=Team.objects.visible_to(user), day__gte=start.date(), day__lt=day_after(end)
+    ).values_list("day", "team__name", "energy_by_method_j")
+    for day, team, by_method in days:
+        for method, joules in by_method.items():
+            per_key[(day.isoformat(), team, method)] += joules
     return [
-        {
-            "day": r["day"].date().isoformat(),
-            "team": r["job__team__name"],
-            "method": r["method"],
-            "energy_j": r["energy_j"],
-        }
-        for r in rows
+        {"day": day, "team": team, "method": method, "energy_j": joules}
+        for (day, team, method), joules in sorted(per_key.items())
     ]
 
 
@@ -44,7 +39,7 @@ def low_coverage_jobs(*, user: User, start: datetime, end: datetime, threshold: 
     return list(
         Job.objects.visible_to(user)
         .filter(start__lt=end, coverage__lt=threshold, sampled_s__gt=0)
-        .exclude(end__lt=start)
+        .seen_since(start)
         .select_related("team", "cluster")
         .order_by("coverage", "id")
     )

@@ -231,19 +231,41 @@ def test_sci_per_unit_of_work_reported_through_the_api() -> None:
     assert client.post(f"/api/jobs/{job.pk}/work/", {"work_units": -1, "work_unit": "x"}).status_code == 400
 
 
-def test_the_team_rollup_kept_rendered_follows_every_change_of_its_data() -> None:
+DAY = {"start": T0, "end": T0 + 24 * HOUR, "granularity": "day"}
+
+
+def test_rollups_kept_rendered_follow_every_change_of_their_data() -> None:
     fleet = fleet_build(servers=1)
     intensity_set("TEST", [0.35] * 3)
     job_run(fleet, key="slurm/1", gpus=fleet.gpus[:1], hours=3, power_w=500)
     footprints_refresh()
     client = APIClient()
     client.force_authenticate(User.objects.create_user("root", is_staff=True))
-    url, query = f"/api/teams/{fleet.team.pk}/rollup/", {"start": "2026-11-02", "end": "2026-11-03"}
-    first = client.get(url, query)
-    assert first.json() == client.get(url, query).json()  # the second from the cache
-    intensity_set("TEST", [0.05] * 3)
+    query = {"start": "2026-11-02", "end": "2026-11-03"}
+    for url, rollup in (
+        (f"/api/teams/{fleet.team.pk}/rollup/", lambda: team_rollup(team=fleet.team, **DAY)),
+        (f"/api/clusters/{fleet.cluster.pk}/rollup/", lambda: cluster_rollup(cluster=fleet.cluster, **DAY)),
+    ):
+        intensity_set("TEST", [0.35] * 3)
+        footprints_refresh()
+        first = client.get(url, query).json()
+        assert first == client.get(url, query).json()  # the second from the cache
+        intensity_set("TEST", [0.05] * 3)
+        footprints_refresh()
+        after = client.get(url, query).json()
+        assert [p["operational_kg"] for p in after["periods"]] == [p["operational_kg"] for p in rollup()["periods"]]
+        assert after["periods"][0]["operational_kg"] < first["periods"][0]["operational_kg"]
+
+
+def test_daily_energy_by_team_and_method_is_the_team_rollups_and_leaves_excluded_jobs_out() -> None:
+    fleet = fleet_build(servers=1)
+    job_run(fleet, key="slurm/1", gpus=fleet.gpus[:1], hours=3, power_w=500)
+    excluded = job_run(fleet, key="slurm/2", gpus=fleet.gpus[1:2], hours=2, power_w=400)
+    Job.objects.filter(pk=excluded.pk).update(excluded_from_bill=True)
     footprints_refresh()
-    after = client.get(url, query).json()
-    fresh = team_rollup(team=fleet.team, start=T0, end=T0 + 24 * HOUR, granularity="day")
-    assert [p["operational_kg"] for p in after["periods"]] == [p["operational_kg"] for p in fresh["periods"]]
-    assert after["periods"][0]["operational_kg"] < first.json()["periods"][0]["operational_kg"]
+    client = APIClient()
+    client.force_authenticate(User.objects.create_user("root", is_staff=True))
+    rows = client.get("/api/teams/daily-energy/", {"start": "2026-11-02", "end": "2026-11-03"}).json()
+    assert rows == [{"day": "2026-11-02", "team": fleet.team.name, "method": "whole_gpu", "energy_j": 3 * 500 * 3600.0}]
+    by_method = team_rollup(team=fleet.team, **DAY)["periods"][0]["energy_by_method_j"]
+    assert by_method == {"whole_gpu": rows[0]["energy_j"]}

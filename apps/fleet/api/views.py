@@ -22,7 +22,8 @@ from apps.carbon.models import JobGroup
 from apps.carbon.selectors import (
     ROLLUP_CACHE_SECONDS,
     MixedBasisError,
-    cluster_rollup,
+    cluster_rollup_cache_key,
+    cluster_rollup_cached,
     job_group_rollup,
     team_rollup_cache_key,
     team_rollup_cached,
@@ -191,7 +192,11 @@ class ClusterViewSet(_RollupMixin, viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["get"])
     def rollup(self, request: Request, pk: str | None = None) -> Response:
         cluster = self.get_object()
-        return self._rollup(request, lambda **q: cluster_rollup(cluster=cluster, **q))
+        return self._rollup(
+            request,
+            lambda **q: cluster_rollup_cached(cluster=cluster, **q),
+            cache_key=lambda **q: cluster_rollup_cache_key(cluster=cluster, **q),
+        )
 
 
 class JobGroupViewSet(_RollupMixin, viewsets.ReadOnlyModelViewSet):
