@@ -45,10 +45,6 @@ class PlannedRepresentationMixin:
             row[name] = None if value is None else convert(value)
         return row
 
-    def drf_representation(self, instance: Any) -> dict[str, Any]:
-        """DRF's own rendering of the row (the reference the plan is tested against)."""
-        return super().to_representation(instance)  # type: ignore[misc]
-
 
 @functools.cache
 def _plan(serializer_class: type[serializers.Serializer]) -> tuple[_Step, ...]:

@@ -94,7 +94,8 @@ def team(request: HttpRequest, team_id: int) -> HttpResponse:
         "totals": _totals(rollup["periods"]) if rollup else {},
         "top_jobs": [_with_split(job) for job in jobs.order_by("-cost", "id")[:10]],
         "low_coverage": [
-            _with_split(job) for job in jobs.filter(coverage__lt=threshold, sampled_s__gt=0).order_by("coverage", "id")
+            _with_split(job)
+            for job in low_coverage_jobs(user=request.user, start=start, end=end, threshold=threshold, team=team)
         ],
         "waste": Flag.objects.visible_to(request.user)
         .filter(job__in=jobs, kind__in=[Flag.Kind.MEMORY_HOG, Flag.Kind.IDLE_ALLOCATION])

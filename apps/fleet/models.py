@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from django.conf import settings
 from django.db import models
+
+_Q = TypeVar("_Q", bound=models.QuerySet)
 
 
 class Cluster(models.Model):
@@ -78,6 +82,18 @@ class TeamQuerySet(models.QuerySet["Team"]):
         if user_sees_all_teams(user):  # type: ignore[arg-type]
             return self
         return self.filter(teammembership__user=user)
+
+
+def team_scoped(queryset: _Q, user: object, *, team_path: str) -> _Q:
+    """`queryset` narrowed to the rows whose team (at `team_path`) the user may see, by the one rule of
+    Team.objects.visible_to; whoever sees every team gets `queryset` whole, with no subquery."""
+    from apps.core.access import user_sees_all_teams
+
+    if not getattr(user, "is_authenticated", False):
+        return queryset.none()
+    if user_sees_all_teams(user):  # type: ignore[arg-type]
+        return queryset
+    return queryset.filter(**{f"{team_path}__in": Team.objects.visible_to(user)})
 
 
 class Team(models.Model):

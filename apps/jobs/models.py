@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
-from apps.fleet.models import Cluster, Gpu, Team
+from apps.fleet.models import Cluster, Gpu, Team, team_scoped
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -32,14 +32,8 @@ class Source(models.TextChoices):
 
 class JobQuerySet(models.QuerySet["Job"]):
     def visible_to(self, user: AbstractBaseUser | AnonymousUser) -> JobQuerySet:
-        """Jobs of the teams the user may see (Team.objects.visible_to, the one place that scopes)."""
-        from apps.core.access import user_sees_all_teams
-
-        if not user.is_authenticated:
-            return self.none()
-        if user_sees_all_teams(user):
-            return self
-        return self.filter(team__in=Team.objects.visible_to(user))
+        """Jobs of the teams the user may see."""
+        return team_scoped(self, user, team_path="team")
 
     def seen_since(self, when: datetime) -> JobQuerySet:
         """Jobs still running at or after `when`: last seen then or later (index job_team_last_seen), or

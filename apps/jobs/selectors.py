@@ -34,15 +34,15 @@ def team_daily_energy(*, user: User, start: datetime, end: datetime) -> list[dic
     ]
 
 
-def low_coverage_jobs(*, user: User, start: datetime, end: datetime, threshold: float) -> list[Job]:
-    """Jobs in the period whose coverage is under the threshold, worst first."""
-    return list(
-        Job.objects.visible_to(user)
-        .filter(start__lt=end, coverage__lt=threshold, sampled_s__gt=0)
-        .seen_since(start)
-        .select_related("team", "cluster")
-        .order_by("coverage", "id")
-    )
+def low_coverage_jobs(
+    *, user: User, start: datetime, end: datetime, threshold: float, team: Team | None = None
+) -> list[Job]:
+    """Jobs in the period (of one team, or of every team the user sees) whose coverage is under the
+    threshold, worst first."""
+    jobs = Job.objects.visible_to(user).filter(start__lt=end, coverage__lt=threshold, sampled_s__gt=0)
+    if team is not None:
+        jobs = jobs.filter(team=team)
+    return list(jobs.seen_since(start).select_related("team", "cluster").order_by("coverage", "id"))
 
 
 def team_totals(*, user: User, start: datetime, end: datetime) -> list[dict[str, Any]]:

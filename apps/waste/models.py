@@ -6,7 +6,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import models
 
-from apps.fleet.models import Cluster, Gpu, Team
+from apps.fleet.models import Cluster, Gpu, team_scoped
 from apps.jobs.models import Job
 
 
@@ -14,13 +14,7 @@ class FlagQuerySet(models.QuerySet["Flag"]):
     def visible_to(self, user: AbstractBaseUser | AnonymousUser) -> FlagQuerySet:
         """Findings on jobs of the teams the user may see; GPU-hour findings (no job) to admins and finance.
         Scoped by team, not by `job__in=<the user's jobs>`: that subquery hashes every job of the team."""
-        from apps.core.access import user_sees_all_teams
-
-        if not user.is_authenticated:
-            return self.none()
-        if user_sees_all_teams(user):
-            return self
-        return self.filter(job__team__in=Team.objects.visible_to(user))
+        return team_scoped(self, user, team_path="job__team")
 
 
 class Flag(models.Model):

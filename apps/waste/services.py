@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.db.models import Max, Min, Q, Sum
@@ -65,26 +66,21 @@ def job_flags_sync(*, jobs: Sequence[Job]) -> None:
         return
     threshold = settings.FLEETWATT_COVERAGE_THRESHOLD
     by_id = {j.pk: j for j in jobs}
-    low = [j for j in jobs if j.coverage < threshold and j.sampled_s > 0]
-    fine = [j.pk for j in jobs if j not in low]
-    Flag.objects.filter(kind=Flag.Kind.LOW_COVERAGE, job_id__in=fine, status=Flag.Status.OPEN).delete()
-    for job in low:
-        Flag.objects.update_or_create(
-            kind=Flag.Kind.LOW_COVERAGE,
-            cluster_id=job.cluster_id,
-            job=job,
-            gpu=None,
-            hour=None,
-            defaults={
-                "evidence": {
-                    "coverage": job.coverage,
-                    "sampled_s": job.sampled_s,
-                    "expected_s": job.expected_s,
-                    "energy_j": job.energy_j,
-                    "threshold": threshold,
-                }
-            },
-        )
+    _job_flag_hold(
+        kind=Flag.Kind.LOW_COVERAGE,
+        jobs=jobs,
+        raised={
+            job: {
+                "coverage": job.coverage,
+                "sampled_s": job.sampled_s,
+                "expected_s": job.expected_s,
+                "energy_j": job.energy_j,
+                "threshold": threshold,
+            }
+            for job in jobs
+            if job.coverage < threshold and job.sampled_s > 0
+        },
+    )
     kinds: dict[int, set[str]] = defaultdict(set)
     for job_id, kind in Flag.objects.filter(job_id__in=by_id).values_list("job_id", "kind"):
         kinds[job_id].add(kind)
@@ -114,17 +110,25 @@ def estimated_intensity_flags_sync(*, jobs: Sequence[Job]) -> None:
     flag lists follow with job_flags_sync (job_findings_sync ends with it)."""
     if not jobs:
         return
-    estimated = [j for j in jobs if j.intensity_estimated]
-    exact = [j.pk for j in jobs if not j.intensity_estimated]
-    Flag.objects.filter(kind=Flag.Kind.ESTIMATED_INTENSITY, job_id__in=exact, status=Flag.Status.OPEN).delete()
-    for job in estimated:
+    _job_flag_hold(
+        kind=Flag.Kind.ESTIMATED_INTENSITY,
+        jobs=jobs,
+        raised={
+            job: {"intensity_source": job.intensity_source, "intensity_basis": job.intensity_basis}
+            for job in jobs
+            if job.intensity_estimated
+        },
+    )
+
+
+def _job_flag_hold(*, kind: str, jobs: Sequence[Job], raised: dict[Job, dict[str, Any]]) -> None:
+    """The job-level flag `kind` raised, with its evidence, on the jobs of `raised`, and withdrawn from the
+    other `jobs` unless somebody reviewed it."""
+    cleared = [j.pk for j in jobs if j not in raised]
+    Flag.objects.filter(kind=kind, job_id__in=cleared, status=Flag.Status.OPEN).delete()
+    for job, evidence in raised.items():
         Flag.objects.update_or_create(
-            kind=Flag.Kind.ESTIMATED_INTENSITY,
-            cluster_id=job.cluster_id,
-            job=job,
-            gpu=None,
-            hour=None,
-            defaults={"evidence": {"intensity_source": job.intensity_source, "intensity_basis": job.intensity_basis}},
+            kind=kind, cluster_id=job.cluster_id, job=job, gpu=None, hour=None, defaults={"evidence": evidence}
         )
 
 
