@@ -48,9 +48,9 @@ import django  # noqa: E402
 def fill(n_jobs: int) -> None:
     from django.db import connection
 
-    from apps.carbon.services import team_days_refresh
     from apps.fleet.models import Cluster, Gpu, Node, Team
     from apps.jobs.models import Job, JobGpuHour
+    from apps.rollups.services import team_days_refresh
 
     cluster = Cluster.objects.create(name="bench", prometheus_url="http://127.0.0.1:9")
     teams = [Team.objects.create(name=f"team{k}") for k in range(10)]

@@ -60,12 +60,12 @@ def main() -> None:
 
     from apps.fleet.models import Cluster
     from apps.jobs.models import Job
+    from apps.pipeline.ingest import hour_ingest
     from apps.simulator.engine import FleetSimulation
     from apps.simulator.exposition import openmetrics_write
     from apps.simulator.local_prometheus import LocalPrometheus, config_write, free_port
     from apps.simulator.scenario import scenario_from_dict
     from apps.telemetry.prometheus import PrometheusReader
-    from apps.telemetry.services import hour_ingest
 
     call_command("migrate", verbosity=0)
     Job.objects.all().delete()
@@ -109,6 +109,7 @@ def main() -> None:
             name="bench", defaults={"prometheus_url": prom.url, "scrape_interval_s": 15}
         )
         rows = []
+        steps: dict[str, list[float]] = {}
         for h in range(args.hours):
             hour = datetime(2026, 11, 2, tzinfo=UTC) + timedelta(hours=h)
             reader = PrometheusReader(prom.url, timeout_s=120)
@@ -127,6 +128,8 @@ def main() -> None:
                 floor_s += time.perf_counter() - t
                 eval_s += r.json()["data"].get("stats", {}).get("timings", {}).get("execTotalTime", 0.0)
             rows.append((report.duration_s, report.query_count, floor_s, eval_s, report.jobs, report.derive_s))
+            for name, seconds in report.derive_steps_s.items():
+                steps.setdefault(name, []).append(seconds)
             reader.close()
             print(
                 f"{hour:%H}:00  {report.duration_s:.2f}s  queries={report.query_count}  "
@@ -149,6 +152,11 @@ def main() -> None:
             f"without the derived footprints, findings and daily sums: median {statistics.median(ingest_only):.2f}s, "
             f"ratio {statistics.median(t / f for t, f in zip(ingest_only, floor, strict=True)):.2f}"
         )
+        print("the derived stage by step (apps.pipeline.derive), median per cluster-hour:")
+        median_total = statistics.median(total)
+        for name, seconds in steps.items():
+            share = 100 * statistics.median(seconds) / median_total
+            print(f"  {name:<28} {statistics.median(seconds):.3f}s  ({share:.1f} % of the cluster-hour)")
     finally:
         prom.stop()
         if not args.keep:

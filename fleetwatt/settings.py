@@ -36,6 +36,8 @@ INSTALLED_APPS = [
     "apps.telemetry",
     "apps.carbon",
     "apps.waste",
+    "apps.rollups",
+    "apps.pipeline",
     "apps.simulator",
     "apps.dashboard",
     "apps.reports",

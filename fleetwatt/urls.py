@@ -10,6 +10,7 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(template_name="auth/login.html"), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/", include("apps.jobs.api.urls")),
+    path("api/", include("apps.rollups.api.urls")),
     path("api/", include("apps.fleet.api.urls")),
     path("api/", include("apps.waste.api.urls")),
     path("api/", include("apps.reports.api.urls")),

@@ -9,8 +9,10 @@ from django.contrib import admin, messages
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 
-from . import writers
+from apps.pipeline import inputs
+
 from .models import GpuModel, IntensityHour, JobGroup, ServerType, ServerTypeRule, Site
+from .services import clusters_affected
 
 
 def _recomputed(modeladmin: admin.ModelAdmin, request: HttpRequest, gpu_hours: int | None) -> None:
@@ -44,7 +46,7 @@ class SiteAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: Site, form: Any, change: bool) -> None:
         super().save_model(request, obj, form, change)
         if change and set(form.changed_data) - {"name", "timezone"}:
-            _recomputed(self, request, writers.footprint_inputs_changed(site_ids=[obj.pk]))
+            _recomputed(self, request, inputs.footprint_inputs_changed(site_ids=[obj.pk]))
 
 
 @admin.register(ServerType)
@@ -75,7 +77,7 @@ class ServerTypeAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: ServerType, form: Any, change: bool) -> None:
         super().save_model(request, obj, form, change)
         if change and set(form.changed_data) - {"name"}:
-            _recomputed(self, request, writers.footprint_inputs_changed(server_type_ids=[obj.pk]))
+            _recomputed(self, request, inputs.footprint_inputs_changed(server_type_ids=[obj.pk]))
 
 
 @admin.register(ServerTypeRule)
@@ -90,11 +92,11 @@ class ServerTypeRuleAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: ServerTypeRule, form: Any, change: bool) -> None:
         super().save_model(request, obj, form, change)
         if form.changed_data:
-            _recomputed(self, request, writers.server_type_rules_changed(cluster_id=obj.cluster_id))
+            _recomputed(self, request, inputs.server_type_rules_changed(cluster_id=obj.cluster_id))
 
     def delete_model(self, request: HttpRequest, obj: ServerTypeRule) -> None:
         super().delete_model(request, obj)  # nodes keep the type it gave them, unless another rule matches
-        _recomputed(self, request, writers.server_type_rules_changed(cluster_id=obj.cluster_id))
+        _recomputed(self, request, inputs.server_type_rules_changed(cluster_id=obj.cluster_id))
 
 
 @admin.register(GpuModel)
@@ -107,16 +109,16 @@ class GpuModelAdmin(admin.ModelAdmin):
         super().save_model(request, obj, form, change)
         if form.changed_data:
             names = {obj.name} | ({old_name} if old_name else set())
-            _recomputed(self, request, writers.footprint_inputs_changed(gpu_model_names=names))
+            _recomputed(self, request, inputs.footprint_inputs_changed(gpu_model_names=names))
 
     def delete_model(self, request: HttpRequest, obj: GpuModel) -> None:
         super().delete_model(request, obj)
-        _recomputed(self, request, writers.footprint_inputs_changed(gpu_model_names=[obj.name]))
+        _recomputed(self, request, inputs.footprint_inputs_changed(gpu_model_names=[obj.name]))
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[GpuModel]) -> None:
         names = list(queryset.values_list("name", flat=True))
         super().delete_queryset(request, queryset)
-        _recomputed(self, request, writers.footprint_inputs_changed(gpu_model_names=names))
+        _recomputed(self, request, inputs.footprint_inputs_changed(gpu_model_names=names))
 
 
 @admin.register(IntensityHour)
@@ -136,10 +138,10 @@ class IntensityHourAdmin(admin.ModelAdmin):
         return False
 
     def delete_model(self, request: HttpRequest, obj: IntensityHour) -> None:
-        writers.intensity_delete(hours=IntensityHour.objects.filter(pk=obj.pk))
+        inputs.intensity_delete(hours=IntensityHour.objects.filter(pk=obj.pk))
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[IntensityHour]) -> None:
-        writers.intensity_delete(hours=queryset)
+        inputs.intensity_delete(hours=queryset)
 
 
 @admin.register(JobGroup)
@@ -158,14 +160,14 @@ class JobGroupAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: JobGroup, form: Any, change: bool) -> None:
         super().save_model(request, obj, form, change)
         if form.changed_data:
-            _recomputed(self, request, writers.footprint_inputs_changed(job_group_ids=[obj.pk]))
+            _recomputed(self, request, inputs.footprint_inputs_changed(job_group_ids=[obj.pk]))
 
     def delete_model(self, request: HttpRequest, obj: JobGroup) -> None:
-        clusters = writers.clusters_affected(job_group_ids=[obj.pk])
+        clusters = clusters_affected(job_group_ids=[obj.pk])
         super().delete_model(request, obj)  # its jobs lose their group (SET_NULL)
-        _recomputed(self, request, writers.footprint_inputs_changed(cluster_ids=clusters, regroup=True))
+        _recomputed(self, request, inputs.footprint_inputs_changed(cluster_ids=clusters, regroup=True))
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[JobGroup]) -> None:
-        clusters = writers.clusters_affected(job_group_ids=list(queryset.values_list("pk", flat=True)))
+        clusters = clusters_affected(job_group_ids=list(queryset.values_list("pk", flat=True)))
         super().delete_queryset(request, queryset)
-        _recomputed(self, request, writers.footprint_inputs_changed(cluster_ids=clusters, regroup=True))
+        _recomputed(self, request, inputs.footprint_inputs_changed(cluster_ids=clusters, regroup=True))

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-J_PER_KWH = 3.6e6
+from apps.core.footprint import Footprint, kwh
+
 HOUR = timedelta(hours=1)
 MONEY = Decimal("0.000001")
 
@@ -35,24 +36,14 @@ class HourFactors:
     price_per_kwh: Decimal = Decimal(0)
 
 
-@dataclass(frozen=True)
-class Footprint:
-    gpu_kwh: float
-    server_kwh: float
-    facility_kwh: float
-    operational_kg: float | None
-    embodied_kg: float
-    cost: Decimal
-
-
 def footprint(*, energy_j: float, gpu_hours: float, factors: HourFactors) -> Footprint:
-    gpu_kwh = energy_j / J_PER_KWH
-    server_kwh = gpu_kwh * factors.overhead
+    server_kwh = kwh(energy_j) * factors.overhead
     facility_kwh = server_kwh * factors.pue
     operational = facility_kwh * factors.intensity_kg_per_kwh if factors.intensity_kg_per_kwh is not None else None
     cost = money(gpu_hours * float(factors.gpu_rate_per_hour) + facility_kwh * float(factors.price_per_kwh))
     return Footprint(
-        gpu_kwh=gpu_kwh,
+        energy_j=energy_j,
+        gpu_hours=gpu_hours,
         server_kwh=server_kwh,
         facility_kwh=facility_kwh,
         operational_kg=operational,

@@ -1,29 +1,36 @@
-"""Writes of the carbon and cost footprint: per job-GPU-hour rows, the idle line per GPU-hour, and the
-per-job sums. Recomputed after each ingest and whenever an input (config, intensity) changes, so it is
-always a function of the current rows and settings (safe to run again)."""
+"""Writes of the carbon app: its inputs (the fleet config, hourly grid intensity, nodes' server types, job
+groups) and the figures they give (footprints per job-GPU-hour, the idle line per GPU-hour, per-job sums).
+
+Each function does one thing and triggers nothing: apps.pipeline calls them in order after an input
+changed, and each is a function of the current rows and settings (safe to run again). Applying the same
+config or importing the same file twice changes nothing the second time.
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
-from django.contrib.postgres.aggregates import BoolOr
-from django.db import connection, transaction
-from django.db.models import Avg, Sum
+from django.db import connection, models, transaction
+from django.db.models import Avg
 from django.db.models.functions import ExtractMonth, ExtractYear
 
 from apps.core.bulk import rows_update
-from apps.fleet.models import Gpu
+from apps.core.footprint import S_PER_HOUR, Footprint
+from apps.fleet.models import Cluster, Gpu, Node, Team, TeamRule
 from apps.jobs.models import Job, JobGpuHour
+from apps.jobs.summary import JobGpuTotals
 from apps.telemetry.models import GpuHour
 
 from .arithmetic import HOUR, HourFactors, footprint, intensity_fill, shift_saving_kg
-from .models import GpuModel, IntensityHour, JobGroup, Site, TeamDay
-from .selectors import rollups_invalidate
+from .config import BASES, ConfigError, FleetConfig, KnownNames, NodeMatch, server_type_for_hostname
+from .intensity import IntensityError, IntensityRow
+from .models import GpuModel, IntensityHour, JobGroup, ServerType, ServerTypeRule, Site
 
 JOB_FOOTPRINT_FIELDS = [
     "server_kwh", "facility_kwh", "operational_kg", "embodied_kg", "cost", "currency", "intensity_source",
@@ -34,6 +41,8 @@ ROW_FIELDS = [
     "cost",
 ]  # fmt: skip
 IDLE_FIELDS = ["idle_facility_kwh", "idle_operational_kg", "idle_embodied_kg", "idle_cost"]
+# Site fields that do not enter a footprint: changing them recomputes nothing.
+_SITE_FIELDS_NOT_IN_FOOTPRINTS = {"timezone"}
 
 
 @dataclass
@@ -98,11 +107,21 @@ class FactorBook:
         )
 
 
+@dataclass
+class FootprintRefresh:
+    """What footprints_refresh recomputed: for the steps after it."""
+
+    gpu_hours: int = 0
+    job_ids: set[int] = field(default_factory=set)  # jobs with a row in the window
+    cluster_days: set[tuple[int, date]] = field(default_factory=set)  # (cluster, UTC day) of those rows
+    book: FactorBook | None = None  # the factors used, with their intensity sources
+
+
 def footprints_refresh(
     *, cluster_ids: list[int] | None = None, start: datetime | None = None, end: datetime | None = None
-) -> int:
-    """Recompute the footprint of every GPU-hour in [start, end) of the given clusters (default: all),
-    then the sums of every job that has a row there. Returns the number of GPU-hours recomputed."""
+) -> FootprintRefresh:
+    """Recompute the footprint of every job-GPU-hour row and the idle line of every GPU-hour in
+    [start, end) of the given clusters (default: all)."""
     gpu_hours = GpuHour.objects.select_related("gpu__node__cluster__site", "gpu__node__server_type")
     job_rows = JobGpuHour.objects.select_related("gpu__node__cluster__site", "gpu__node__server_type")
     if cluster_ids is not None:
@@ -115,7 +134,7 @@ def footprints_refresh(
     hours = list(gpu_hours)
     rows = list(job_rows)
     if not hours and not rows:
-        return 0
+        return FootprintRefresh()
     lo = min([h.hour for h in hours] + [r.hour for r in rows])
     hi = max([h.hour for h in hours] + [r.hour for r in rows]) + HOUR
     book = FactorBook(start=lo, end=hi)
@@ -129,7 +148,7 @@ def footprints_refresh(
 
     for row in rows:
         f = factors_for(row.gpu, row.hour)
-        fp = footprint(energy_j=row.energy_j, gpu_hours=row.occupancy_s / 3600.0, factors=f)
+        fp = footprint(energy_j=row.energy_j, gpu_hours=row.occupancy_s / S_PER_HOUR, factors=f)
         row.server_kwh, row.facility_kwh = fp.server_kwh, fp.facility_kwh
         row.intensity_kg_per_kwh, row.intensity_estimated = f.intensity_kg_per_kwh, f.intensity_estimated
         row.operational_kg, row.embodied_kg, row.cost = fp.operational_kg, fp.embodied_kg, fp.cost
@@ -138,62 +157,47 @@ def footprints_refresh(
     for gh in hours:
         # The idle line: energy outside every job, and the part of the GPU-hour no job occupied.
         f = factors_for(gh.gpu, gh.hour)
-        unoccupied_h = max(0.0, 3600.0 - gh.occupied_s) / 3600.0
+        unoccupied_h = max(0.0, S_PER_HOUR - gh.occupied_s) / S_PER_HOUR
         fp = footprint(energy_j=max(0.0, gh.device_energy_j - gh.jobs_energy_j), gpu_hours=unoccupied_h, factors=f)
         gh.idle_facility_kwh, gh.idle_operational_kg = fp.facility_kwh, fp.operational_kg
         gh.idle_embodied_kg, gh.idle_cost = fp.embodied_kg, fp.cost
     rows_update(hours, IDLE_FIELDS)
-
-    jobs_footprint_sum(job_ids={r.job_id for r in rows}, book=book)
-    team_days_refresh(
-        cluster_ids={r.gpu.node.cluster_id for r in rows}, days={r.hour.astimezone(UTC).date() for r in rows}
+    return FootprintRefresh(
+        gpu_hours=len(hours),
+        job_ids={r.job_id for r in rows},
+        cluster_days={(r.gpu.node.cluster_id, r.hour.astimezone(UTC).date()) for r in rows},
+        book=book,
     )
-    transaction.on_commit(rollups_invalidate)  # the idle lines of cluster rollups changed
-    return len(hours)
 
 
-def jobs_footprint_sum(*, job_ids: Iterable[int], book: FactorBook | None = None) -> None:
-    """A job's footprint is the sum of its rows; its intensity source and basis those of its site."""
-    from apps.waste.services import estimated_intensity_flags_sync, job_findings_sync
-
+def jobs_footprint_sum(
+    *, totals: Mapping[int, Sequence[JobGpuTotals]], job_ids: Iterable[int], book: FactorBook | None = None
+) -> None:
+    """A job's footprint is the sum of its rows' (per-GPU totals); its intensity source and basis those
+    of its site; its carbon-shift hint where its group is flexible."""
     ids = sorted(set(job_ids))
     if not ids:
         return
-    sums = {
-        r["job_id"]: r
-        for r in JobGpuHour.objects.filter(job_id__in=ids)
-        .values("job_id")
-        .annotate(
-            server_kwh=Sum("server_kwh"),
-            facility_kwh=Sum("facility_kwh"),
-            operational_kg=Sum("operational_kg"),  # NULL when no hour had an intensity
-            embodied_kg=Sum("embodied_kg"),
-            cost=Sum("cost"),
-            estimated=BoolOr("intensity_estimated"),
-        )
-        .order_by()
-    }
     jobs = list(Job.objects.filter(pk__in=ids).select_related("cluster__site", "job_group"))
     deadline_h = settings.FLEETWATT_SHIFT_DEADLINE_H
     for job in jobs:
-        total = sums.get(job.pk, {})
+        per_gpu = totals.get(job.pk, [])
+        total = Footprint.total(t.footprint for t in per_gpu)
         site = job.cluster.site
-        job.server_kwh = total.get("server_kwh") or 0.0
-        job.facility_kwh = total.get("facility_kwh") or 0.0
-        job.operational_kg = total.get("operational_kg")
-        job.embodied_kg = total.get("embodied_kg") or 0.0
-        job.cost = total.get("cost") or Decimal(0)
+        job.server_kwh = total.server_kwh
+        job.facility_kwh = total.facility_kwh
+        job.operational_kg = total.operational_kg
+        job.embodied_kg = total.embodied_kg
+        job.cost = total.cost
         job.currency = site.currency if site else ""
         job.intensity_basis = site.intensity_basis if site and site.grid_zone else ""
         sources = sorted(book.sources.get((site.grid_zone, site.intensity_basis), set())) if book and site else []
         job.intensity_source = ", ".join(sources) or (job.intensity_source if job.intensity_basis else "")
-        job.intensity_estimated = bool(total.get("estimated"))
+        job.intensity_estimated = any(t.intensity_estimated for t in per_gpu)
         job.shift_saving_kg = None
-        if job.job_group and job.job_group.flexible and site and site.grid_zone and total:
+        if job.job_group and job.job_group.flexible and site and site.grid_zone and per_gpu:
             job.shift_saving_kg = _shift_hint(job, site, deadline_h)
     rows_update(jobs, JOB_FOOTPRINT_FIELDS)
-    estimated_intensity_flags_sync(jobs=jobs)
-    job_findings_sync(job_ids=ids)  # their evidence carries kWh, kg and cost
 
 
 def _shift_hint(job: Job, site: Site, deadline_h: int) -> float | None:
@@ -223,94 +227,545 @@ def _group_matches(group: JobGroup, job: Job) -> bool:
     return False
 
 
-def job_groups_assign(*, cluster_ids: list[int] | None = None, job_ids: Iterable[int] | None = None) -> int:
-    """Set each job's group from the groups' match rules (the first group by name that matches).
-    Returns the number of jobs changed."""
+def job_groups_assign(
+    *, cluster_ids: Iterable[int] | None = None, job_ids: Iterable[int] | None = None
+) -> dict[int, int]:
+    """Set each job's group from the groups' match rules (the first group by name that matches), except
+    where an admin set it. Returns {job id: cluster id} of the jobs whose group changed."""
     groups = list(JobGroup.objects.order_by("name"))
     jobs = Job.objects.all()
     if cluster_ids is not None:
-        jobs = jobs.filter(cluster_id__in=cluster_ids)
+        jobs = jobs.filter(cluster_id__in=list(cluster_ids))
     if job_ids is not None:
         jobs = jobs.filter(pk__in=list(job_ids))
     changed = []
-    for job in jobs.filter(group_locked=False).only("pk", "account", "name", "namespace", "user", "job_group_id"):
+    fields = ("pk", "cluster_id", "account", "name", "namespace", "user", "job_group_id")
+    for job in jobs.filter(group_locked=False).only(*fields):
         group = next((g for g in groups if _group_matches(g, job)), None)
         group_id = group.pk if group else None
         if job.job_group_id != group_id:
             job.job_group_id = group_id
             changed.append(job)
     rows_update(changed, ["job_group"])
-    return len(changed)
+    return {job.pk: job.cluster_id for job in changed}
 
 
-def node_server_types_apply(*, cluster_id: int, only_unset: bool = False) -> int:
-    """Set the server type of the cluster's nodes from its stored hostname rules (first match wins),
-    as the config last applied them. Returns the number of nodes changed."""
-    from apps.fleet.models import Node
-
-    from .config import NodeMatch, server_type_for_hostname
-    from .models import ServerTypeRule
-
+def node_server_types_apply(*, cluster_id: int, only_unset: bool = False) -> NodeTypesReport:
+    """Set the server type of the cluster's nodes from its stored hostname rules (the first glob that
+    matches, in priority order); nodes no rule matches keep theirs. `only_unset`: only nodes without one
+    (the ingest, for nodes it has just met). Safe to run again."""
     rules = (
         ServerTypeRule.objects.filter(cluster_id=cluster_id).select_related("server_type").order_by("priority", "id")
     )
     patterns = [NodeMatch(match=r.hostname_glob, server_type=r.server_type.name) for r in rules]
+    report = NodeTypesReport()
     if not patterns:
-        return 0
+        return report
     type_ids = {r.server_type.name: r.server_type_id for r in rules}
     nodes = Node.objects.filter(cluster_id=cluster_id)
     if only_unset:
         nodes = nodes.filter(server_type__isnull=True)
-    changed = []
-    for node in nodes:
-        name = server_type_for_hostname(node.hostname, patterns)
-        if name is not None and node.server_type_id != type_ids[name]:
-            node.server_type_id = type_ids[name]
-            changed.append(node)
-    rows_update(changed, ["server_type"])
-    return len(changed)
+    to_set: dict[int, list[int]] = defaultdict(list)
+    for node_id, hostname, current in nodes.values_list("id", "hostname", "server_type_id"):
+        name = server_type_for_hostname(hostname, patterns)
+        if name is None:
+            report.unmatched += 1
+        elif current == type_ids[name]:
+            report.unchanged += 1
+        else:
+            to_set[type_ids[name]].append(node_id)
+    for type_id, node_ids in to_set.items():
+        report.updated += Node.objects.filter(id__in=node_ids).update(server_type_id=type_id)
+    return report
 
 
-_TEAM_DAYS_SQL = """
-WITH rows AS (
-    SELECT j.team_id, n.cluster_id, (jh.hour AT TIME ZONE 'UTC')::date AS day, jh.job_id, jh.gpu_id, jh.hour,
-           jh.energy_j, jh.occupancy_s, jh.facility_kwh, COALESCE(jh.operational_kg, 0) AS operational_kg,
-           jh.embodied_kg, jh.cost
-    FROM jobs_jobgpuhour jh
-    JOIN jobs_job j ON j.id = jh.job_id
-    JOIN fleet_gpu g ON g.id = jh.gpu_id
-    JOIN fleet_node n ON n.id = g.node_id
-    WHERE n.cluster_id = ANY(%(clusters)s) AND (jh.hour AT TIME ZONE 'UTC')::date = ANY(%(days)s)
-      AND NOT j.excluded_from_bill
-), methods AS (
-    SELECT r.team_id, r.cluster_id, r.day, e.method, SUM(e.energy_j) AS energy_j
-    FROM rows r JOIN jobs_jobgpuhourenergy e ON e.job_id = r.job_id AND e.gpu_id = r.gpu_id AND e.hour = r.hour
-    GROUP BY r.team_id, r.cluster_id, r.day, e.method
-)
-INSERT INTO carbon_teamday (team_id, cluster_id, day, energy_j, occupancy_s, facility_kwh, operational_kg,
-                            embodied_kg, cost, energy_by_method_j)
-SELECT r.team_id, r.cluster_id, r.day, SUM(r.energy_j), SUM(r.occupancy_s), SUM(r.facility_kwh),
-       SUM(r.operational_kg), SUM(r.embodied_kg), SUM(r.cost),
-       COALESCE((SELECT jsonb_object_agg(m.method, m.energy_j) FROM methods m
-                 WHERE m.team_id = r.team_id AND m.cluster_id = r.cluster_id AND m.day = r.day), '{}'::jsonb)
-FROM rows r
-GROUP BY r.team_id, r.cluster_id, r.day
-"""
+# --- Inputs: the fleet config ---------------------------------------------------------------------
 
 
-def team_days_refresh(*, cluster_ids: Iterable[int], days: Iterable[date]) -> None:
-    """Rebuild the teams' daily sums of these clusters and days from the job-GPU-hour rows."""
-    clusters, wanted = sorted(set(cluster_ids)), sorted(set(days))
-    if not clusters or not wanted:
-        return
-    TeamDay.objects.filter(cluster_id__in=clusters, day__in=wanted).delete()
+@dataclass
+class Counts:
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+
+    @property
+    def changed(self) -> int:
+        return self.created + self.updated + self.deleted
+
+    def __str__(self) -> str:
+        text = f"{self.created} created, {self.updated} updated, {self.unchanged} unchanged"
+        return text + (f", {self.deleted} deleted" if self.deleted else "")
+
+
+@dataclass
+class NodeTypesReport:
+    """What node_server_types_apply did on one cluster."""
+
+    updated: int = 0
+    unchanged: int = 0
+    unmatched: int = 0  # nodes no pattern matches: their server type is left as it is
+
+
+@dataclass
+class ApplyReport:
+    dry_run: bool
+    counts: dict[str, Counts] = field(default_factory=dict)
+    nodes: NodeTypesReport = field(default_factory=NodeTypesReport)
+    affected_cluster_ids: list[int] = field(default_factory=list)
+    changed_group_ids: list[int] = field(default_factory=list)
+    jobs_regrouped: int | None = None  # None: no regrouping was needed (or a dry run)
+    gpu_hours_refreshed: int | None = None  # None: no footprint was recomputed (or a dry run)
+
+    @property
+    def changed(self) -> bool:
+        return any(c.changed for c in self.counts.values()) or self.nodes.updated > 0
+
+    def lines(self) -> list[str]:
+        out = [f"{kind:<17} {c}" for kind, c in self.counts.items()]
+        n = self.nodes
+        out.append(f"{'nodes':<17} {n.updated} given a server type, {n.unchanged} unchanged, {n.unmatched} unmatched")
+        if self.jobs_regrouped is not None:
+            out.append(f"{'job groups':<17} {self.jobs_regrouped} jobs regrouped")
+        if self.gpu_hours_refreshed is not None:
+            out.append(
+                f"{'footprints':<17} {self.gpu_hours_refreshed} GPU-hours recomputed on "
+                f"{len(self.affected_cluster_ids)} cluster(s)"
+            )
+        return out
+
+
+def known_names_read() -> KnownNames:
+    """What a config may refer to without defining it."""
+    return KnownNames(
+        sites=frozenset(Site.objects.values_list("name", flat=True)),
+        server_types=frozenset(ServerType.objects.values_list("name", flat=True)),
+        clusters=frozenset(Cluster.objects.values_list("name", flat=True)),
+        default_cluster=settings.FLEETWATT_CLUSTER,
+    )
+
+
+def _advisory_lock(name: str) -> None:
+    """One writer at a time for the whole transaction (two applies at once would race on creation)."""
     with connection.cursor() as cursor:
-        cursor.execute(_TEAM_DAYS_SQL, {"clusters": clusters, "days": wanted})
-    transaction.on_commit(rollups_invalidate)
-    rollups_invalidate()  # now too: a reader inside this transaction must not see the old figures
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [name])
 
 
-def job_team_days_refresh(*, job: Job) -> None:
-    """After a decision moved or excluded a job: the days and clusters it ran in."""
-    pairs = set(JobGpuHour.objects.filter(job=job).values_list("gpu__node__cluster_id", "hour").order_by())
-    team_days_refresh(cluster_ids={c for c, _ in pairs}, days={h.astimezone(UTC).date() for _, h in pairs})
+def _upsert(
+    model: type[models.Model], *, lookup: dict[str, Any], values: dict[str, Any], counts: Counts
+) -> tuple[Any, set[str]]:
+    """Create or update one row; returns it and the names of the fields that changed ({"*"} if created)."""
+    obj = model._default_manager.filter(**lookup).first()
+    if obj is None:
+        obj = model._default_manager.create(**lookup, **values)
+        counts.created += 1
+        return obj, {"*"}
+    changed = {name for name, value in values.items() if getattr(obj, name) != value}
+    if changed:
+        for name in changed:
+            setattr(obj, name, values[name])
+        obj.save(update_fields=sorted(changed))
+        counts.updated += 1
+    else:
+        counts.unchanged += 1
+    return obj, changed
+
+
+def clusters_affected(
+    *,
+    site_ids: Collection[int] = (),
+    server_type_ids: Collection[int] = (),
+    gpu_model_names: Collection[str] = (),
+    job_group_ids: Collection[int] = (),
+) -> set[int]:
+    """The clusters whose footprints depend on these inputs."""
+    ids: set[int] = set()
+    if site_ids:
+        ids |= set(Cluster.objects.filter(site_id__in=site_ids).values_list("id", flat=True))
+    if server_type_ids:
+        ids |= set(Node.objects.filter(server_type_id__in=server_type_ids).values_list("cluster_id", flat=True))
+    if gpu_model_names:
+        ids |= set(Gpu.objects.filter(model_name__in=gpu_model_names).values_list("node__cluster_id", flat=True))
+    if job_group_ids:  # a group's `flexible` decides whether its jobs get the carbon hint
+        ids |= set(Job.objects.filter(job_group_id__in=job_group_ids).values_list("cluster_id", flat=True))
+    return ids
+
+
+def config_write(*, config: FleetConfig, dry_run: bool = False) -> ApplyReport:
+    """Create or update everything the config names, in one transaction, and say which clusters' footprints
+    and which job groups the changes reach (apps.pipeline derives what follows). Deletes nothing, except a
+    cluster's hostname rules that its `nodes` list no longer gives. A dry run does the same and rolls back.
+    Idempotent."""
+    report = ApplyReport(dry_run=dry_run)
+    c = report.counts
+    kinds = (
+        "sites",
+        "server_types",
+        "gpu_models",
+        "clusters",
+        "server_type_rules",
+        "teams",
+        "team_rules",
+        "job_groups",
+    )
+    for kind in kinds:
+        c[kind] = Counts()
+    affected: set[int] = set()
+    with transaction.atomic():
+        _advisory_lock("fleetwatt.config_apply")
+        site_ids, changed_site_ids = _sites_apply(config, c["sites"])
+        changed_type_ids = _server_types_apply(config, c["server_types"])
+        changed_models = _gpu_models_apply(config, c["gpu_models"])
+        clusters = _clusters_apply(config, c["clusters"], site_ids=site_ids, affected=affected)
+        for cc in config.clusters:
+            if cc.nodes is not None:
+                _server_type_rules_apply(cluster=clusters[cc.name], patterns=cc.nodes, counts=c["server_type_rules"])
+            if cc.nodes:
+                nodes = node_server_types_apply(cluster_id=clusters[cc.name].id)
+                report.nodes.updated += nodes.updated
+                report.nodes.unchanged += nodes.unchanged
+                report.nodes.unmatched += nodes.unmatched
+                if nodes.updated:
+                    affected.add(clusters[cc.name].id)
+        _teams_apply(config, c["teams"], c["team_rules"])
+        changed_group_ids = _job_groups_apply(config, c["job_groups"])
+        affected |= clusters_affected(
+            site_ids=changed_site_ids,
+            server_type_ids=changed_type_ids,
+            gpu_model_names=changed_models,
+            job_group_ids=changed_group_ids,  # the jobs in them now; those that move in are found on regrouping
+        )
+        if dry_run:
+            transaction.set_rollback(True)
+    report.affected_cluster_ids = sorted(affected)
+    report.changed_group_ids = sorted(changed_group_ids)
+    return report
+
+
+def _sites_apply(config: FleetConfig, counts: Counts) -> tuple[dict[str, int], set[int]]:
+    ids = dict(Site.objects.values_list("name", "id"))
+    changed_ids: set[int] = set()
+    for s in config.sites:
+        site, changed = _upsert(
+            Site,
+            lookup={"name": s.name},
+            values={
+                "grid_zone": s.grid_zone,
+                "intensity_basis": s.intensity_basis,
+                "pue": s.pue,
+                "pue_by_month": {str(m): v for m, v in s.pue_by_month.items()},
+                "provider_includes_overhead": s.provider_includes_overhead,
+                "electricity_price_per_kwh": s.electricity_price_per_kwh,
+                "currency": s.currency,
+                "timezone": s.timezone,
+            },
+            counts=counts,
+        )
+        ids[s.name] = site.id
+        if changed - _SITE_FIELDS_NOT_IN_FOOTPRINTS - {"*"}:
+            changed_ids.add(site.id)
+    return ids, changed_ids
+
+
+def _server_types_apply(config: FleetConfig, counts: Counts) -> set[int]:
+    changed_ids: set[int] = set()
+    for t in config.server_types:
+        server_type, changed = _upsert(
+            ServerType,
+            lookup={"name": t.name},
+            values={
+                "node_overhead_factor": t.node_overhead_factor,
+                "embodied_kg_per_server": t.embodied_kg_per_server,
+                "service_life_h": t.service_life_h,
+                "gpus_per_server": t.gpus_per_server,
+            },
+            counts=counts,
+        )
+        if changed - {"*"}:
+            changed_ids.add(server_type.id)
+    return changed_ids
+
+
+def _gpu_models_apply(config: FleetConfig, counts: Counts) -> set[str]:
+    changed_names: set[str] = set()
+    for m in config.gpu_models:
+        _, changed = _upsert(
+            GpuModel,
+            lookup={"name": m.name},
+            values={"hourly_rate": m.hourly_rate, "currency": m.currency, "tdp_w": m.tdp_w},
+            counts=counts,
+        )
+        if changed:  # a new model prices GPUs that already report its name
+            changed_names.add(m.name)
+    return changed_names
+
+
+def _clusters_apply(
+    config: FleetConfig, counts: Counts, *, site_ids: dict[str, int], affected: set[int]
+) -> dict[str, Cluster]:
+    out: dict[str, Cluster] = {}
+    problems: list[str] = []
+    for i, cc in enumerate(config.clusters):
+        values: dict[str, Any] = {}
+        if cc.prometheus_url is not None:
+            values["prometheus_url"] = cc.prometheus_url
+        if cc.selector is not None:
+            values["selector"] = cc.selector
+        if cc.scrape_interval_s is not None:
+            values["scrape_interval_s"] = cc.scrape_interval_s
+        if cc.site is not None:
+            if cc.site not in site_ids:  # deleted since the config was validated
+                problems.append(f"clusters[{i}].site: unknown site {cc.site!r}")
+                continue
+            values["site_id"] = site_ids[cc.site]
+        existing = Cluster.objects.filter(name=cc.name).exists()
+        if not existing:
+            values.setdefault("prometheus_url", settings.FLEETWATT_PROMETHEUS_URL)
+            values.setdefault("scrape_interval_s", settings.FLEETWATT_SCRAPE_INTERVAL_S)
+        cluster, changed = _upsert(Cluster, lookup={"name": cc.name}, values=values, counts=counts)
+        out[cc.name] = cluster
+        if "site_id" in changed:
+            affected.add(cluster.id)
+    if problems:
+        raise ConfigError(problems)
+    return out
+
+
+def _server_type_rules_apply(*, cluster: Cluster, patterns: Sequence[NodeMatch], counts: Counts) -> None:
+    """The cluster's stored hostname rules become exactly `patterns`, in order (priorities 10, 20, ...): the
+    ingest applies them to nodes as they appear (node_server_types_apply)."""
+    type_ids = dict(ServerType.objects.filter(name__in={p.server_type for p in patterns}).values_list("name", "id"))
+    for position, pattern in enumerate(patterns, start=1):
+        _upsert(
+            ServerTypeRule,
+            lookup={"cluster_id": cluster.id, "hostname_glob": pattern.match},
+            values={"server_type_id": type_ids[pattern.server_type], "priority": position * 10},
+            counts=counts,
+        )
+    stale = ServerTypeRule.objects.filter(cluster=cluster).exclude(hostname_glob__in=[p.match for p in patterns])
+    counts.deleted += stale.delete()[0]
+
+
+def _teams_apply(config: FleetConfig, teams: Counts, rules: Counts) -> None:
+    cluster_ids = dict(Cluster.objects.values_list("name", "id"))
+    for t in config.teams:
+        team, _ = _upsert(Team, lookup={"name": t.name}, values={"display_name": t.display_name}, counts=teams)
+        for r in t.rules:
+            if r.cluster is not None and r.cluster not in cluster_ids:
+                raise ConfigError([f"teams: unknown cluster {r.cluster!r}"])
+            lookup: dict[str, Any] = {"kind": r.kind, "value": r.value}
+            if r.cluster is None:
+                lookup["cluster__isnull"] = True
+            else:
+                lookup["cluster_id"] = cluster_ids[r.cluster]
+            rule = TeamRule.objects.filter(**lookup).first()
+            values = {"team_id": team.id, "priority": r.priority}
+            if rule is None:
+                TeamRule.objects.create(
+                    kind=r.kind,
+                    value=r.value,
+                    cluster_id=cluster_ids.get(r.cluster) if r.cluster else None,
+                    **values,
+                )
+                rules.created += 1
+            else:
+                _upsert(TeamRule, lookup={"id": rule.id}, values=values, counts=rules)
+
+
+def _job_groups_apply(config: FleetConfig, counts: Counts) -> set[int]:
+    changed_ids: set[int] = set()
+    for g in config.job_groups:
+        group, changed = _upsert(
+            JobGroup,
+            lookup={"name": g.name},
+            values={"match_kind": g.match_kind, "match_value": g.match_value, "flexible": g.flexible},
+            counts=counts,
+        )
+        if changed:
+            changed_ids.add(group.id)
+    return changed_ids
+
+
+# --- Intensity -------------------------------------------------------------------------------------
+
+
+@dataclass
+class ImportReport:
+    zone: str
+    basis: str
+    source: str
+    rows: int
+    first_hour: datetime
+    last_hour: datetime
+    created: int = 0
+    replaced: int = 0  # an hour already stored, now with another value or source
+    unchanged: int = 0  # an hour already stored with the same value and source
+    missing_hours: int = 0  # hours between the first and the last that the rows do not give
+    refreshed_cluster_ids: list[int] = field(default_factory=list)
+    refresh_window: tuple[datetime, datetime] | None = None  # None with clusters to refresh: all their hours
+    gpu_hours_refreshed: int | None = None  # None: nothing to recompute
+
+    def lines(self) -> list[str]:
+        out = [
+            f"{self.rows} hours of {self.zone} ({self.basis}, source {self.source!r}): "
+            f"{self.first_hour:%Y-%m-%d %H:%M} to {self.last_hour:%Y-%m-%d %H:%M} UTC",
+            f"{self.created} created, {self.replaced} replaced, {self.unchanged} unchanged; "
+            f"{self.missing_hours} hours missing in between (filled by the fill rule where jobs ran)",
+        ]
+        if self.gpu_hours_refreshed is None:
+            out.append("footprints: nothing to recompute")
+        else:
+            window = (
+                f"{self.refresh_window[0]:%Y-%m-%d %H:%M} to {self.refresh_window[1]:%Y-%m-%d %H:%M} UTC"
+                if self.refresh_window
+                else "all hours (a month gained or lost its first figures)"
+            )
+            out.append(
+                f"footprints: {self.gpu_hours_refreshed} GPU-hours recomputed on "
+                f"{len(self.refreshed_cluster_ids)} cluster(s), {window}"
+            )
+        return out
+
+
+def _month_start(moment: datetime) -> datetime:
+    return moment.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+def _next_month(moment: datetime) -> datetime:
+    start = _month_start(moment)
+    return (start + timedelta(days=32)).replace(day=1)
+
+
+def _months(hours: Iterable[datetime]) -> set[tuple[int, int]]:
+    return {(h.year, h.month) for h in hours}
+
+
+def _months_with_figures(zone: str, basis: str, months: set[tuple[int, int]]) -> set[tuple[int, int]]:
+    if not months:
+        return set()
+    start = min(datetime(y, m, 1, tzinfo=UTC) for y, m in months)
+    end = _next_month(max(datetime(y, m, 1, tzinfo=UTC) for y, m in months))
+    hours = IntensityHour.objects.filter(zone=zone, basis=basis, hour__gte=start, hour__lt=end)
+    return _months(hours.values_list("hour", flat=True).distinct()) & months
+
+
+@dataclass(frozen=True)
+class IntensityReach:
+    """The clusters and hours whose footprints changed intensity hours reach (window None: all hours)."""
+
+    cluster_ids: list[int]
+    window: tuple[datetime, datetime] | None
+
+
+def intensity_reach(
+    *, zone: str, basis: str, changed_hours: Collection[datetime], months_flipped: bool
+) -> IntensityReach:
+    """The footprints the changed hours of (zone, basis) reach under the fill rule (docs/config.md):
+    the hours themselves, hours filled from them (within FLEETWATT_INTENSITY_FILL_HOURS), and hours filled
+    with the monthly mean of their months: so whole months, widened by the fill distance. When a month
+    gains its first figures or loses its last, hours of other months filled from the nearest month's mean
+    may change too: then every hour of the zone's clusters."""
+    cluster_ids = sorted(
+        Cluster.objects.filter(site__grid_zone=zone, site__intensity_basis=basis).values_list("id", flat=True)
+    )
+    if not cluster_ids or not changed_hours:
+        return IntensityReach(cluster_ids=[], window=None)
+    if months_flipped:
+        return IntensityReach(cluster_ids=cluster_ids, window=None)
+    fill = timedelta(hours=settings.FLEETWATT_INTENSITY_FILL_HOURS)
+    start = _month_start(min(changed_hours) - fill)
+    end = _next_month(max(changed_hours) + fill)
+    return IntensityReach(cluster_ids=cluster_ids, window=(start, end))
+
+
+def intensity_write(
+    *, rows: Sequence[IntensityRow], zone: str, source: str, basis: str, allow_unknown_zone: bool = False
+) -> ImportReport:
+    """Store hourly intensity of one zone and basis, in one transaction: an hour already stored is replaced
+    (the latest import wins); the report says which footprints that reaches. Raises IntensityError, having
+    written nothing, if the zone is used by no site (unless allowed) or the rows are not one per hour."""
+    problems: list[str] = []
+    if basis not in BASES:
+        problems.append(f"--basis: expected one of {', '.join(BASES)}, got {basis!r}")
+    if not zone.strip() or len(zone) > 50:
+        problems.append("--zone: a zone id of 1 to 50 characters, e.g. DE or US-CAL-CISO")
+    if not source.strip() or len(source) > 200:
+        problems.append("--source: a name of 1 to 200 characters, e.g. 'Electricity Maps 2024 v1'")
+    if not rows:
+        problems.append("no rows to import")
+    first: dict[datetime, int] = {}
+    for row in rows:
+        if row.hour.tzinfo is None or row.hour.utcoffset() != timedelta(0) or row.hour.minute or row.hour.second:
+            problems.append(f"line {row.line}: {row.hour} is not the start of a UTC hour")
+        elif row.hour in first:
+            problems.append(
+                f"line {row.line}: {row.hour:%Y-%m-%d %H}:00 UTC is already given on line {first[row.hour]}"
+            )
+        else:
+            first[row.hour] = row.line
+    if zone.strip() and not allow_unknown_zone and not Site.objects.filter(grid_zone=zone).exists():
+        used = sorted(set(Site.objects.values_list("grid_zone", flat=True)))
+        problems.append(
+            f"--zone {zone}: no site uses this zone (sites use: {', '.join(used) or 'none yet'}); "
+            "pass --allow-unknown-zone to import it anyway"
+        )
+    if problems:
+        raise IntensityError(problems)
+
+    hours = sorted(first)
+    report = ImportReport(
+        zone=zone, basis=basis, source=source, rows=len(rows), first_hour=hours[0], last_hour=hours[-1]
+    )
+    report.missing_hours = int((hours[-1] - hours[0]) / HOUR) + 1 - len(hours)
+    with transaction.atomic():
+        _advisory_lock(f"fleetwatt.intensity:{zone}:{basis}")
+        stored = {
+            h.hour: (h.kg_per_kwh, h.source)
+            for h in IntensityHour.objects.filter(zone=zone, basis=basis, hour__gte=hours[0], hour__lte=hours[-1])
+        }
+        months = _months(hours)
+        months_before = _months_with_figures(zone, basis, months)
+        write: list[IntensityHour] = []
+        for row in rows:
+            before = stored.get(row.hour)
+            if before == (row.kg_per_kwh, source):
+                report.unchanged += 1
+                continue
+            if before is None:
+                report.created += 1
+            else:
+                report.replaced += 1
+            write.append(IntensityHour(zone=zone, basis=basis, hour=row.hour, kg_per_kwh=row.kg_per_kwh, source=source))
+        IntensityHour.objects.bulk_create(
+            write,
+            batch_size=2000,
+            update_conflicts=True,
+            unique_fields=["zone", "basis", "hour"],
+            update_fields=["kg_per_kwh", "source", "imported_at"],
+        )
+        changed = [w.hour for w in write]
+        reach = intensity_reach(
+            zone=zone, basis=basis, changed_hours=changed, months_flipped=months_before != months and bool(changed)
+        )
+        report.refreshed_cluster_ids, report.refresh_window = reach.cluster_ids, reach.window
+    return report
+
+
+def intensity_delete(*, hours: models.QuerySet[IntensityHour]) -> tuple[int, list[IntensityReach]]:
+    """Delete stored intensity hours (the admin's delete); returns how many, and the footprints they reached."""
+    by_zone: dict[tuple[str, str], list[datetime]] = defaultdict(list)
+    for zone, basis, hour in hours.values_list("zone", "basis", "hour"):
+        by_zone[(zone, basis)].append(hour)
+    deleted, _ = hours.delete()
+    reaches = []
+    for (zone, basis), changed in by_zone.items():
+        months = _months(changed)
+        reaches.append(
+            intensity_reach(
+                zone=zone,
+                basis=basis,
+                changed_hours=changed,
+                months_flipped=_months_with_figures(zone, basis, months) != months,
+            )
+        )
+    return deleted, reaches

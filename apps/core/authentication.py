@@ -11,6 +11,7 @@ from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
+from .access import user_sees_all_teams
 from .models import PREFIX, ApiToken, token_hash
 
 LAST_USED_RESOLUTION = timedelta(minutes=1)  # do not write on every request
@@ -56,3 +57,10 @@ class ApiTokenRateThrottle(SimpleRateThrottle):
         if not isinstance(request.auth, ApiToken):
             return None
         return self.cache_format % {"scope": self.scope, "ident": request.auth.pk}
+
+
+class IsAdminOrFinance(permissions.BasePermission):
+    """Fleet-wide data (every team's, the GPUs', the audit log): admins and finance only."""
+
+    def has_permission(self, request: Request, view: object) -> bool:
+        return user_sees_all_teams(request.user)

@@ -12,8 +12,10 @@ from django.views.decorators.http import require_POST
 from apps.carbon.models import JobGroup
 from apps.fleet.models import Cluster, Team
 from apps.jobs.models import Job
+from apps.pipeline import decisions
 from apps.waste import audit
 from apps.waste.filtersets import FlagFilterSet
+from apps.waste.kinds import KIND_CHOICES, STATUS_CHOICES
 from apps.waste.models import Flag
 
 
@@ -29,8 +31,8 @@ def queue(request: HttpRequest) -> HttpResponse:
         "teams": Team.objects.order_by("name"),
         "clusters": Cluster.objects.order_by("name"),
         "groups": JobGroup.objects.order_by("name"),
-        "kinds": Flag.Kind.choices,
-        "statuses": Flag.Status.choices,
+        "kinds": KIND_CHOICES,
+        "statuses": STATUS_CHOICES,
     }
     return render(request, "dashboard/audit_queue.html", context)
 
@@ -42,15 +44,15 @@ def _decide(request: HttpRequest, job: Job, flag: Flag | None) -> None:
         if action in ("acknowledge", "dispute"):
             if flag is None:
                 raise audit.AuditError("Acknowledge and dispute apply to a finding.")
-            audit.flag_review(actor=request.user, flag=flag, action=action, reason=reason)
+            decisions.flag_review(actor=request.user, flag=flag, action=action, reason=reason)
         elif action in ("exclude", "include"):
-            audit.job_exclude(actor=request.user, job=job, exclude=action == "exclude", reason=reason, flag=flag)
+            decisions.job_exclude(actor=request.user, job=job, exclude=action == "exclude", reason=reason, flag=flag)
         elif action == "reassign_team":
             team = get_object_or_404(Team, name=request.POST.get("team", ""))
-            audit.job_reassign(actor=request.user, job=job, team=team, reason=reason, flag=flag)
+            decisions.job_reassign(actor=request.user, job=job, team=team, reason=reason, flag=flag)
         elif action == "reassign_group":
             group = get_object_or_404(JobGroup, name=request.POST.get("job_group", ""))
-            audit.job_reassign(actor=request.user, job=job, job_group=group, reason=reason, flag=flag)
+            decisions.job_reassign(actor=request.user, job=job, job_group=group, reason=reason, flag=flag)
         else:
             raise audit.AuditError(f"Unknown action {action!r}.")
     except audit.AuditError as exc:

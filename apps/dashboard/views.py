@@ -12,11 +12,13 @@ from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 
 from apps.carbon.models import GpuModel, JobGroup
-from apps.carbon.selectors import MixedBasisError, cluster_rollup_cached, team_rollup_cached
 from apps.core.access import user_sees_all_teams
+from apps.core.footprint import S_PER_HOUR, Footprint, kwh
 from apps.fleet.models import Cluster, Gpu, Team
+from apps.jobs.methods import method_legend
 from apps.jobs.models import Job
 from apps.jobs.selectors import low_coverage_jobs
+from apps.rollups.selectors import MixedBasisError, cluster_rollup_cached, team_rollup_cached
 from apps.telemetry.models import IngestedHour
 from apps.waste.models import Flag
 
@@ -41,7 +43,7 @@ def _period(request: HttpRequest) -> tuple[datetime, datetime]:
 
 def _with_split(job: Job) -> Job:
     """Energy in kWh and each method's share, for the table."""
-    job.energy_kwh = job.energy_j / 3.6e6  # type: ignore[attr-defined]
+    job.energy_kwh = kwh(job.energy_j)  # type: ignore[attr-defined]
     # Summed here: the template filter `add` would make integers of these floats.
     job.co2e_kg = (job.operational_kg or 0.0) + job.embodied_kg  # type: ignore[attr-defined]
     total = sum(job.attribution_j.values()) or 1.0
@@ -66,6 +68,7 @@ def fleet(request: HttpRequest) -> HttpResponse:
         "fleet": _clusters_overview(start, end) if user_sees_all_teams(request.user) else None,
         "prometheus_url": Cluster.objects.values_list("prometheus_url", flat=True).first()
         or settings.FLEETWATT_PROMETHEUS_URL,
+        "split_methods": method_legend(),
     }
     return render(request, "dashboard/fleet.html", context)
 
@@ -104,20 +107,13 @@ def team(request: HttpRequest, team_id: int) -> HttpResponse:
         "threshold_pct": round(threshold * 100),
         "sources": sorted(set(jobs.order_by().values_list("intensity_source", flat=True).distinct()) - {""}),
         "api_query": f"start={start.date().isoformat()}&end={end.date().isoformat()}",
+        "split_methods": method_legend(),
     }
     return render(request, "dashboard/team.html", context)
 
 
 def _totals(periods: list[dict]) -> dict:
-    return {
-        "energy_kwh": sum(p["energy_j"] for p in periods) / 3.6e6,
-        "facility_kwh": sum(p["facility_kwh"] for p in periods),
-        "gpu_hours": sum(p["gpu_hours"] for p in periods),
-        "operational_kg": sum(p["operational_kg"] for p in periods),
-        "embodied_kg": sum(p["embodied_kg"] for p in periods),
-        "cost": sum((p["cost"] for p in periods), Decimal(0)),
-        "co2e_kg": sum(p["operational_kg"] + p["embodied_kg"] for p in periods),
-    }
+    return Footprint.total(Footprint.from_sums(p) for p in periods).as_dict()
 
 
 @login_required
@@ -138,7 +134,7 @@ def job(request: HttpRequest, job_id: int) -> HttpResponse:
         "rows": [(r, energy.get((r.gpu_id, r.hour), {}), (r.operational_kg or 0.0) + r.embodied_kg) for r in rows],
         "flags": job.flag_rows.order_by("kind"),
         "trail": job.audit_entries.select_related("actor").order_by("at", "id"),
-        "tdp_estimate_kwh": tdp_estimate_j / 3.6e6,
+        "tdp_estimate_kwh": kwh(tdp_estimate_j),
         "tdp_ratio": (tdp_estimate_j / job.energy_j) if job.energy_j else None,
         "teams": Team.objects.order_by("name") if request.user.is_staff else [],
         "groups": JobGroup.objects.order_by("name") if request.user.is_staff else [],
@@ -162,7 +158,7 @@ def _clusters_overview(start: datetime, end: datetime) -> dict:
                 "gpu_hours_used": used,
                 "gpu_hours_idle": idle,
                 "utilisation": used / (used + idle) if used + idle else None,
-                "idle_energy_kwh": sum((p["idle"] or {}).get("energy_j", 0.0) for p in doc["periods"]) / 3.6e6,
+                "idle_energy_kwh": kwh(sum((p["idle"] or {}).get("energy_j", 0.0) for p in doc["periods"])),
                 "idle_cost": sum(((p["idle"] or {}).get("cost", Decimal(0)) for p in doc["periods"]), Decimal(0)),
                 "embodied_per_useful_gpu_hour": doc["embodied_kg_per_useful_gpu_hour"],
                 "currency": doc["currency"],
@@ -186,7 +182,8 @@ def gpu(request: HttpRequest, gpu_id: int) -> HttpResponse:
         .order_by("first")
     )
     jobs = [
-        {**j, "energy_kwh": (j["energy_j"] or 0.0) / 3.6e6, "gpu_hours": (j["occupancy_s"] or 0.0) / 3600} for j in jobs
+        {**j, "energy_kwh": kwh(j["energy_j"] or 0.0), "gpu_hours": (j["occupancy_s"] or 0.0) / S_PER_HOUR}
+        for j in jobs
     ]
     context = {"gpu": gpu, "hours": hours, "jobs": jobs, "start": start.date(), "end": end.date()}
     return render(request, "dashboard/gpu.html", context)

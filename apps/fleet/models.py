@@ -7,6 +7,8 @@ from typing import TypeVar
 from django.conf import settings
 from django.db import models
 
+from apps.core.access import user_sees_all_teams
+
 _Q = TypeVar("_Q", bound=models.QuerySet)
 
 
@@ -75,8 +77,6 @@ class Gpu(models.Model):
 class TeamQuerySet(models.QuerySet["Team"]):
     def visible_to(self, user: object) -> TeamQuerySet:
         """Staff and finance see every team; members their own."""
-        from apps.core.access import user_sees_all_teams
-
         if not getattr(user, "is_authenticated", False):
             return self.none()
         if user_sees_all_teams(user):  # type: ignore[arg-type]
@@ -87,8 +87,6 @@ class TeamQuerySet(models.QuerySet["Team"]):
 def team_scoped(queryset: _Q, user: object, *, team_path: str) -> _Q:
     """`queryset` narrowed to the rows whose team (at `team_path`) the user may see, by the one rule of
     Team.objects.visible_to; whoever sees every team gets `queryset` whole, with no subquery."""
-    from apps.core.access import user_sees_all_teams
-
     if not getattr(user, "is_authenticated", False):
         return queryset.none()
     if user_sees_all_teams(user):  # type: ignore[arg-type]

@@ -9,20 +9,12 @@ from django.db import models
 
 from apps.fleet.models import Cluster, Gpu, Team, team_scoped
 
+from .methods import METHOD_CHOICES
+
 if TYPE_CHECKING:
     from datetime import datetime
 
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-
-
-class Method(models.TextChoices):
-    """How a job's share of a GPU's energy was found (DESIGN section 2), from exact to rough."""
-
-    WHOLE_GPU = "whole_gpu", "Whole GPU (exact)"
-    SM_TIME = "sm_time", "SM time (close)"
-    BUSY_TIME = "busy_time", "Engine busy time (close)"
-    MEMORY = "memory", "Memory held (rough)"
-    EQUAL = "equal", "Equal shares (rough)"
 
 
 class Source(models.TextChoices):
@@ -62,7 +54,7 @@ class Job(models.Model):
 
     # Summary over all ingested hours; recomputed from the hour rows after every ingest.
     energy_j = models.FloatField(default=0.0)
-    attribution = models.CharField(max_length=20, choices=Method.choices, blank=True)
+    attribution = models.CharField(max_length=20, choices=METHOD_CHOICES, blank=True)
     attribution_j = models.JSONField(default=dict)
     sampled_s = models.FloatField(default=0.0)
     expected_s = models.FloatField(default=0.0)
@@ -162,7 +154,7 @@ class JobGpuHourEnergy(models.Model):
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="energy_rows")
     gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="job_energy_rows")
     hour = models.DateTimeField()
-    method = models.CharField(max_length=20, choices=Method.choices)
+    method = models.CharField(max_length=20, choices=METHOD_CHOICES)
     energy_j = models.FloatField()
 
     class Meta:

@@ -1,37 +1,24 @@
-"""Reads of jobs for the API and the dashboards (aggregated in the database, scoped through
-Job.objects.visible_to)."""
+"""Reads of jobs: the per-job aggregate every derived step reads, and the dashboards' job lists
+(aggregated in the database, scoped through Job.objects.visible_to)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from datetime import datetime
-from decimal import Decimal
-from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.postgres.aggregates import BoolOr
+from django.db.models import Max, Min, Sum
 
-from apps.carbon.models import TeamDay
-from apps.carbon.selectors import MixedBasisError, day_after, team_rollup_cached
+from apps.core.aggregates import footprint_sums
+from apps.core.footprint import Footprint
 from apps.fleet.models import Team
-from apps.jobs.models import Job
+
+from .models import Job, JobGpuHour, JobGpuHourEnergy
+from .summary import JobGpuTotals
 
 User = AbstractBaseUser | AnonymousUser
-
-
-def team_daily_energy(*, user: User, start: datetime, end: datetime) -> list[dict[str, Any]]:
-    """GPU energy per whole UTC day, team and split method (J), for the teams the user may see: from the
-    teams' daily sums, as their rollups, so jobs an admin excluded from a team's bill are not on it."""
-    per_key: dict[tuple[str, str, str], float] = defaultdict(float)
-    days = TeamDay.objects.filter(
-        team__in=Team.objects.visible_to(user), day__gte=start.date(), day__lt=day_after(end)
-    ).values_list("day", "team__name", "energy_by_method_j")
-    for day, team, by_method in days:
-        for method, joules in by_method.items():
-            per_key[(day.isoformat(), team, method)] += joules
-    return [
-        {"day": day, "team": team, "method": method, "energy_j": joules}
-        for (day, team, method), joules in sorted(per_key.items())
-    ]
 
 
 def low_coverage_jobs(
@@ -45,25 +32,60 @@ def low_coverage_jobs(
     return list(jobs.seen_since(start).select_related("team", "cluster").order_by("coverage", "id"))
 
 
-def team_totals(*, user: User, start: datetime, end: datetime) -> list[dict[str, Any]]:
-    """Each team the user may see, side by side over the period: GPU-hours, energy, cost and CO2e."""
-    out = []
-    for team in Team.objects.visible_to(user).order_by("name"):
-        try:
-            periods = team_rollup_cached(team=team, start=start, end=end, granularity="month")["periods"]
-        except MixedBasisError:
-            continue
-        if not periods:
-            continue
-        out.append(
-            {
-                "team": team.name,
-                "gpu_hours": sum(p["gpu_hours"] for p in periods),
-                "energy_j": sum(p["energy_j"] for p in periods),
-                "facility_kwh": sum(p["facility_kwh"] for p in periods),
-                "operational_kg": sum(p["operational_kg"] for p in periods),
-                "embodied_kg": sum(p["embodied_kg"] for p in periods),
-                "cost": str(sum((p["cost"] for p in periods), Decimal(0))),
-            }
+def job_gpu_totals(*, job_ids: Iterable[int]) -> dict[int, list[JobGpuTotals]]:
+    """Each job's rows summed per GPU (and source), over all its ingested hours, in one query: the one
+    per-job aggregate that the summary, the footprint sums and the findings read."""
+    out: dict[int, list[JobGpuTotals]] = defaultdict(list)
+    ids = sorted(set(job_ids))
+    if not ids:
+        return out
+    rows = (
+        JobGpuHour.objects.filter(job_id__in=ids)
+        .values("job_id", "gpu_id", "gpu__uuid", "source")
+        .annotate(
+            **footprint_sums(),
+            sampled_s=Sum("sampled_s"),
+            sm_s=Sum("sm_s"),
+            peak_memory_bytes=Max("peak_memory_bytes"),
+            job_start=Min("job_start"),
+            first_seen=Min("first_seen"),
+            last_seen=Max("last_seen"),
+            first_hour=Min("hour"),
+            last_hour=Max("hour"),
+            intensity_estimated=BoolOr("intensity_estimated"),
+        )
+        .order_by("job_id", "gpu_id", "source")
+    )
+    for r in rows:
+        out[r["job_id"]].append(
+            JobGpuTotals(
+                gpu_id=r["gpu_id"],
+                gpu_uuid=r["gpu__uuid"],
+                source=r["source"],
+                sampled_s=r["sampled_s"] or 0.0,
+                sm_s=r["sm_s"] or 0.0,
+                occupancy_s=r["occupancy_s"] or 0.0,
+                peak_memory_bytes=r["peak_memory_bytes"] or 0,
+                job_start=r["job_start"],
+                first_seen=r["first_seen"],
+                last_seen=r["last_seen"],
+                first_hour=r["first_hour"],
+                last_hour=r["last_hour"],
+                footprint=Footprint.from_sums(r),
+                intensity_estimated=bool(r["intensity_estimated"]),
+            )
         )
     return out
+
+
+def job_energy_by_method(*, job_ids: Iterable[int]) -> dict[int, dict[str, float]]:
+    """Each job's GPU energy per split method (J), over all its hours."""
+    energy: dict[int, dict[str, float]] = defaultdict(dict)
+    for row in (
+        JobGpuHourEnergy.objects.filter(job_id__in=sorted(set(job_ids)))
+        .values("job_id", "method")
+        .annotate(j=Sum("energy_j"))
+        .order_by()
+    ):
+        energy[row["job_id"]][row["method"]] = row["j"]
+    return energy

@@ -6,22 +6,40 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from apps.core.footprint import S_PER_HOUR, Footprint
+
 HOUR = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
-class GpuTotals:
-    """One job's rows on one GPU, summed over all ingested hours."""
+class JobGpuTotals:
+    """One job's rows on one GPU, summed over all its ingested hours: the one per-job aggregate that
+    every step after the ingest reads (summary, footprint sums, findings)."""
 
     gpu_id: int
-    source: str
-    sampled_s: float
-    sm_s: float
-    occupancy_s: float
-    peak_memory_bytes: int
-    job_start: datetime | None
-    first_seen: datetime | None
-    last_seen: datetime | None
+    source: str = "agent"
+    sampled_s: float = 0.0
+    sm_s: float = 0.0
+    occupancy_s: float = 0.0
+    peak_memory_bytes: int = 0
+    job_start: datetime | None = None
+    first_seen: datetime | None = None
+    last_seen: datetime | None = None
+    gpu_uuid: str = ""
+    first_hour: datetime | None = None
+    last_hour: datetime | None = None
+    footprint: Footprint = field(default_factory=Footprint)  # the rows' energy, GPU-hours, kWh, kg, cost
+    intensity_estimated: bool = False  # some hour's intensity was filled in
+
+    @property
+    def sm_fraction(self) -> float:
+        """SM-busy seconds per sampled second."""
+        return self.sm_s / self.sampled_s if self.sampled_s else 0.0
+
+    @property
+    def alone(self) -> bool:
+        """Whole GPU: charged (almost) every second it was seen, so nothing shared it."""
+        return self.sampled_s > 0 and self.occupancy_s >= 0.99 * self.sampled_s
 
 
 @dataclass
@@ -39,6 +57,21 @@ class JobSummary:
     start: datetime | None = None
     last_seen: datetime | None = None
     end: datetime | None = None
+
+
+def agent_spans(totals: Iterable[Iterable[JobGpuTotals]]) -> dict[int, tuple[datetime, datetime]]:
+    """Per GPU, from the earliest start of the jobs on it to their last sample there, where the agent saw
+    them: the GPU-hours whose sampled seconds the jobs' coverage needs."""
+    spans: dict[int, tuple[datetime, datetime]] = {}
+    for job in totals:
+        gpus = list(job)
+        starts = [g.job_start for g in gpus if g.job_start]
+        for g in gpus:
+            if g.source != "agent" or not starts or g.last_seen is None:
+                continue
+            a, b = spans.get(g.gpu_id, (min(starts), g.last_seen))
+            spans[g.gpu_id] = (min(a, min(starts)), max(b, g.last_seen))
+    return spans
 
 
 def unobserved_s(
@@ -60,7 +93,7 @@ def unobserved_s(
 
 def job_summarize(
     *,
-    gpus: Iterable[GpuTotals],
+    gpus: Iterable[JobGpuTotals],
     energy_by_method: dict[str, float],
     scrape_interval_s: float,
     ingested_through: datetime | None,
@@ -89,7 +122,7 @@ def job_summarize(
     for g in gpus:
         s.sampled_s += g.sampled_s
         s.sm_s += g.sm_s
-        s.gpu_hours += g.occupancy_s / 3600.0
+        s.gpu_hours += g.occupancy_s / S_PER_HOUR
         s.peak_memory_bytes = max(s.peak_memory_bytes, g.peak_memory_bytes)
         if g.last_seen is None:
             continue
@@ -98,7 +131,7 @@ def job_summarize(
             s.expected_s += g.sampled_s + missed
         elif g.first_seen is not None:
             s.expected_s += (g.last_seen - g.first_seen).total_seconds()
-    s.gpu_count = len(gpus)
+    s.gpu_count = len({g.gpu_id for g in gpus})  # a GPU seen by the agent and by dcgm-exporter counts once
     if s.expected_s > 0:
         s.coverage = min(1.0, s.sampled_s / s.expected_s)
     elif s.sampled_s > 0:

@@ -12,8 +12,8 @@ from django.core.mail import EmailMultiAlternatives
 from django.template.loader import render_to_string
 from django.urls import reverse
 
+from .formatting import money
 from .selectors import absolute
-from .templatetags.report_format import money
 
 
 @dataclass(frozen=True)

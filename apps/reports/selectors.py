@@ -1,4 +1,4 @@
-"""What a weekly report says: the team's numbers of record for the week (apps.carbon.selectors.team_rollup)
+"""What a weekly report says: the team's numbers of record for the week (apps.rollups.selectors.team_rollup)
 and the week before, its waste from the findings, the five worst jobs, the intensity's source and basis.
 
 Reads only. The result is plain data (dataclasses), turned into a JSON-able document for the templates
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -21,36 +21,22 @@ from django.db.models.functions import TruncDay
 from django.urls import NoReverseMatch, reverse
 
 from apps.carbon.models import IntensityHour, Site
-from apps.carbon.selectors import MixedBasisError, cluster_rollup, team_rollup
+from apps.core.aggregates import footprint_sums
+from apps.core.footprint import Footprint
 from apps.fleet.models import Cluster, Team
 from apps.jobs.models import Job, JobGpuHour
+from apps.rollups.selectors import MixedBasisError, cluster_rollup, team_rollup
+from apps.waste import kinds as waste_kinds
 from apps.waste.models import Flag
 
+from .models import WeeklyReport
 from .schedule import day_windows, week_label, week_window, zone
 
-# Waste kinds counted in the waste total, with their label. Failed runs join when findings have a kind
-# for them (apps.waste has none yet); until then the report leaves the line out.
-WASTE_KINDS: list[tuple[str, str]] = [
-    (Flag.Kind.MEMORY_HOG, "Memory hogs (GPU held, under 1 % SM)"),
-    (Flag.Kind.IDLE_ALLOCATION, "Idle allocations (whole GPU, under 5 % SM)"),
-]
-WASTE_KINDS += [(k, "Failed and cancelled runs") for k in ("failed_run",) if k in Flag.Kind.values]
+# Waste kinds counted in the waste total, with their line's label (apps.waste.kinds).
+WASTE_KINDS: list[tuple[str, str]] = [(k, k.info.report_label) for k in waste_kinds.WASTE_KINDS]
 LOW_COVERAGE_LABEL = "Low-coverage jobs"
 # An admin's acknowledgement says the finding was expected (a debugging session): not waste to report.
 REPORTED_STATUSES = (Flag.Status.OPEN, Flag.Status.DISPUTED)
-
-
-@dataclass
-class Totals:
-    """The four numbers a report shows, in their units; CO2e is operational plus embodied."""
-
-    gpu_hours: float = 0.0
-    energy_kwh: float = 0.0
-    facility_kwh: float = 0.0
-    operational_kg: float = 0.0
-    embodied_kg: float = 0.0
-    co2e_kg: float = 0.0
-    cost: Decimal = Decimal(0)
 
 
 @dataclass
@@ -67,7 +53,7 @@ class WasteLine:
     kind: str
     label: str
     jobs: int
-    totals: Totals
+    totals: Footprint
     counted: bool = True  # in the waste total (low coverage is shown, not counted)
     mean_coverage: float | None = None
 
@@ -79,7 +65,7 @@ class WorstJob:
     name: str
     user: str
     kinds: list[str]
-    totals: Totals
+    totals: Footprint
     path: str
     url: str
 
@@ -110,15 +96,15 @@ class TeamReport:
     intensity_zones: list[str]
     intensity_sources: list[str]
     estimated_gpu_hours: float
-    week: Totals
-    previous: Totals
+    week: Footprint
+    previous: Footprint
     changes: list[Change]
     waste: list[WasteLine]
-    waste_total: Totals
+    waste_total: Footprint
     waste_cost_pct: float | None
     worst_jobs: list[WorstJob]
     days: list[DayBar]
-    idle_share: Totals | None = None
+    idle_share: Footprint | None = None
     archive_path: str = ""
 
 
@@ -127,8 +113,8 @@ class FleetTeamLine:
     team_id: int
     team_name: str
     team_label: str
-    week: Totals | None
-    waste_total: Totals | None
+    week: Footprint | None
+    waste_total: Footprint | None
     currency: str
     intensity_basis: str
     error: str = ""
@@ -142,8 +128,8 @@ class FleetSummary:
     start: datetime
     end: datetime
     teams: list[FleetTeamLine]
-    total: Totals | None  # None where teams differ in currency or intensity basis (never mixed)
-    idle: Totals
+    total: Footprint | None  # None where teams differ in currency or intensity basis (never mixed)
+    idle: Footprint
     currency: str
     intensity_basis: str
     in_doubt: int = 0
@@ -180,21 +166,11 @@ def fleet_timezone() -> str:
     return row or "UTC"
 
 
-def _totals(periods: list[dict[str, Any]]) -> Totals:
-    operational = sum(p["operational_kg"] for p in periods)
-    embodied = sum(p["embodied_kg"] for p in periods)
-    return Totals(
-        gpu_hours=sum(p["gpu_hours"] for p in periods),
-        energy_kwh=sum(p["energy_j"] for p in periods) / 3.6e6,
-        facility_kwh=sum(p["facility_kwh"] for p in periods),
-        operational_kg=operational,
-        embodied_kg=embodied,
-        co2e_kg=operational + embodied,
-        cost=sum((p["cost"] for p in periods), Decimal(0)),
-    )
+def _totals(periods: list[dict[str, Any]]) -> Footprint:
+    return Footprint.total(Footprint.from_sums(p) for p in periods)
 
 
-def _idle(periods: list[dict[str, Any]]) -> Totals | None:
+def _idle(periods: list[dict[str, Any]]) -> Footprint | None:
     lines = [p["idle"] for p in periods if p.get("idle")]
     if not lines:
         return None
@@ -206,23 +182,6 @@ def _change(metric: str, now: float, before: float) -> Change:
     return Change(metric=metric, now=now, before=before, delta=now - before, pct=pct)
 
 
-def _row_totals(r: dict[str, Any]) -> Totals:
-    operational, embodied = r["op"] or 0.0, r["emb"] or 0.0
-    return Totals(
-        gpu_hours=(r["occ"] or 0.0) / 3600.0,
-        energy_kwh=(r["energy"] or 0.0) / 3.6e6,
-        facility_kwh=r["kwh"] or 0.0,
-        operational_kg=operational,
-        embodied_kg=embodied,
-        co2e_kg=operational + embodied,
-        cost=r["cost"] or Decimal(0),
-    )
-
-
-def _add(a: Totals, b: Totals) -> Totals:
-    return Totals(**{k: getattr(a, k) + getattr(b, k) for k in Totals.__dataclass_fields__})
-
-
 def _team_rows(team: Team, start: datetime, end: datetime):  # noqa: ANN202 - a queryset
     """The rows team_rollup sums: the team's jobs, less those an admin excluded from its bill."""
     return JobGpuHour.objects.filter(job__team=team, job__excluded_from_bill=False, hour__gte=start, hour__lt=end)
@@ -231,8 +190,8 @@ def _team_rows(team: Team, start: datetime, end: datetime):  # noqa: ANN202 - a 
 @dataclass
 class _Waste:
     lines: list[WasteLine]
-    total: Totals
-    per_job: dict[int, tuple[set[str], Totals]]
+    total: Footprint
+    per_job: dict[int, tuple[set[str], Footprint]]
     per_day_gpu_hours: dict[date, float]
 
 
@@ -260,35 +219,32 @@ def _waste(team: Team, start: datetime, end: datetime, tz: ZoneInfo) -> _Waste:
         .filter(job_id__in={job_id for job_id, _ in gpus})
         .annotate(day=TruncDay("hour", tzinfo=tz))
         .values("job_id", "gpu__uuid", "day")
-        .annotate(
-            occ=Sum("occupancy_s"), energy=Sum("energy_j"), kwh=Sum("facility_kwh"),
-            op=Sum("operational_kg"), emb=Sum("embodied_kg"), cost=Sum("cost"),
-        )
+        .annotate(**footprint_sums())
         .order_by("job_id", "gpu__uuid", "day")
-    )  # fmt: skip
-    by_kind: dict[str, Totals] = defaultdict(Totals)
+    )
+    by_kind: dict[str, Footprint] = defaultdict(Footprint)
     jobs_of_kind: dict[str, set[int]] = defaultdict(set)
     counted = {k for k, _ in WASTE_KINDS}
-    wasted: dict[tuple[int, str, date], Totals] = {}  # union over kinds: a GPU-hour is wasted once
+    wasted: dict[tuple[int, str, date], Footprint] = {}  # union over kinds: a GPU-hour is wasted once
     kinds_of_job: dict[int, set[str]] = defaultdict(set)
     for r in rows:
-        t = _row_totals(r)
+        t = Footprint.from_sums(r)
         for (job_id, kind), named in gpus.items():
             if job_id != r["job_id"] or (named is not None and r["gpu__uuid"] not in named):
                 continue
-            by_kind[kind] = _add(by_kind[kind], t)
+            by_kind[kind] = by_kind[kind] + t
             jobs_of_kind[kind].add(job_id)
             if kind in counted:
                 wasted[(job_id, r["gpu__uuid"], r["day"].date())] = t
                 kinds_of_job[job_id].add(kind)
-    per_job: dict[int, tuple[set[str], Totals]] = {}
+    per_job: dict[int, tuple[set[str], Footprint]] = {}
     per_day: dict[date, float] = defaultdict(float)
-    total = Totals()
+    total = Footprint()
     for (job_id, _gpu, day), t in wasted.items():
-        total = _add(total, t)
+        total = total + t
         per_day[day] += t.gpu_hours
-        kinds_seen, job_total = per_job.get(job_id, (kinds_of_job[job_id], Totals()))
-        per_job[job_id] = (kinds_seen, _add(job_total, t))
+        kinds_seen, job_total = per_job.get(job_id, (kinds_of_job[job_id], Footprint()))
+        per_job[job_id] = (kinds_seen, job_total + t)
     lines = [WasteLine(kind=k, label=label, jobs=len(jobs_of_kind[k]), totals=by_kind[k]) for k, label in WASTE_KINDS]
     low_ids = jobs_of_kind[Flag.Kind.LOW_COVERAGE]
     coverages = list(Job.objects.filter(pk__in=low_ids).values_list("coverage", flat=True))
@@ -305,7 +261,7 @@ def _waste(team: Team, start: datetime, end: datetime, tz: ZoneInfo) -> _Waste:
     return _Waste(lines=lines, total=total, per_job=per_job, per_day_gpu_hours=dict(per_day))
 
 
-def _worst_jobs(per_job: dict[int, tuple[set[str], Totals]], limit: int = 5) -> list[WorstJob]:
+def _worst_jobs(per_job: dict[int, tuple[set[str], Footprint]], limit: int = 5) -> list[WorstJob]:
     ranked = sorted(per_job.items(), key=lambda kv: (-kv[1][1].cost, -kv[1][1].gpu_hours, kv[0]))[:limit]
     jobs = Job.objects.filter(pk__in=[k for k, _ in ranked]).values("id", "job_key", "name", "user")
     info = {j["id"]: j for j in jobs}
@@ -403,7 +359,7 @@ def report_build(*, team: Team, week_start: date) -> TeamReport:
         previous=previous,
         changes=[
             _change("gpu_hours", week.gpu_hours, previous.gpu_hours),
-            _change("energy_kwh", week.energy_kwh, previous.energy_kwh),
+            _change("energy_kwh", week.gpu_kwh, previous.gpu_kwh),
             _change("co2e_kg", week.co2e_kg, previous.co2e_kg),
             _change("cost", float(week.cost), float(previous.cost)),
         ],
@@ -419,8 +375,6 @@ def report_build(*, team: Team, week_start: date) -> TeamReport:
 def fleet_summary_build(*, week_start: date) -> FleetSummary:
     """Every team with GPU-hours in the week (in the fleet's main time zone), its numbers and waste, the
     clusters' idle line; a fleet total only where every team shares one currency and one basis."""
-    from .models import WeeklyReport
-
     tz_name = fleet_timezone()
     tz = zone(tz_name)
     start, end = week_window(week_start, tz)
@@ -445,17 +399,17 @@ def fleet_summary_build(*, week_start: date) -> FleetSummary:
     total = None
     notes = []
     if len(currencies) <= 1 and len(bases) <= 1:
-        total = Totals()
+        total = Footprint()
         for line in ok:
-            total = _add(total, line.week)  # type: ignore[arg-type]
+            total = total + line.week  # type: ignore[arg-type]
     else:
         notes.append("No fleet total: teams differ in currency or intensity basis, and a report never mixes them.")
-    idle = Totals()
+    idle = Footprint()
     for cluster in Cluster.objects.filter(site__isnull=False, site__timezone=tz_name).order_by("name"):
         doc = cluster_rollup(cluster=cluster, start=start, end=end, granularity="week")
         line = _idle(doc["periods"])
         if line is not None:
-            idle = _add(idle, line)
+            idle = idle + line
     in_doubt = WeeklyReport.objects.filter(status=WeeklyReport.Status.SENDING, team__isnull=False).count()
     return FleetSummary(
         week_start=week_start,
@@ -473,9 +427,22 @@ def fleet_summary_build(*, week_start: date) -> FleetSummary:
     )
 
 
+def _plain(value: Any) -> Any:
+    """Dataclasses as dicts; a footprint with its derived figures (GPU kWh as `energy_kwh`, CO2e)."""
+    if isinstance(value, Footprint):
+        return {**value.as_dict(), "operational_kg": value.operational_kg or 0.0}
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
 def report_document(report: TeamReport | FleetSummary) -> dict[str, Any]:
     """The report as JSON-able data (Decimals as strings): what the templates render and the archive keeps."""
-    return json.loads(json.dumps(asdict(report), cls=DjangoJSONEncoder))
+    return json.loads(json.dumps(_plain(report), cls=DjangoJSONEncoder))
 
 
 def due_teams() -> list[Team]:

@@ -39,8 +39,8 @@ from django.db.models import F
 from django.urls import reverse
 from django.utils import timezone
 
-from apps.carbon.selectors import MixedBasisError
 from apps.fleet.models import Team
+from apps.rollups.selectors import MixedBasisError
 
 from .models import ReportRecipient, WeeklyReport
 from .rendering import Rendered, fleet_summary_render, mail_domain, message_build, team_report_render

@@ -16,8 +16,8 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_POST
 
-from apps.carbon.selectors import MixedBasisError
 from apps.fleet.models import Team, TeamMembership
+from apps.rollups.selectors import MixedBasisError
 
 from .filtersets import WeeklyReportFilterSet
 from .models import ReportRecipient, WeeklyReport

@@ -1,30 +1,25 @@
-"""Ingest: one closed cluster-hour from Prometheus into Postgres, in one transaction, idempotently."""
+"""Writes of the ingest: one cluster-hour's rows (GPUs, jobs, job-GPU-hours, GPU-hours) replaced by what
+the source answered, the record of ingested hours and the watermark. apps.pipeline.ingest runs them in
+one transaction, with the derivations that follow."""
 
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
-from apps.carbon.services import footprints_refresh, job_groups_assign, node_server_types_apply
 from apps.core.bulk import rows_update, rows_upsert
 from apps.fleet.models import Cluster, Gpu, Node
-from apps.fleet.services import JobIdentity, TeamResolver, default_cluster_ensure
+from apps.fleet.selectors import JobIdentity, TeamResolver
 from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy
-from apps.jobs.services import jobs_summary_refresh
-from apps.waste.services import gpu_hour_flags_replace
 
-from . import promql
-from .fetch import hour_fetch
-from .hour import HourResult, JobMeta, hour_compute
+from .hour import HourResult, JobMeta
 from .models import GpuHour, IngestedHour, IngestWatermark
-from .prometheus import PrometheusReader, PrometheusUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +39,8 @@ class HourReport:
     query_count: int
     prometheus_s: float
     duration_s: float
-    derive_s: float = 0.0  # of which: footprints, findings and teams' daily sums of the hour
+    derive_s: float = 0.0  # of which: the derivations (apps.pipeline.derive) of the hour
+    derive_steps_s: dict[str, float] = field(default_factory=dict)
 
 
 def _ts(dt: datetime) -> float:
@@ -67,18 +63,6 @@ def hours_between(start: datetime, end: datetime) -> list[datetime]:
     return hours
 
 
-def clusters_select(name: str | None) -> list[Cluster]:
-    """The named cluster, or every cluster (the default one from settings included)."""
-    default_cluster_ensure()
-    if name is None:
-        return list(Cluster.objects.all())
-    try:
-        return [Cluster.objects.get(name=name)]
-    except Cluster.DoesNotExist:
-        known = ", ".join(Cluster.objects.values_list("name", flat=True)) or "none"
-        raise IngestError(f"Unknown cluster {name!r} (known: {known}).") from None
-
-
 def ingest_range_validate(start: datetime, end: datetime, *, now: datetime | None = None) -> None:
     now = now or timezone.now()
     for label, value in (("--start", start), ("--end", end)):
@@ -92,67 +76,20 @@ def ingest_range_validate(start: datetime, end: datetime, *, now: datetime | Non
         raise IngestError(f"--end {end.isoformat()} is in an hour that has not closed yet (now {now.isoformat()}).")
 
 
-def hour_ingest(*, cluster: Cluster, hour: datetime, reader: PrometheusReader | None = None) -> HourReport:
-    """Ingest one closed hour of one cluster. Running it again replaces the hour's rows with the same."""
-    started = time.perf_counter()
-    own_reader = reader is None
-    reader = reader or PrometheusReader(cluster.prometheus_url, timeout_s=settings.FLEETWATT_PROMETHEUS_TIMEOUT_S)
-    count0, seconds0 = reader.log.count, reader.log.seconds
-    queries = promql.HourQueries(
-        cluster_selector=cluster.selector,
-        scrape_interval_s=cluster.scrape_interval_s,
-        lookback_s=settings.FLEETWATT_COUNTER_LOOKBACK_S,
-    )
-    try:
-        data = hour_fetch(reader=reader, queries=queries, hour_start=_ts(hour))
-    finally:
-        if own_reader:
-            reader.close()
-    result = hour_compute(data)
-    with transaction.atomic():
-        _cluster_hour_lock(cluster, hour)
-        affected = _hour_write(cluster=cluster, hour=hour, result=result)
-        derive_started = time.perf_counter()
-        _hour_derive(cluster=cluster, hour=hour, job_ids=affected)
-        derive_s = time.perf_counter() - derive_started
-        report = HourReport(
-            cluster=cluster.name,
-            hour=hour,
-            gpus=len(result.gpu_hours),
-            jobs=len({r.job_key for r in result.job_hours}),
-            query_count=reader.log.count - count0,
-            prometheus_s=reader.log.seconds - seconds0,
-            duration_s=time.perf_counter() - started,
-            derive_s=derive_s,
-        )
-        IngestedHour.objects.update_or_create(
-            cluster=cluster,
-            hour=hour,
-            defaults={
-                "query_count": report.query_count,
-                "duration_s": report.duration_s,
-                "prometheus_s": report.prometheus_s,
-                "stats": {"gpus": report.gpus, "jobs": report.jobs},
-            },
-        )
-        _watermark_advance(cluster)
-    return report
-
-
-def _cluster_hour_lock(cluster: Cluster, hour: datetime) -> None:
+def cluster_hour_lock(*, cluster: Cluster, hour: datetime) -> None:
     """Two workers on the same cluster-hour take turns (the second then rewrites the same rows)."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [cluster.pk, int(_ts(hour) // 3600)])
 
 
-def _gpus_upsert(cluster: Cluster, result: HourResult) -> dict[str, Gpu]:
-    """Create the nodes and GPUs first seen in this hour; move or rename those that changed."""
+def _gpus_upsert(cluster: Cluster, result: HourResult) -> tuple[dict[str, Gpu], bool]:
+    """Create the nodes and GPUs first seen in this hour; move or rename those that changed. Also says
+    whether a node was new (it needs a server type)."""
     hostnames = sorted({g.hostname for g in result.gpus.values()})
     nodes = {n.hostname: n for n in Node.objects.filter(cluster=cluster, hostname__in=hostnames)}
     missing = [Node(cluster=cluster, hostname=h) for h in hostnames if h not in nodes]
     if missing:
         Node.objects.bulk_create(missing, ignore_conflicts=True, unique_fields=["cluster", "hostname"])
-        node_server_types_apply(cluster_id=cluster.pk, only_unset=True)
         nodes = {n.hostname: n for n in Node.objects.filter(cluster=cluster, hostname__in=hostnames)}
     gpus = {g.uuid: g for g in Gpu.objects.filter(uuid__in=list(result.gpus))}
     new, changed = [], []
@@ -168,20 +105,19 @@ def _gpus_upsert(cluster: Cluster, result: HourResult) -> dict[str, Gpu]:
         Gpu.objects.bulk_create(new, ignore_conflicts=True, unique_fields=["uuid"])
         gpus = {g.uuid: g for g in Gpu.objects.filter(uuid__in=list(result.gpus))}
     rows_update(changed, ["node", "index", "model_name"])
-    return gpus
+    return gpus, bool(missing)
 
 
-def _jobs_upsert(cluster: Cluster, metas: Iterable[JobMeta], sources: dict[str, str]) -> dict[str, Job]:
+def _jobs_upsert(
+    cluster: Cluster, metas: Iterable[JobMeta], sources: dict[str, str], teams: TeamResolver
+) -> dict[str, Job]:
     """Create the jobs first seen in this hour, update the metadata of those whose labels changed."""
     metas = list(metas)
     existing = {j.job_key: j for j in Job.objects.filter(cluster=cluster, job_key__in=[m.job_key for m in metas])}
-    resolver = TeamResolver(cluster=cluster)
     fields = ["scheduler", "job_id", "user", "account", "namespace", "pod", "name", "team", "source"]
     new, changed = [], []
     for m in metas:
-        team = resolver.team_for(
-            JobIdentity(scheduler=m.scheduler, user=m.user, account=m.account, namespace=m.namespace)
-        )
+        team = teams.team_for(JobIdentity(scheduler=m.scheduler, user=m.user, account=m.account, namespace=m.namespace))
         values = {
             "scheduler": m.scheduler,
             "job_id": m.job_id,
@@ -211,11 +147,21 @@ def _jobs_upsert(cluster: Cluster, metas: Iterable[JobMeta], sources: dict[str, 
     return existing
 
 
-def _hour_write(*, cluster: Cluster, hour: datetime, result: HourResult) -> set[int]:
-    """The hour's rows, and the summaries of the jobs they touch; returns those jobs' ids."""
-    gpus = _gpus_upsert(cluster, result)
+@dataclass(frozen=True)
+class HourWrite:
+    """What replacing an hour's rows touched."""
+
+    job_ids: set[int]  # jobs that were in the hour, are in it now, or may have ended before it
+    ingested_through: datetime  # the end of the latest hour ingested for the cluster, this one included
+    new_nodes: bool
+
+
+def hour_rows_write(*, cluster: Cluster, hour: datetime, result: HourResult, teams: TeamResolver) -> HourWrite:
+    """Replace the cluster-hour's rows by what the source answered: upsert on natural keys, and drop the
+    rows the new answer no longer has. Call under cluster_hour_lock, in the transaction that derives."""
+    gpus, new_nodes = _gpus_upsert(cluster, result)
     sources = {r.job_key: r.source for r in result.job_hours}
-    jobs = _jobs_upsert(cluster, result.jobs.values(), sources)
+    jobs = _jobs_upsert(cluster, result.jobs.values(), sources, teams)
 
     in_hour_rows = JobGpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour)
     previous_job_ids = set(in_hour_rows.values_list("job_id", flat=True))
@@ -311,21 +257,27 @@ def _hour_write(*, cluster: Cluster, hour: datetime, result: HourResult) -> set[
             "counter_resets",
         ],
     )
-    gpu_hour_flags_replace(cluster=cluster, hour=hour, rows=gpu_hour_rows)
     through = _ingested_through(cluster, hour)
     # Jobs that were in the hour before, are in it now, or may have ended before it.
     grace = timedelta(seconds=2 * cluster.scrape_interval_s)
     open_ended = Job.objects.filter(cluster=cluster, end__isnull=True, last_seen__lt=through - grace)
     affected = previous_job_ids | {j.pk for j in jobs.values()} | set(open_ended.values_list("pk", flat=True))
-    jobs_summary_refresh(job_ids=affected, ingested_through=through)
-    return affected
+    return HourWrite(job_ids=affected, ingested_through=through, new_nodes=new_nodes)
 
 
-def _hour_derive(*, cluster: Cluster, hour: datetime, job_ids: set[int]) -> None:
-    """What follows from the hour's rows, in the same transaction: job groups, footprints (carbon, cost),
-    findings, and the teams' daily sums."""
-    job_groups_assign(job_ids=job_ids)
-    footprints_refresh(cluster_ids=[cluster.pk], start=hour, end=hour + HOUR)
+def ingested_hour_record(*, cluster: Cluster, hour: datetime, report: HourReport) -> None:
+    """Remember that the hour was ingested, with what it took; then move the watermark over it."""
+    IngestedHour.objects.update_or_create(
+        cluster=cluster,
+        hour=hour,
+        defaults={
+            "query_count": report.query_count,
+            "duration_s": report.duration_s,
+            "prometheus_s": report.prometheus_s,
+            "stats": {"gpus": report.gpus, "jobs": report.jobs},
+        },
+    )
+    _watermark_advance(cluster)
 
 
 def _ingested_through(cluster: Cluster, hour: datetime) -> datetime:
@@ -356,75 +308,8 @@ def _watermark_advance(cluster: Cluster) -> None:
         mark.save()
 
 
-ProgressFn = Callable[[HourReport], None]
-
-
-def range_ingest(
-    *, clusters: list[Cluster], start: datetime, end: datetime, progress: ProgressFn | None = None
-) -> list[HourReport]:
-    """Ingest every closed hour in [start, end) of each cluster, one transaction per cluster-hour.
-
-    Stops at the first unreachable Prometheus (PrometheusUnavailable propagates); hours already
-    done stay done, the failed one wrote nothing.
-    """
-    ingest_range_validate(start, end)
-    reports = []
-    for cluster in clusters:
-        reader = PrometheusReader(cluster.prometheus_url, timeout_s=settings.FLEETWATT_PROMETHEUS_TIMEOUT_S)
-        try:
-            for hour in hours_between(start, end):
-                report = hour_ingest(cluster=cluster, hour=hour, reader=reader)
-                reports.append(report)
-                if progress:
-                    progress(report)
-        finally:
-            reader.close()
-    return reports
-
-
 def last_closed_hour(now: datetime | None = None) -> datetime:
     """The latest hour whose scrapes have all landed (a short settling delay after it ends)."""
     now = now or timezone.now()
     settle = timedelta(seconds=max(60, 2 * settings.FLEETWATT_SCRAPE_INTERVAL_S))
     return hour_floor(now - settle) - HOUR
-
-
-def closed_hours_ingest(*, now: datetime | None = None) -> list[HourReport]:
-    """What beat runs each hour: for every cluster, every hour from its watermark to the last closed
-    one (the last closed hour alone when the cluster has no watermark yet). An unreachable cluster is
-    logged and left for the next run; the others go on."""
-    target = last_closed_hour(now)
-    reports: list[HourReport] = []
-    for cluster in clusters_select(None):
-        if not _try_cluster_lock(cluster):
-            log.info("cluster %s: another worker is catching up, skipping", cluster.name)
-            continue
-        try:
-            mark = IngestWatermark.objects.filter(cluster=cluster).first()
-            first = mark.ingested_through if mark else target
-            hours = hours_between(first, target + HOUR)[: settings.FLEETWATT_CATCHUP_MAX_HOURS]
-            reader = PrometheusReader(cluster.prometheus_url, timeout_s=settings.FLEETWATT_PROMETHEUS_TIMEOUT_S)
-            try:
-                for hour in hours:
-                    reports.append(hour_ingest(cluster=cluster, hour=hour, reader=reader))
-            except PrometheusUnavailable as exc:
-                log.warning("cluster %s: %s; will catch up from %s next run", cluster.name, exc, hour.isoformat())
-            finally:
-                reader.close()
-        finally:
-            _cluster_unlock(cluster)
-    return reports
-
-
-_CATCHUP_LOCK = 0x66770000  # advisory lock namespace for per-cluster catch-up
-
-
-def _try_cluster_lock(cluster: Cluster) -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [_CATCHUP_LOCK, cluster.pk])
-        return bool(cursor.fetchone()[0])
-
-
-def _cluster_unlock(cluster: Cluster) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [_CATCHUP_LOCK, cluster.pk])

@@ -1,4 +1,4 @@
-"""Celery tasks: thin wrappers over the ingest services."""
+"""Celery tasks: thin wrappers over the ingest (apps.pipeline.ingest)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from datetime import datetime
 from celery import shared_task
 
 from apps.fleet.models import Cluster
+from apps.pipeline.ingest import closed_hours_ingest, hour_ingest
 
 from .prometheus import PrometheusUnavailable
-from .services import closed_hours_ingest, hour_ingest
 
 
 @shared_task(acks_late=True)

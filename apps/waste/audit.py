@@ -1,6 +1,6 @@
 """Admin decisions on findings and jobs. Each writes its change and exactly one audit entry, in one
-transaction, and needs a reason. Rollups read the jobs' current team, group and exclusion, so they
-follow a decision at once."""
+transaction, and needs a reason. What a decision changes downstream (teams' daily sums, a job's
+footprint) is derived by apps.pipeline.decisions, which callers use."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from apps.carbon.models import JobGroup
-from apps.carbon.services import job_team_days_refresh
 from apps.fleet.models import Team
 from apps.jobs.models import Job
 
@@ -75,7 +74,6 @@ def job_exclude(
     before = _job_state(job)
     job.excluded_from_bill = exclude
     job.save(update_fields=["excluded_from_bill"])
-    job_team_days_refresh(job=job)
     action = AuditEntry.Action.EXCLUDE if exclude else AuditEntry.Action.INCLUDE
     return _entry(actor=actor, action=action, job=job, reason=reason, before=before, after=_job_state(job), flag=flag)
 
@@ -96,7 +94,6 @@ def job_reassign(
             raise AuditError(f"The job is already charged to {team.name}.")
         job.team, job.team_locked = team, True
         job.save(update_fields=["team", "team_locked"])
-        job_team_days_refresh(job=job)
         action = AuditEntry.Action.REASSIGN_TEAM
     else:
         job.job_group, job.group_locked = job_group, True

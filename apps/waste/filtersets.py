@@ -10,12 +10,13 @@ from django.utils import timezone
 
 from apps.fleet.models import Cluster, Team
 
+from .kinds import KIND_CHOICES, STATUS_CHOICES
 from .models import Flag
 
 
 class FlagFilterSet(django_filters.FilterSet):
-    kind = django_filters.ChoiceFilter(choices=Flag.Kind.choices)
-    status = django_filters.ChoiceFilter(choices=Flag.Status.choices)
+    kind = django_filters.ChoiceFilter(choices=KIND_CHOICES)
+    status = django_filters.ChoiceFilter(choices=STATUS_CHOICES)
     team = django_filters.ModelChoiceFilter(field_name="job__team", queryset=Team.objects.all(), to_field_name="name")
     cluster = django_filters.ModelChoiceFilter(queryset=Cluster.objects.all(), to_field_name="name")
     older_than_days = django_filters.NumberFilter(

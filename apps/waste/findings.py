@@ -8,9 +8,15 @@ A GPU that is an idle allocation is reported as that, not also as a memory hog.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from decimal import Decimal
+from typing import Any
+
+from apps.core.footprint import Footprint, kwh
+from apps.jobs.summary import JobGpuTotals
+
+from .kinds import FlagKind
 
 
 @dataclass(frozen=True)
@@ -22,34 +28,30 @@ class Thresholds:
     idle_min_seconds: float = 3600.0
 
 
-@dataclass(frozen=True)
-class JobGpuUse:
-    """One job on one GPU, over all its ingested hours."""
-
-    gpu_uuid: str
-    first_hour: datetime
-    last_hour: datetime
-    sampled_s: float
-    sm_s: float
-    occupancy_s: float
-    peak_memory_bytes: int
-    energy_j: float
-    facility_kwh: float
-    co2e_kg: float
-    cost: Decimal
-
-    @property
-    def sm_fraction(self) -> float:
-        return self.sm_s / self.sampled_s if self.sampled_s else 0.0
-
-    @property
-    def alone(self) -> bool:
-        """Whole GPU: charged (almost) every second it was seen, so nothing shared it."""
-        return self.sampled_s > 0 and self.occupancy_s >= 0.99 * self.sampled_s
+def per_gpu(totals: Sequence[JobGpuTotals]) -> list[JobGpuTotals]:
+    """One entry per GPU (a job's hours on a GPU may come from the agent and from dcgm-exporter)."""
+    merged: dict[str, JobGpuTotals] = {}
+    for t in totals:
+        seen = merged.get(t.gpu_uuid)
+        if seen is None:
+            merged[t.gpu_uuid] = t
+            continue
+        merged[t.gpu_uuid] = replace(
+            seen,
+            sampled_s=seen.sampled_s + t.sampled_s,
+            sm_s=seen.sm_s + t.sm_s,
+            occupancy_s=seen.occupancy_s + t.occupancy_s,
+            peak_memory_bytes=max(seen.peak_memory_bytes, t.peak_memory_bytes),
+            first_hour=min((h for h in (seen.first_hour, t.first_hour) if h), default=None),
+            last_hour=max((h for h in (seen.last_hour, t.last_hour) if h), default=None),
+            footprint=seen.footprint + t.footprint,
+        )
+    return list(merged.values())
 
 
-def findings(uses: list[JobGpuUse], t: Thresholds) -> dict[str, dict]:
+def findings(totals: Sequence[JobGpuTotals], t: Thresholds) -> dict[str, dict[str, Any]]:
     """{kind: evidence} for the job; empty for a healthy job."""
+    uses = per_gpu(totals)
     idle = [u for u in uses if u.alone and u.sm_fraction < t.idle_max_sm and u.sampled_s >= t.idle_min_seconds]
     idle_gpus = {u.gpu_uuid for u in idle}
     hog = [
@@ -60,24 +62,25 @@ def findings(uses: list[JobGpuUse], t: Thresholds) -> dict[str, dict]:
         and u.sm_fraction < t.hog_max_sm
         and u.sampled_s >= t.hog_min_seconds
     ]
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     if hog:
-        out["memory_hog"] = _evidence(hog)
+        out[FlagKind.MEMORY_HOG] = _evidence(hog)
     if idle:
-        out["idle_allocation"] = _evidence(idle)
+        out[FlagKind.IDLE_ALLOCATION] = _evidence(idle)
     return out
 
 
-def _evidence(uses: list[JobGpuUse]) -> dict:
+def _evidence(uses: list[JobGpuTotals]) -> dict[str, Any]:
+    spent = Footprint.total(u.footprint for u in uses)
     return {
-        "from": min(u.first_hour for u in uses).isoformat(),
-        "to": max(u.last_hour for u in uses).isoformat(),
+        "from": min(u.first_hour for u in uses if u.first_hour).isoformat(),
+        "to": max(u.last_hour for u in uses if u.last_hour).isoformat(),
         "gpus": sorted(u.gpu_uuid for u in uses),
         "memory_bytes": max(u.peak_memory_bytes for u in uses),
         "sm_percent": 100.0 * sum(u.sm_s for u in uses) / max(1.0, sum(u.sampled_s for u in uses)),
-        "gpu_hours_blocked": sum(u.occupancy_s for u in uses) / 3600.0,
-        "energy_kwh": sum(u.energy_j for u in uses) / 3.6e6,
-        "facility_kwh": sum(u.facility_kwh for u in uses),
-        "co2e_kg": sum(u.co2e_kg for u in uses),
-        "cost": str(sum((u.cost for u in uses), Decimal(0)).quantize(Decimal("0.01"))),
+        "gpu_hours_blocked": spent.gpu_hours,
+        "energy_kwh": kwh(spent.energy_j),
+        "facility_kwh": spent.facility_kwh,
+        "co2e_kg": spent.co2e_kg,
+        "cost": str(spent.cost.quantize(Decimal("0.01"))),
     }

@@ -9,6 +9,8 @@ from django.db import models
 from apps.fleet.models import Cluster, Gpu, team_scoped
 from apps.jobs.models import Job
 
+from .kinds import KIND_CHOICES, STATUS_CHOICES, FlagKind, FlagStatus
+
 
 class FlagQuerySet(models.QuerySet["Flag"]):
     def visible_to(self, user: AbstractBaseUser | AnonymousUser) -> FlagQuerySet:
@@ -20,26 +22,15 @@ class FlagQuerySet(models.QuerySet["Flag"]):
 class Flag(models.Model):
     """One finding, on a job, on a GPU-hour, or on a job's GPU-hour; unique per subject and kind."""
 
-    class Kind(models.TextChoices):
-        LOW_COVERAGE = "low_coverage"
-        MEMORY_HOG = "memory_hog"
-        IDLE_ALLOCATION = "idle_allocation"
-        COUNTER_RESET = "counter_reset"
-        CONSERVATION = "conservation"
-        ESTIMATED_INTENSITY = "estimated_intensity"
+    Kind = FlagKind  # so callers write Flag.Kind.MEMORY_HOG
+    Status = FlagStatus
 
-    class Status(models.TextChoices):
-        OPEN = "open"
-        ACKNOWLEDGED = "acknowledged"
-        DISPUTED = "disputed"
-        RESOLVED = "resolved"
-
-    kind = models.CharField(max_length=30, choices=Kind.choices)
+    kind = models.CharField(max_length=30, choices=KIND_CHOICES)
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="flags")
     job = models.ForeignKey(Job, on_delete=models.CASCADE, null=True, blank=True, related_name="flag_rows")
     gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, null=True, blank=True, related_name="flags")
     hour = models.DateTimeField(null=True, blank=True)
-    status = models.CharField(max_length=20, choices=Status.choices, default=Status.OPEN)
+    status = models.CharField(max_length=20, choices=STATUS_CHOICES, default=FlagStatus.OPEN)
     evidence = models.JSONField(default=dict)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -4,23 +4,22 @@ no longer does, so re-ingesting an hour leaves them as they were."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Max, Min, Q, Sum
+from django.db.models import Q
 
 from apps.core.bulk import rows_update
 from apps.fleet.models import Cluster
 from apps.jobs.models import Job, JobGpuHour
+from apps.jobs.summary import JobGpuTotals
 from apps.telemetry.models import GpuHour
 
-from .findings import JobGpuUse, Thresholds, findings
+from .findings import Thresholds, findings
+from .kinds import GPU_HOUR_KINDS
 from .models import Flag
-
-GPU_HOUR_KINDS = (Flag.Kind.COUNTER_RESET, Flag.Kind.CONSERVATION)
 
 
 def gpu_hour_flag_kinds(row: GpuHour, *, scrape_interval_s: int) -> list[str]:
@@ -43,7 +42,7 @@ def gpu_hour_flags_replace(*, cluster: Cluster, hour: datetime, rows: Sequence[G
     wanted: dict[tuple[str, int], dict] = {}
     for row in rows:
         for kind in gpu_hour_flag_kinds(row, scrape_interval_s=cluster.scrape_interval_s):
-            wanted[(kind, row.gpu.pk)] = {
+            wanted[(kind, row.gpu_id)] = {
                 "device_energy_j": row.device_energy_j,
                 "dcgm_energy_j": row.dcgm_energy_j,
                 "residual_j": row.residual_j,
@@ -60,12 +59,9 @@ def gpu_hour_flags_replace(*, cluster: Cluster, hour: datetime, rows: Sequence[G
         )
 
 
-def job_flags_sync(*, jobs: Sequence[Job]) -> None:
-    """The job's own flags (low coverage) and the kinds of flags on the GPU-hours it ran in."""
-    if not jobs:
-        return
+def low_coverage_flags_sync(*, jobs: Sequence[Job]) -> None:
+    """`low_coverage` on the jobs the agent saw less than the threshold of, with what it saw."""
     threshold = settings.FLEETWATT_COVERAGE_THRESHOLD
-    by_id = {j.pk: j for j in jobs}
     _job_flag_hold(
         kind=Flag.Kind.LOW_COVERAGE,
         jobs=jobs,
@@ -81,8 +77,15 @@ def job_flags_sync(*, jobs: Sequence[Job]) -> None:
             if job.coverage < threshold and job.sampled_s > 0
         },
     )
+
+
+def job_flag_lists_sync(*, job_ids: Iterable[int]) -> None:
+    """Each job's list of flag kinds: its own flags and those of the GPU-hours it ran in."""
+    ids = sorted(set(job_ids))
+    if not ids:
+        return
     kinds: dict[int, set[str]] = defaultdict(set)
-    for job_id, kind in Flag.objects.filter(job_id__in=by_id).values_list("job_id", "kind"):
+    for job_id, kind in Flag.objects.filter(job_id__in=ids).values_list("job_id", "kind"):
         kinds[job_id].add(kind)
     # GPU-hour flags are rare: look up the jobs' rows in the flagged GPU-hours only.
     hour_flags: dict[tuple[int, datetime], set[str]] = defaultdict(set)
@@ -92,12 +95,12 @@ def job_flags_sync(*, jobs: Sequence[Job]) -> None:
         hour_flags[(gpu_id, hour)].add(kind)
     if hour_flags:
         gpu_ids = {g for g, _ in hour_flags}
-        for job_id, gpu_id, hour in JobGpuHour.objects.filter(job_id__in=by_id, gpu_id__in=gpu_ids).values_list(
+        for job_id, gpu_id, hour in JobGpuHour.objects.filter(job_id__in=ids, gpu_id__in=gpu_ids).values_list(
             "job_id", "gpu_id", "hour"
         ):
             kinds[job_id] |= hour_flags.get((gpu_id, hour), set())
     changed = []
-    for job in jobs:
+    for job in Job.objects.filter(pk__in=ids).only("pk", "flags"):
         new = sorted(kinds.get(job.pk, set()))
         if new != sorted(job.flags):
             job.flags = new
@@ -106,8 +109,7 @@ def job_flags_sync(*, jobs: Sequence[Job]) -> None:
 
 
 def estimated_intensity_flags_sync(*, jobs: Sequence[Job]) -> None:
-    """`estimated_intensity` on jobs some of whose hours had no recorded intensity (filled in). The jobs'
-    flag lists follow with job_flags_sync (job_findings_sync ends with it)."""
+    """`estimated_intensity` on jobs some of whose hours had no recorded intensity (filled in)."""
     if not jobs:
         return
     _job_flag_hold(
@@ -132,31 +134,11 @@ def _job_flag_hold(*, kind: str, jobs: Sequence[Job], raised: dict[Job, dict[str
         )
 
 
-def job_findings_sync(*, job_ids: Iterable[int]) -> None:
-    """memory_hog and idle_allocation for the jobs, from all their rows: raised or updated while the
+def job_findings_sync(*, totals: Mapping[int, Sequence[JobGpuTotals]], jobs: Sequence[Job]) -> None:
+    """memory_hog and idle_allocation for the jobs, from their per-GPU totals: raised or updated while the
     condition holds (never duplicated), withdrawn if nobody reviewed them once it no longer does."""
-    ids = sorted(set(job_ids))
-    if not ids:
+    if not jobs:
         return
-    uses: dict[int, list[JobGpuUse]] = defaultdict(list)
-    for r in (
-        JobGpuHour.objects.filter(job_id__in=ids)
-        .values("job_id", "gpu__uuid")
-        .annotate(
-            first=Min("hour"), last=Max("hour"), sampled=Sum("sampled_s"), sm=Sum("sm_s"), occ=Sum("occupancy_s"),
-            mem=Max("peak_memory_bytes"), energy=Sum("energy_j"), kwh=Sum("facility_kwh"),
-            op=Sum("operational_kg"), emb=Sum("embodied_kg"), cost=Sum("cost"),
-        )
-        .order_by()
-    ):  # fmt: skip
-        uses[r["job_id"]].append(
-            JobGpuUse(
-                gpu_uuid=r["gpu__uuid"], first_hour=r["first"], last_hour=r["last"], sampled_s=r["sampled"] or 0.0,
-                sm_s=r["sm"] or 0.0, occupancy_s=r["occ"] or 0.0, peak_memory_bytes=r["mem"] or 0,
-                energy_j=r["energy"] or 0.0, facility_kwh=r["kwh"] or 0.0,
-                co2e_kg=(r["op"] or 0.0) + (r["emb"] or 0.0), cost=r["cost"] or Decimal(0),
-            )
-        )  # fmt: skip
     thresholds = Thresholds(
         hog_min_memory_bytes=settings.FLEETWATT_HOG_MIN_MEMORY_BYTES,
         hog_max_sm=settings.FLEETWATT_HOG_MAX_SM,
@@ -164,14 +146,13 @@ def job_findings_sync(*, job_ids: Iterable[int]) -> None:
         idle_max_sm=settings.FLEETWATT_IDLE_MAX_SM,
         idle_min_seconds=settings.FLEETWATT_IDLE_MIN_SECONDS,
     )
-    jobs = list(Job.objects.filter(pk__in=ids))
     kinds = (Flag.Kind.MEMORY_HOG, Flag.Kind.IDLE_ALLOCATION)
-    found = {job.pk: findings(uses.get(job.pk, []), thresholds) for job in jobs}
+    found = {job.pk: findings(totals.get(job.pk, []), thresholds) for job in jobs}
     # Withdraw the open findings whose condition no longer holds: one statement per kind.
     for kind in kinds:
         gone = [job.pk for job in jobs if kind not in found[job.pk]]
         Flag.objects.filter(job_id__in=gone, kind=kind, status=Flag.Status.OPEN).delete()
-    existing = {(f.job_id, f.kind): f for f in Flag.objects.filter(job_id__in=ids, kind__in=kinds)}
+    existing = {(f.job_id, f.kind): f for f in Flag.objects.filter(job_id__in=list(found), kind__in=kinds)}
     for job in jobs:
         for kind, evidence in found[job.pk].items():
             flag = existing.get((job.pk, kind))
@@ -180,4 +161,3 @@ def job_findings_sync(*, job_ids: Iterable[int]) -> None:
             elif flag.evidence != evidence:
                 flag.evidence = evidence
                 flag.save(update_fields=["evidence", "updated_at"])
-    job_flags_sync(jobs=jobs)

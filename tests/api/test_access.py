@@ -13,9 +13,9 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from rest_framework.test import APIClient
 
-from apps.carbon.services import footprints_refresh
 from apps.core.models import ApiToken
 from apps.fleet.models import Team, TeamMembership
+from apps.pipeline.inputs import footprints_recompute
 from apps.waste.models import Flag
 from tests.carbon.fleet_builder import fleet_build, intensity_set, job_run
 
@@ -33,7 +33,7 @@ def world():
     job_b = job_run(fleet, key="slurm/b", gpus=fleet.gpus[1:2], hours=2, power_w=500)
     job_b.team = team_b
     job_b.save()
-    footprints_refresh()
+    footprints_recompute()
     flag_b = Flag.objects.create(kind="memory_hog", cluster=fleet.cluster, job=job_b)
     users = {
         "member": User.objects.create_user("member"),

@@ -15,7 +15,7 @@ from rest_framework.authtoken.models import Token
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
-from apps.carbon.services import footprints_refresh
+from apps.pipeline.inputs import footprints_recompute
 from tests.carbon.fleet_builder import fleet_build, intensity_set, job_run
 
 pytestmark = pytest.mark.django_db
@@ -36,7 +36,7 @@ def test_api_conforms_to_its_schema() -> None:
     fleet = fleet_build(servers=1)
     intensity_set("TEST", [0.3] * 24)
     job_run(fleet, key="slurm/1", gpus=fleet.gpus[:2], hours=3, power_w=500)
-    footprints_refresh()
+    footprints_recompute()
     admin = User.objects.create_user("schema-admin", is_staff=True)
     headers = {"Authorization": f"Token {Token.objects.create(user=admin).key}"}
     schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", get_wsgi_application())

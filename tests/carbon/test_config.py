@@ -18,8 +18,9 @@ from apps.carbon import config as cfg
 from apps.carbon import services
 from apps.carbon.config import ConfigError, KnownNames, NodeMatch, config_load, config_parse
 from apps.carbon.models import Basis, GpuModel, IntensityHour, JobGroup, ServerType, ServerTypeRule, Site
-from apps.carbon.writers import config_apply, known_names_read, node_server_types_apply
+from apps.carbon.services import FootprintRefresh, known_names_read, node_server_types_apply
 from apps.fleet.models import Cluster, Node, Team, TeamRule
+from apps.pipeline.inputs import config_apply
 
 DEMO_FLEET = Path(__file__).resolve().parents[2] / "apps" / "simulator" / "scenarios" / "demo-fleet.yaml"
 
@@ -348,8 +349,10 @@ def as_text(document: dict[str, Any] | str) -> str:
 def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[dict[str, Any]]]:
     """The footprint services, recorded instead of run (they are tested with the footprint arithmetic)."""
     recorded: dict[str, list[dict[str, Any]]] = {"footprints_refresh": [], "job_groups_assign": []}
-    monkeypatch.setattr(services, "footprints_refresh", lambda **kw: recorded["footprints_refresh"].append(kw) or 7)
-    monkeypatch.setattr(services, "job_groups_assign", lambda **kw: recorded["job_groups_assign"].append(kw) or 3)
+    monkeypatch.setattr(
+        services, "footprints_refresh", lambda **kw: recorded["footprints_refresh"].append(kw) or FootprintRefresh(7)
+    )
+    monkeypatch.setattr(services, "job_groups_assign", lambda **kw: recorded["job_groups_assign"].append(kw) or {})
     return recorded
 
 
@@ -587,7 +590,7 @@ def test_a_failure_after_writing_rolls_everything_back(existing: Cluster, monkey
         raise RuntimeError("refresh failed")
 
     monkeypatch.setattr(services, "footprints_refresh", fail)
-    monkeypatch.setattr(services, "job_groups_assign", lambda **kw: 0)
+    monkeypatch.setattr(services, "job_groups_assign", lambda **kw: {})
     before = snapshot()
     # when
     with pytest.raises(RuntimeError):
@@ -633,21 +636,19 @@ def test_node_server_types_apply_sets_matching_nodes_only(existing: Cluster) -> 
     hgx = ServerType.objects.create(name="hgx")
     other = ServerType.objects.create(name="other")
     Node.objects.filter(hostname="cpu-01").update(server_type=other)
-    # when
-    report = node_server_types_apply(
-        cluster=existing, patterns=[NodeMatch("gpu-0[1]", "other"), NodeMatch("gpu-*", "hgx")]
-    )
+    # given no stored hostname rules: nothing changes
+    assert node_server_types_apply(cluster_id=existing.id).updated == 0
+    # when the cluster's rules are stored (as apply_config stores them) and applied
+    ServerTypeRule.objects.create(cluster=existing, hostname_glob="gpu-0[1]", server_type=other, priority=10)
+    ServerTypeRule.objects.create(cluster=existing, hostname_glob="gpu-*", server_type=hgx, priority=20)
+    report = node_server_types_apply(cluster_id=existing.id)
     # then
     assert (report.updated, report.unchanged, report.unmatched) == (2, 0, 1)
     assert dict(Node.objects.values_list("hostname", "server_type_id")) == {
         "gpu-01": other.id, "gpu-02": hgx.id, "cpu-01": other.id
     }  # fmt: skip
-    again = node_server_types_apply(
-        cluster=existing, patterns=[NodeMatch("gpu-0[1]", "other"), NodeMatch("gpu-*", "hgx")]
-    )
+    again = node_server_types_apply(cluster_id=existing.id)
     assert (again.updated, again.unchanged) == (0, 2)
-    with pytest.raises(ValueError, match="unknown server types: nope"):
-        node_server_types_apply(cluster=existing, patterns=[NodeMatch("*", "nope")])
 
 
 @pytest.mark.django_db

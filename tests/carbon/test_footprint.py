@@ -10,9 +10,10 @@ from rest_framework.test import APIClient
 
 from apps.carbon.arithmetic import HourFactors, footprint, intensity_fill, sci_kg, shift_saving_kg
 from apps.carbon.models import JobGroup, Site
-from apps.carbon.selectors import cluster_rollup, team_rollup
-from apps.carbon.services import footprints_refresh, job_groups_assign
+from apps.carbon.services import job_groups_assign
 from apps.jobs.models import Job
+from apps.pipeline.inputs import footprints_recompute
+from apps.rollups.selectors import cluster_rollup, team_rollup
 from apps.telemetry.models import GpuHour
 from apps.waste.models import Flag
 
@@ -27,7 +28,7 @@ def test_worked_example_of_the_design() -> None:
     intensity_set("TEST", [0.35] * 30)
     job_run(fleet, key="slurm/1", gpus=fleet.gpus, hours=30, power_w=550.0)
     # when
-    footprints_refresh()
+    footprints_recompute()
     job = Job.objects.get(job_key="slurm/1")
     # then, rounded as the design shows them, exact in the code
     assert job.energy_j == 0  # the summary is the ingest's; here only the footprint is computed
@@ -39,7 +40,7 @@ def test_worked_example_of_the_design() -> None:
     assert job.intensity_basis == "location" and job.intensity_source == "test" and job.currency == "EUR"
     # and at 0.05 kg/kWh
     intensity_set("TEST", [0.05] * 30)
-    footprints_refresh()
+    footprints_recompute()
     assert round(Job.objects.get(job_key="slurm/1").operational_kg) == 82
 
 
@@ -47,7 +48,7 @@ def test_cost_is_gpu_hours_at_the_rate_plus_facility_energy_at_the_price() -> No
     fleet = fleet_build(pue=1.2, overhead=1.3, price="0.20", rate="2.50")
     intensity_set("TEST", [0.35] * 30)
     job_run(fleet, key="slurm/1", gpus=fleet.gpus, hours=30, power_w=550.0)
-    footprints_refresh()
+    footprints_recompute()
     job = Job.objects.get(job_key="slurm/1")
     expected = Decimal("1920") * Decimal("2.50") + Decimal(repr(1056 * 1.3 * 1.2)) * Decimal("0.20")
     assert job.cost.quantize(Decimal("0.01")) == expected.quantize(Decimal("0.01"))
@@ -61,7 +62,7 @@ def test_a_run_in_clean_hours_emits_less_than_at_the_mean_and_the_hourly_figure_
     day = [0.5] * 10 + [0.1] * 4 + [0.5] * 10  # a clean midday window
     intensity_set("TEST", day)
     job_run(fleet, key="slurm/clean", gpus=fleet.gpus[:1], hours=4, power_w=500, start=T0 + 10 * HOUR)
-    footprints_refresh()
+    footprints_recompute()
     job = Job.objects.get(job_key="slurm/clean")
     at_mean = job.facility_kwh * (sum(day) / len(day))
     assert job.operational_kg == pytest.approx(job.facility_kwh * 0.1)
@@ -73,7 +74,7 @@ def test_a_provider_inclusive_site_never_gets_pue_twice() -> None:
     Site.objects.filter(pk=fleet.cluster.site_id).update(pue=1.4, pue_by_month={"11": 1.5})
     intensity_set("TEST", [0.3] * 2)
     job_run(fleet, key="slurm/1", gpus=fleet.gpus[:2], hours=2, power_w=500)
-    footprints_refresh()
+    footprints_recompute()
     job = Job.objects.get(job_key="slurm/1")
     assert job.facility_kwh == pytest.approx(job.server_kwh) == pytest.approx(2 * 2 * 0.5)
 
@@ -82,7 +83,7 @@ def test_missing_intensity_is_filled_never_zero_and_flagged() -> None:
     fleet = fleet_build(servers=1)
     intensity_set("TEST", [0.4, 0.4])  # hours 0 and 1 only
     job_run(fleet, key="slurm/late", gpus=fleet.gpus[:1], hours=2, power_w=500, start=T0 + 3 * HOUR)
-    footprints_refresh()
+    footprints_recompute()
     job = Job.objects.get(job_key="slurm/late")
     assert job.operational_kg == pytest.approx(job.facility_kwh * 0.4)  # nearest within 3 h, then the mean
     assert job.intensity_estimated
@@ -108,7 +109,7 @@ def test_idle_embodied_per_useful_gpu_hour_rises_as_utilisation_falls() -> None:
     idle_hours(busy, gpus=busy.gpus[9:], hours=10)
     job_run(quiet, key="slurm/q", gpus=quiet.gpus[:4], hours=10, power_w=600)
     idle_hours(quiet, gpus=quiet.gpus[4:], hours=10)
-    footprints_refresh()
+    footprints_recompute()
     period = {"start": T0, "end": T0 + 10 * HOUR, "granularity": "day"}
     at_90 = cluster_rollup(cluster=busy.cluster, **period)["embodied_kg_per_useful_gpu_hour"]
     at_40 = cluster_rollup(cluster=quiet.cluster, **period)["embodied_kg_per_useful_gpu_hour"]
@@ -121,7 +122,7 @@ def test_cluster_rollup_is_its_jobs_plus_its_idle_line_to_the_joule_and_the_cent
     job_run(fleet, key="slurm/1", gpus=fleet.gpus[:6], hours=30, power_w=610)
     job_run(fleet, key="slurm/2", gpus=fleet.gpus[6:9], hours=5, power_w=420, start=T0 + 20 * HOUR)
     idle_hours(fleet, gpus=fleet.gpus[9:], hours=40)
-    footprints_refresh()
+    footprints_recompute()
     doc = cluster_rollup(cluster=fleet.cluster, start=T0, end=T0 + 48 * HOUR, granularity="day")
     jobs = list(Job.objects.filter(cluster=fleet.cluster))
     hours = list(GpuHour.objects.filter(gpu__node__cluster=fleet.cluster))
@@ -141,7 +142,7 @@ def test_basis_and_source_on_every_job_rollup_and_csv_row_and_never_mixed() -> N
     intensity_set("OTHER", [0.2] * 3, basis="market")
     job_run(a, key="slurm/a", gpus=a.gpus[:1], hours=3, power_w=500)
     job_run(b, key="slurm/b", gpus=b.gpus[:1], hours=3, power_w=500)
-    footprints_refresh()
+    footprints_recompute()
     admin = User.objects.create_user("root", is_staff=True)
     client = APIClient()
     client.force_authenticate(admin)
@@ -178,7 +179,7 @@ def test_carbon_aware_hint_for_flexible_groups() -> None:
     job = job_run(fleet, key="slurm/s", gpus=fleet.gpus[:1], hours=3, power_w=600)
     Job.objects.filter(pk=job.pk).update(name="sweep-17")
     job_groups_assign()
-    footprints_refresh()
+    footprints_recompute()
     job.refresh_from_db()
     assert job.job_group.name == "sweeps"
     assert job.shift_saving_kg == pytest.approx(job.operational_kg * (0.5 - 0.1) / 0.5)
@@ -202,7 +203,7 @@ def test_job_group_rollup_includes_every_run_of_the_group() -> None:
     runs = [job_run(fleet, key=f"slurm/{k}", gpus=fleet.gpus[k : k + 1], hours=3, power_w=500) for k in range(3)]
     Job.objects.filter(pk__in=[r.pk for r in runs]).update(account="llm")  # a delivered run and two failed ones
     job_groups_assign()
-    footprints_refresh()
+    footprints_recompute()
     admin = User.objects.create_user("fin", is_staff=True)
     client = APIClient()
     client.force_authenticate(admin)
@@ -217,7 +218,7 @@ def test_sci_per_unit_of_work_reported_through_the_api() -> None:
     fleet = fleet_build(servers=1)
     intensity_set("TEST", [0.3] * 24)
     job = job_run(fleet, key="slurm/inf", gpus=fleet.gpus[:1], hours=2, power_w=500)
-    footprints_refresh()
+    footprints_recompute()
     member = User.objects.create_user("ada")
     from apps.fleet.models import TeamMembership
 
@@ -238,7 +239,7 @@ def test_rollups_kept_rendered_follow_every_change_of_their_data() -> None:
     fleet = fleet_build(servers=1)
     intensity_set("TEST", [0.35] * 3)
     job_run(fleet, key="slurm/1", gpus=fleet.gpus[:1], hours=3, power_w=500)
-    footprints_refresh()
+    footprints_recompute()
     client = APIClient()
     client.force_authenticate(User.objects.create_user("root", is_staff=True))
     query = {"start": "2026-11-02", "end": "2026-11-03"}
@@ -247,11 +248,11 @@ def test_rollups_kept_rendered_follow_every_change_of_their_data() -> None:
         (f"/api/clusters/{fleet.cluster.pk}/rollup/", lambda: cluster_rollup(cluster=fleet.cluster, **DAY)),
     ):
         intensity_set("TEST", [0.35] * 3)
-        footprints_refresh()
+        footprints_recompute()
         first = client.get(url, query).json()
         assert first == client.get(url, query).json()  # the second from the cache
         intensity_set("TEST", [0.05] * 3)
-        footprints_refresh()
+        footprints_recompute()
         after = client.get(url, query).json()
         assert [p["operational_kg"] for p in after["periods"]] == [p["operational_kg"] for p in rollup()["periods"]]
         assert after["periods"][0]["operational_kg"] < first["periods"][0]["operational_kg"]
@@ -262,7 +263,7 @@ def test_daily_energy_by_team_and_method_is_the_team_rollups_and_leaves_excluded
     job_run(fleet, key="slurm/1", gpus=fleet.gpus[:1], hours=3, power_w=500)
     excluded = job_run(fleet, key="slurm/2", gpus=fleet.gpus[1:2], hours=2, power_w=400)
     Job.objects.filter(pk=excluded.pk).update(excluded_from_bill=True)
-    footprints_refresh()
+    footprints_recompute()
     client = APIClient()
     client.force_authenticate(User.objects.create_user("root", is_staff=True))
     rows = client.get("/api/teams/daily-energy/", {"start": "2026-11-02", "end": "2026-11-03"}).json()

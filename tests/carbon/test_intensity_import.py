@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from apps.carbon import services
 from apps.carbon.intensity import IntensityError, IntensityRow, intensity_parse, plain_csv
 from apps.carbon.models import IntensityHour, Site
-from apps.carbon.writers import intensity_import
 from apps.fleet.models import Cluster
+from apps.pipeline.inputs import intensity_import
 from apps.simulator.intensity import ZONES, intensity_at, intensity_series
 from apps.simulator.management.commands.simulate_intensity import start_parse
 
@@ -108,7 +108,8 @@ BAD: list[tuple[str, str, str]] = [
 def calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """footprints_refresh, recorded instead of run (it is tested with the footprint arithmetic)."""
     recorded: list[dict[str, Any]] = []
-    monkeypatch.setattr(services, "footprints_refresh", lambda **kw: recorded.append(kw) or 11)
+    refreshed = services.FootprintRefresh(gpu_hours=11)
+    monkeypatch.setattr(services, "footprints_refresh", lambda **kw: recorded.append(kw) or refreshed)
     return recorded
 
 

@@ -6,8 +6,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from apps.carbon.services import footprints_refresh
 from apps.fleet.models import Team, TeamMembership
+from apps.pipeline.inputs import footprints_recompute
 from apps.waste.models import AuditEntry, Flag
 from tests.carbon.fleet_builder import fleet_build, intensity_set, job_run
 
@@ -19,7 +19,7 @@ def world():
     fleet = fleet_build(servers=1)
     intensity_set("TEST", [0.3] * 24)
     job = job_run(fleet, key="slurm/hog", gpus=fleet.gpus[:1], hours=3, power_w=80)
-    footprints_refresh()
+    footprints_recompute()
     flag = Flag.objects.create(
         kind="memory_hog", cluster=fleet.cluster, job=job, evidence={"gpu_hours_blocked": 3.0, "cost": "8.40"}
     )

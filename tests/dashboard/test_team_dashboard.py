@@ -8,9 +8,9 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from apps.carbon.services import footprints_refresh
 from apps.fleet.models import Team, TeamMembership
 from apps.jobs.models import Job
+from apps.pipeline.inputs import footprints_recompute
 from tests.carbon.fleet_builder import HOUR, T0, fleet_build, intensity_set, job_run
 
 from .test_fleet_dashboard import ARTIFACTS, _login, browser  # noqa: F401 (fixture)
@@ -23,7 +23,7 @@ def test_team_page_shows_cost_energy_carbon_and_the_intensity_basis(live_server,
     intensity_set("TEST", [0.3] * 12 + [0.1] * 12 + [0.3] * 24)
     job_run(fleet, key="slurm/1", gpus=fleet.gpus[:4], hours=30, power_w=600)
     low = job_run(fleet, key="slurm/2", gpus=fleet.gpus[4:6], hours=6, power_w=450, start=T0 + 10 * HOUR)
-    footprints_refresh()
+    footprints_recompute()
     Job.objects.filter(pk=low.pk).update(coverage=0.91, sampled_s=1.0, energy_j=1.0)
     member = User.objects.create_user("ada", password="pw-ada")
     TeamMembership.objects.create(user=member, team=fleet.team)

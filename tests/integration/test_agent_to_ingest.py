@@ -16,9 +16,10 @@ import requests
 
 from apps.fleet.models import Cluster
 from apps.jobs.models import Job
+from apps.pipeline.ingest import hour_ingest
 from apps.simulator.local_prometheus import LocalPrometheus, config_write, free_port
 from apps.telemetry.models import GpuHour
-from apps.telemetry.services import HOUR, hour_floor, hour_ingest
+from apps.telemetry.services import HOUR, hour_floor
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.django_db]
 

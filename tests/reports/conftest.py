@@ -15,13 +15,13 @@ import pytest
 from aiosmtpd.controller import Controller
 from django.contrib.auth.models import User
 
-from apps.carbon.services import footprints_refresh
 from apps.fleet.models import Gpu, Team, TeamMembership
 from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy
+from apps.pipeline.inputs import footprints_recompute
 from apps.reports.models import ReportRecipient
 from apps.simulator.local_prometheus import free_port
 from apps.telemetry.models import GpuHour
-from apps.waste.services import job_flags_sync
+from apps.waste.services import job_flag_lists_sync, low_coverage_flags_sync
 from tests.carbon.fleet_builder import HOUR, T0, Fleet, fleet_build, intensity_set, job_run
 
 WEEK = T0.date()  # Monday 2 November 2026
@@ -129,9 +129,10 @@ def world(db) -> World:  # noqa: ANN001
     jobs["busy-shared"], jobs["hog"] = shared_gpu(fleet, gpu=fleet.gpus[3], hours=2, start=T0 + 3 * HOUR)
     # The busy jobs computed; the idle one did not (job_run leaves SM at 0).
     JobGpuHour.objects.filter(job__in=[jobs["busy"], jobs["last-week"], jobs["gappy"]]).update(sm_s=3300)
-    footprints_refresh()  # footprints, then the findings (memory_hog, idle_allocation) with their evidence
+    footprints_recompute()  # footprints, then the findings (memory_hog, idle_allocation) with their evidence
     Job.objects.filter(pk=jobs["gappy"].pk).update(sampled_s=4 * 3600, expected_s=5 * 3600, coverage=0.8)
-    job_flags_sync(jobs=[Job.objects.get(pk=jobs["gappy"].pk)])
+    low_coverage_flags_sync(jobs=[Job.objects.get(pk=jobs["gappy"].pk)])
+    job_flag_lists_sync(job_ids=[jobs["gappy"].pk])
     jobs = {k: Job.objects.get(pk=j.pk) for k, j in jobs.items()}
 
     other = Team.objects.create(name="nlp")

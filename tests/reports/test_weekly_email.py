@@ -14,7 +14,7 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from apps.carbon.services import footprints_refresh
+from apps.pipeline.inputs import footprints_recompute
 from apps.reports import services
 from apps.reports.models import WeeklyReport
 from apps.reports.tasks import send_weekly_reports_task
@@ -305,7 +305,7 @@ def test_a_week_on_two_intensity_bases_is_not_sent(world: World, smtp: Sink) -> 
     # given the team also ran on a market-based site that week: a report never mixes bases
     other = fleet_build(name="c2", servers=1, basis="market")
     job_run(other, key="slurm/elsewhere", gpus=other.gpus[:1], hours=2, power_w=300, start=T0 + 5 * HOUR)
-    footprints_refresh()  # as every ingest does
+    footprints_recompute()  # as every ingest does
     send_weekly_reports_task(now_iso=DUE)
     assert not smtp.for_report(KEY)
     report = WeeklyReport.objects.get(team=world.fleet.team, week_start=WEEK)

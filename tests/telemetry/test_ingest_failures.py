@@ -9,8 +9,8 @@ from django.core.management import CommandError, call_command
 
 from apps.fleet.models import Cluster
 from apps.jobs.models import Job, JobGpuHour
+from apps.pipeline.ingest import closed_hours_ingest, hour_ingest
 from apps.telemetry.models import GpuHour, IngestedHour, IngestWatermark
-from apps.telemetry.services import closed_hours_ingest, hour_ingest
 from tests.scenarios import spine_scenario
 
 pytestmark = pytest.mark.django_db
@@ -82,7 +82,7 @@ def test_a_worker_killed_mid_hour_leaves_nothing_half_written(history_loader, cl
         raise SystemExit("worker killed")
 
     # Dies after the hour's job and GPU rows are written, before its flags and summaries.
-    monkeypatch.setattr("apps.telemetry.services.gpu_hour_flags_replace", die)
+    monkeypatch.setattr("apps.waste.services.gpu_hour_flags_replace", die)
     with pytest.raises(SystemExit):
         hour_ingest(cluster=cluster, hour=hour)
     assert _nothing_written()

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from apps.pipeline.ingest import hour_ingest
 from apps.telemetry.prometheus import PrometheusReader
-from apps.telemetry.services import hour_ingest
 from tests.scenarios import spine_scenario
 
 pytestmark = [pytest.mark.django_db, pytest.mark.prometheus]

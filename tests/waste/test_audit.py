@@ -12,9 +12,9 @@ from django.db.utils import DatabaseError
 from rest_framework.test import APIClient
 
 from apps.carbon.models import JobGroup
-from apps.carbon.selectors import cluster_rollup, team_rollup
-from apps.carbon.services import footprints_refresh
 from apps.fleet.models import Team, TeamMembership
+from apps.pipeline.inputs import footprints_recompute
+from apps.rollups.selectors import cluster_rollup, team_rollup
 from apps.waste.models import AuditEntry, Flag
 from tests.carbon.fleet_builder import HOUR, T0, fleet_build, intensity_set, job_run
 
@@ -28,7 +28,7 @@ def setup():
     intensity_set("TEST", [0.3] * 24)
     keep = job_run(fleet, key="slurm/keep", gpus=fleet.gpus[:2], hours=10, power_w=600)
     odd = job_run(fleet, key="slurm/odd", gpus=fleet.gpus[2:3], hours=7, power_w=90)
-    footprints_refresh()
+    footprints_recompute()
     flag = Flag.objects.create(kind="memory_hog", cluster=fleet.cluster, job=odd, evidence={"gpu_hours_blocked": 7})
     admin = User.objects.create_user("boss", is_staff=True)
     member = User.objects.create_user("ada")

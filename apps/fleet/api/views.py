@@ -1,39 +1,15 @@
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime
-from decimal import Decimal
-from typing import Any
-
 import django_filters
-from django.core.cache import cache
 from django.db.models import Count, F, FloatField, Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce
-from django.http import HttpResponse, HttpResponseBase
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import permissions, serializers, viewsets
-from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
-from rest_framework.renderers import JSONRenderer
-from rest_framework.request import Request
-from rest_framework.response import Response
 
 from apps.carbon.models import JobGroup
-from apps.carbon.selectors import (
-    ROLLUP_CACHE_SECONDS,
-    MixedBasisError,
-    cluster_rollup_cache_key,
-    cluster_rollup_cached,
-    job_group_rollup,
-    team_rollup_cache_key,
-    team_rollup_cached,
-)
-from apps.core.access import user_sees_all_teams
-from apps.core.authentication import ReadOnlyForApiTokens
+from apps.core.authentication import IsAdminOrFinance, ReadOnlyForApiTokens
 from apps.fleet.models import Cluster, Gpu, Team
-from apps.jobs.selectors import team_daily_energy, team_totals
 
-from .rollups import DailyEnergySerializer, RollupQuerySerializer, RollupSerializer, TeamTotalsSerializer
 from .serializers import ClusterSerializer, GpuSerializer, JobGroupSerializer, TeamSerializer
 
 
@@ -82,132 +58,26 @@ class GpuViewSet(viewsets.ReadOnlyModelViewSet):
         )
 
 
-def _period_query(request: Request) -> tuple[datetime, datetime, str]:
-    """`?start=&end=&granularity=` checked (a clear 400 otherwise)."""
-    query = RollupQuerySerializer(data=request.query_params)
-    query.is_valid(raise_exception=True)
-    return query.validated_data["start"], query.validated_data["end"], query.validated_data["granularity"]
-
-
-class _RollupMixin:
-    def _rollup(
-        self, request: Request, compute: Callable[..., dict], cache_key: Callable[..., str] | None = None
-    ) -> HttpResponseBase:
-        start, end, granularity = _period_query(request)
-        query = {"start": start, "end": end, "granularity": granularity}
-        if request.accepted_renderer.format == "csv":
-            return Response(_flat(_computed(compute, query)))
-        if request.accepted_renderer.format != "json" or cache_key is None:
-            # The document already has the schema's shape (RollupSerializer documents it): serialising a
-            # year of days through DRF fields would cost more than computing it.
-            return Response(_money_as_text(_computed(compute, query)))
-        # Kept rendered (a year of days is ~90 KB of JSON): a dashboard's repeated ask is one cache read.
-        key = f"{cache_key(**query)}:json"
-        body = cache.get(key)
-        if body is None:
-            body = JSONRenderer().render(_money_as_text(_computed(compute, query)))
-            cache.set(key, body, timeout=ROLLUP_CACHE_SECONDS)
-        return HttpResponse(body, content_type="application/json")
-
-
-def _computed(compute: Callable[..., dict], query: dict[str, Any]) -> dict:
-    try:
-        return compute(**query)
-    except MixedBasisError as exc:
-        raise ValidationError({"detail": str(exc)}) from None
-
-
-def _money_as_text(value: Any) -> Any:
-    """Decimals as exact text, as DRF's DecimalField writes them (its JSON encoder would make floats)."""
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, dict):
-        return {k: _money_as_text(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_money_as_text(v) for v in value]
-    return value
-
-
-def _flat(doc: dict) -> list[dict]:
-    """One CSV row per period, with the basis and currency on every row."""
-    rows = []
-    for p in RollupSerializer(doc).data["periods"]:
-        row = {k: v for k, v in p.items() if k not in ("idle", "energy_by_method_j")}
-        row.update({f"energy_{m}_j": j for m, j in p["energy_by_method_j"].items()})
-        row.update({f"idle_{k}": v for k, v in (p["idle"] or {}).items()})
-        row.update({"currency": doc["currency"], "intensity_basis": doc["intensity_basis"]})
-        rows.append(row)
-    return rows
-
-
-class TeamViewSet(_RollupMixin, viewsets.ReadOnlyModelViewSet):
-    """Teams the user may see, and each team's energy, cost and carbon per period."""
+class TeamViewSet(viewsets.ReadOnlyModelViewSet):
+    """Teams the user may see (their rollups: apps.rollups.api)."""
 
     serializer_class = TeamSerializer
 
     def get_queryset(self) -> QuerySet[Team]:
         return Team.objects.visible_to(self.request.user).order_by("name")
 
-    @extend_schema(parameters=[RollupQuerySerializer], responses=RollupSerializer)
-    @action(detail=True, methods=["get"])
-    def rollup(self, request: Request, pk: str | None = None) -> Response:
-        team = self.get_object()
-        return self._rollup(
-            request,
-            lambda **q: team_rollup_cached(team=team, **q),
-            cache_key=lambda **q: team_rollup_cache_key(team=team, **q),
-        )
 
-    @extend_schema(parameters=[RollupQuerySerializer], responses=DailyEnergySerializer(many=True))
-    @action(detail=False, methods=["get"], url_path="daily-energy", pagination_class=None)
-    def daily_energy(self, request: Request) -> Response:
-        """GPU energy per day, team and split method (J) for the teams the user may see."""
-        start, end, _ = _period_query(request)
-        return Response(team_daily_energy(user=request.user, start=start, end=end))
-
-    @extend_schema(parameters=[RollupQuerySerializer], responses=TeamTotalsSerializer(many=True))
-    @action(detail=False, methods=["get"], url_path="compare", pagination_class=None)
-    def compare(self, request: Request) -> Response:
-        """The teams the user may see, side by side over the period: GPU-hours, energy, cost, CO2e."""
-        start, end, _ = _period_query(request)
-        try:
-            return Response(team_totals(user=request.user, start=start, end=end))
-        except MixedBasisError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
-
-
-class IsAdminOrFinance(permissions.BasePermission):
-    def has_permission(self, request: Request, view: object) -> bool:
-        return user_sees_all_teams(request.user)
-
-
-class ClusterViewSet(_RollupMixin, viewsets.ReadOnlyModelViewSet):
-    """Clusters, and each cluster's jobs and idle line per period (admins and finance)."""
+class ClusterViewSet(viewsets.ReadOnlyModelViewSet):
+    """Clusters (admins and finance; their rollups: apps.rollups.api)."""
 
     serializer_class = ClusterSerializer
     permission_classes = [permissions.IsAuthenticated, IsAdminOrFinance, ReadOnlyForApiTokens]
     queryset = Cluster.objects.select_related("site").order_by("name")
 
-    @extend_schema(parameters=[RollupQuerySerializer], responses=RollupSerializer)
-    @action(detail=True, methods=["get"])
-    def rollup(self, request: Request, pk: str | None = None) -> Response:
-        cluster = self.get_object()
-        return self._rollup(
-            request,
-            lambda **q: cluster_rollup_cached(cluster=cluster, **q),
-            cache_key=lambda **q: cluster_rollup_cache_key(cluster=cluster, **q),
-        )
 
-
-class JobGroupViewSet(_RollupMixin, viewsets.ReadOnlyModelViewSet):
-    """Job groups (campaigns, models) and their runs' energy, cost and carbon per period (finance, admins)."""
+class JobGroupViewSet(viewsets.ReadOnlyModelViewSet):
+    """Job groups: campaigns, models (finance, admins; their rollups: apps.rollups.api)."""
 
     serializer_class = JobGroupSerializer
     permission_classes = [permissions.IsAuthenticated, IsAdminOrFinance, ReadOnlyForApiTokens]
     queryset = JobGroup.objects.order_by("name")
-
-    @extend_schema(parameters=[RollupQuerySerializer], responses=RollupSerializer)
-    @action(detail=True, methods=["get"])
-    def rollup(self, request: Request, pk: str | None = None) -> Response:
-        group = self.get_object()
-        return self._rollup(request, lambda **q: job_group_rollup(group=group, **q))

@@ -9,6 +9,7 @@ from rest_framework import serializers
 
 from apps.carbon.arithmetic import sci_kg
 from apps.core.serializers import PlannedRepresentationMixin
+from apps.jobs.methods import METHODS
 from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy
 
 
@@ -19,9 +20,7 @@ class JobSerializer(PlannedRepresentationMixin, serializers.ModelSerializer):
     energy_j = serializers.FloatField(help_text="GPU energy measured for the job (J).")
     server_kwh = serializers.FloatField(help_text="GPU energy x the server type's node overhead (kWh).")
     facility_kwh = serializers.FloatField(help_text="Server energy x the site's PUE for each hour's month (kWh).")
-    attribution = serializers.CharField(
-        help_text="Dominant split method: whole_gpu, sm_time, busy_time, memory, equal."
-    )
+    attribution = serializers.CharField(help_text="Dominant split method: " + ", ".join(METHODS) + ".")
     attribution_j = serializers.DictField(child=serializers.FloatField(), help_text="Joules per split method (J).")
     coverage = serializers.FloatField(help_text="Sampled GPU-seconds / expected GPU-seconds (0..1).")
     operational_kg = serializers.FloatField(

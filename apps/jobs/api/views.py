@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from apps.core.pagination import JobCursorPagination
 from apps.core.renderers import csv_stream
 from apps.jobs.filtersets import JobFilterSet
+from apps.jobs.methods import METHODS
 from apps.jobs.models import Job
 
 from .serializers import JobDetailSerializer, JobSerializer, WorkSerializer
@@ -52,7 +53,7 @@ class JobViewSet(viewsets.ReadOnlyModelViewSet):
             return super().list(request, *args, **kwargs)
         jobs = self.filter_queryset(self.get_queryset())
         columns = [f for f in JobSerializer.Meta.fields if f != "attribution_j"] + [
-            f"attribution_j.{m}" for m in ("whole_gpu", "sm_time", "busy_time", "memory", "equal")
+            f"attribution_j.{m}" for m in METHODS
         ]
         rows = (JobSerializer(job).data for job in jobs.iterator(chunk_size=1000))
         response = StreamingHttpResponse(csv_stream(rows, columns), content_type="text/csv; charset=utf-8")

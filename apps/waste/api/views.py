@@ -8,11 +8,11 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.core.access import user_sees_all_teams
-from apps.core.authentication import ReadOnlyForApiTokens
+from apps.core.authentication import IsAdminOrFinance, ReadOnlyForApiTokens
 from apps.core.models import ApiToken
 from apps.core.pagination import FlagCursorPagination
 from apps.jobs.models import Job
+from apps.pipeline import decisions
 from apps.waste import audit
 from apps.waste.filtersets import FlagFilterSet
 from apps.waste.models import AuditEntry, Flag
@@ -53,7 +53,7 @@ class FlagViewSet(viewsets.ReadOnlyModelViewSet):
         body = ReasonSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
-            entry = audit.flag_review(
+            entry = decisions.flag_review(
                 actor=request.user, flag=flag, action=action_name, reason=body.validated_data["reason"]
             )
         except audit.AuditError as exc:
@@ -84,7 +84,7 @@ class JobActionViewSet(viewsets.GenericViewSet):
         body.is_valid(raise_exception=True)
         data = body.validated_data
         try:
-            entry = audit.job_exclude(
+            entry = decisions.job_exclude(
                 actor=request.user, job=self.get_object(), exclude=data["exclude"], reason=data["reason"],
                 flag=data.get("flag"),
             )  # fmt: skip
@@ -99,18 +99,13 @@ class JobActionViewSet(viewsets.GenericViewSet):
         body.is_valid(raise_exception=True)
         data = body.validated_data
         try:
-            entry = audit.job_reassign(
+            entry = decisions.job_reassign(
                 actor=request.user, job=self.get_object(), reason=data["reason"], team=data.get("team"),
                 job_group=data.get("job_group"), flag=data.get("flag"),
             )  # fmt: skip
         except audit.AuditError as exc:
             raise ValidationError({"detail": str(exc)}) from None
         return Response(AuditEntrySerializer(entry).data, status=status.HTTP_201_CREATED)
-
-
-class IsAdminOrFinance(permissions.BasePermission):
-    def has_permission(self, request: Request, view: object) -> bool:
-        return user_sees_all_teams(request.user)
 
 
 class AuditLogViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):

@@ -8,7 +8,8 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.carbon.config import ConfigError, config_load
-from apps.carbon.writers import config_apply, known_names_read
+from apps.carbon.services import known_names_read
+from apps.pipeline.inputs import config_apply
 
 
 class Command(BaseCommand):

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.carbon.config import BASES
 from apps.carbon.intensity import EMA_COLUMNS, IntensityError, intensity_parse
-from apps.carbon.writers import intensity_import
+from apps.pipeline.inputs import intensity_import
 
 
 class Command(BaseCommand):

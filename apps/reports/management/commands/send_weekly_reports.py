@@ -7,11 +7,11 @@ from datetime import date
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from apps.carbon.selectors import MixedBasisError
 from apps.fleet.models import Team
 from apps.reports.schedule import week_monday
 from apps.reports.selectors import due_teams
 from apps.reports.services import due_week, report_preview, team_addressees, weekly_reports_send
+from apps.rollups.selectors import MixedBasisError
 
 
 def _week(value: str) -> date:

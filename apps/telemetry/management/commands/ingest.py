@@ -6,8 +6,9 @@ from datetime import datetime
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from apps.pipeline.ingest import clusters_select, range_ingest
 from apps.telemetry.prometheus import PrometheusUnavailable
-from apps.telemetry.services import HourReport, IngestError, clusters_select, range_ingest
+from apps.telemetry.services import HourReport, IngestError
 
 
 def _iso(value: str) -> datetime:

@@ -2,8 +2,10 @@
 (function () {
   "use strict";
   const el = document.getElementById("energy-chart");
-  const methods = ["whole_gpu", "sm_time", "busy_time", "memory", "equal"];
-  const colors = { whole_gpu: "#1b6ca8", sm_time: "#3fa34d", busy_time: "#8bc34a", memory: "#f0a202", equal: "#d1495b" };
+  // The split methods, their labels and colours: apps/jobs/methods.py, through json_script.
+  const legend = JSON.parse(document.getElementById("split-methods").textContent);
+  const methods = legend.map((m) => m.method);
+  const colors = Object.fromEntries(legend.map((m) => [m.method, m.colour]));
 
   function draw(rows) {
     if (!rows.length) { el.textContent = "No energy in this period."; return; }

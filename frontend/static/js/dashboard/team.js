@@ -3,7 +3,9 @@
 (function () {
   "use strict";
   const section = document.getElementById("team-charts");
-  const methodColors = { whole_gpu: "#1b6ca8", sm_time: "#3fa34d", busy_time: "#8bc34a", memory: "#f0a202", equal: "#d1495b" };
+  // The split methods' colours: apps/jobs/methods.py, through json_script.
+  const legend = JSON.parse(document.getElementById("split-methods").textContent);
+  const methodColors = Object.fromEntries(legend.map((m) => [m.method, m.colour]));
 
   function draw(rollup) {
     const el = document.getElementById("team-chart");

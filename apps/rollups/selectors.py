@@ -1,4 +1,5 @@
-"""Rollups of energy, cost and carbon per team and per cluster over a period (sums in the database).
+"""Rollups of energy, cost and carbon per team, cluster and job group over a period (sums in the database),
+kept rendered in the cache until their data changes.
 
 A cluster's rollup is its jobs plus its idle line (energy outside jobs, GPU-hours no job occupied), so
 the two add up to the cluster's whole footprint, to the joule and the cent."""
@@ -13,14 +14,19 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.cache import cache
 from django.db.models import Count, F, Q, QuerySet, Sum
 from django.db.models.functions import TruncDay, TruncMonth, TruncWeek
 
-from apps.carbon.models import JobGroup, TeamDay
+from apps.carbon.models import JobGroup
+from apps.core.aggregates import footprint_sums
+from apps.core.footprint import S_PER_HOUR, Footprint
 from apps.fleet.models import Cluster, Team
 from apps.jobs.models import JobGpuHour, JobGpuHourEnergy
 from apps.telemetry.models import GpuHour
+
+from .models import TeamDay
 
 TRUNC = {"day": TruncDay, "week": TruncWeek, "month": TruncMonth}
 
@@ -30,16 +36,13 @@ class MixedBasisError(ValueError):
 
 
 @dataclass
-class PeriodTotals:
+class Period:
+    """One period of a rollup: the jobs' footprint, their energy by split method, and the idle line."""
+
     period: str
-    energy_j: float = 0.0
-    gpu_hours: float = 0.0
-    facility_kwh: float = 0.0
-    operational_kg: float = 0.0
-    embodied_kg: float = 0.0
-    cost: Decimal = Decimal(0)
+    footprint: Footprint = field(default_factory=Footprint)
     energy_by_method_j: dict[str, float] = field(default_factory=dict)
-    idle: dict[str, Any] | None = None
+    idle: Footprint | None = None
 
 
 def _period_key(value: datetime | date) -> str:
@@ -57,41 +60,22 @@ def _bases(clusters: QuerySet[Cluster]) -> tuple[str, list[str], str]:
     return (next(iter(bases)) if bases else ""), sorted(s.grid_zone for s in sites), ",".join(sorted(currencies))
 
 
-def _sum_rows(rows: QuerySet[JobGpuHour], trunc: Any) -> dict[str, PeriodTotals]:
-    out: dict[str, PeriodTotals] = {}
-    for r in (
-        rows.annotate(period=trunc("hour"))
-        .values("period")
-        .annotate(
-            energy_j=Sum("energy_j"),
-            occupancy_s=Sum("occupancy_s"),
-            facility_kwh=Sum("facility_kwh"),
-            operational_kg=Sum("operational_kg"),
-            embodied_kg=Sum("embodied_kg"),
-            cost=Sum("cost"),
-        )
-        .order_by("period")
-    ):
-        out[_period_key(r["period"])] = PeriodTotals(
-            period=_period_key(r["period"]),
-            energy_j=r["energy_j"] or 0.0,
-            gpu_hours=(r["occupancy_s"] or 0.0) / 3600.0,
-            facility_kwh=r["facility_kwh"] or 0.0,
-            operational_kg=r["operational_kg"] or 0.0,
-            embodied_kg=r["embodied_kg"] or 0.0,
-            cost=r["cost"] or Decimal(0),
-        )
+def _sum_rows(rows: QuerySet[JobGpuHour], trunc: Any) -> dict[str, Period]:
+    out: dict[str, Period] = {}
+    for r in rows.annotate(period=trunc("hour")).values("period").annotate(**footprint_sums()).order_by("period"):
+        key = _period_key(r["period"])
+        out[key] = Period(period=key, footprint=Footprint.from_sums(r))
     return out
 
 
-def _methods(energy: QuerySet[JobGpuHourEnergy], trunc: Any, periods: dict[str, PeriodTotals]) -> None:
+def _methods(energy: QuerySet[JobGpuHourEnergy], trunc: Any, periods: dict[str, Period]) -> None:
     for r in energy.annotate(period=trunc("hour")).values("period", "method").annotate(j=Sum("energy_j")).order_by():
         key = _period_key(r["period"])
-        periods.setdefault(key, PeriodTotals(period=key)).energy_by_method_j[r["method"]] = r["j"]
+        periods.setdefault(key, Period(period=key)).energy_by_method_j[r["method"]] = r["j"]
 
 
-def _idle_lines(hours: QuerySet[GpuHour], trunc: Any) -> dict[str, dict[str, Any]]:
-    lines: dict[str, dict[str, Any]] = {}
+def _idle_lines(hours: QuerySet[GpuHour], trunc: Any) -> dict[str, Footprint]:
+    lines: dict[str, Footprint] = {}
     for r in (
         hours.annotate(period=trunc("hour"))
         .values("period")
@@ -107,14 +91,14 @@ def _idle_lines(hours: QuerySet[GpuHour], trunc: Any) -> dict[str, dict[str, Any
         )
         .order_by("period")
     ):
-        lines[_period_key(r["period"])] = {
-            "energy_j": (r["device_j"] or 0.0) - (r["jobs_j"] or 0.0),
-            "gpu_hours": max(0.0, (r["gpu_hours_total"] or 0.0) - (r["occupied_s"] or 0.0) / 3600.0),
-            "facility_kwh": r["facility_kwh"] or 0.0,
-            "operational_kg": r["operational_kg"] or 0.0,
-            "embodied_kg": r["embodied_kg"] or 0.0,
-            "cost": r["cost"] or Decimal(0),
-        }
+        lines[_period_key(r["period"])] = Footprint(
+            energy_j=(r["device_j"] or 0.0) - (r["jobs_j"] or 0.0),
+            gpu_hours=max(0.0, (r["gpu_hours_total"] or 0.0) - (r["occupied_s"] or 0.0) / S_PER_HOUR),
+            facility_kwh=r["facility_kwh"] or 0.0,
+            operational_kg=r["operational_kg"] or 0.0,
+            embodied_kg=r["embodied_kg"] or 0.0,
+            cost=r["cost"] or Decimal(0),
+        )
     return lines
 
 
@@ -125,19 +109,14 @@ def team_rollup(*, team: Team, start: datetime, end: datetime, granularity: str)
     trunc = TRUNC[granularity]
     days = TeamDay.objects.filter(team=team, day__gte=start.date(), day__lt=day_after(end))
     basis, zones, currency = _bases(Cluster.objects.filter(pk__in=days.values("cluster")))
-    periods: dict[str, PeriodTotals] = {}
+    periods: dict[str, Period] = {}
     for r in days.annotate(period=trunc("day")).order_by("period").values(
         "period", "energy_j", "occupancy_s", "facility_kwh", "operational_kg", "embodied_kg", "cost",
         "energy_by_method_j",
     ):  # fmt: skip
         key = _period_key(r["period"])
-        p = periods.setdefault(key, PeriodTotals(period=key))
-        p.energy_j += r["energy_j"]
-        p.gpu_hours += r["occupancy_s"] / 3600.0
-        p.facility_kwh += r["facility_kwh"]
-        p.operational_kg += r["operational_kg"]
-        p.embodied_kg += r["embodied_kg"]
-        p.cost += r["cost"]
+        p = periods.setdefault(key, Period(period=key))
+        p.footprint += Footprint.from_sums(r)
         for method, joules in r["energy_by_method_j"].items():
             p.energy_by_method_j[method] = p.energy_by_method_j.get(method, 0.0) + joules
     if settings.FLEETWATT_IDLE_SHARED_TO_TEAMS:
@@ -151,7 +130,7 @@ def day_after(end: datetime) -> date:
     return day if end.astimezone(UTC).time() == time(0) else day + timedelta(days=1)
 
 
-def _share_idle(*, team: Team, start: datetime, end: datetime, trunc: Any, periods: dict[str, PeriodTotals]) -> None:
+def _share_idle(*, team: Team, start: datetime, end: datetime, trunc: Any, periods: dict[str, Period]) -> None:
     window = JobGpuHour.objects.filter(hour__gte=start, hour__lt=end)
     used: dict[tuple[str, int], dict[str, float]] = defaultdict(lambda: {"team": 0.0, "all": 0.0})
     for r in (
@@ -171,10 +150,9 @@ def _share_idle(*, team: Team, start: datetime, end: datetime, trunc: Any, perio
         idle = lines[cluster_id].get(period)
         if idle is None:
             continue
-        share = u["team"] / u["all"]
-        p = periods.setdefault(period, PeriodTotals(period=period))
-        shared = {k: (v * Decimal(repr(share)) if isinstance(v, Decimal) else v * share) for k, v in idle.items()}
-        p.idle = shared if p.idle is None else {k: p.idle[k] + shared[k] for k in shared}
+        p = periods.setdefault(period, Period(period=period))
+        shared = idle.scaled(u["team"] / u["all"])
+        p.idle = shared if p.idle is None else p.idle + shared
 
 
 def job_group_rollup(*, group: JobGroup, start: datetime, end: datetime, granularity: str) -> dict[str, Any]:
@@ -198,7 +176,7 @@ def cluster_rollup(*, cluster: Cluster, start: datetime, end: datetime, granular
     for key, idle in _idle_lines(
         GpuHour.objects.filter(gpu__node__cluster=cluster, hour__gte=start, hour__lt=end), trunc
     ).items():
-        periods.setdefault(key, PeriodTotals(period=key)).idle = idle
+        periods.setdefault(key, Period(period=key)).idle = idle
     doc = _document(periods, basis=basis, zones=zones, currency=currency, granularity=granularity)
     useful = sum(p["gpu_hours"] for p in doc["periods"])
     embodied = sum(p["embodied_kg"] + (p["idle"] or {}).get("embodied_kg", 0.0) for p in doc["periods"])
@@ -206,8 +184,20 @@ def cluster_rollup(*, cluster: Cluster, start: datetime, end: datetime, granular
     return doc
 
 
+def _figures(fp: Footprint) -> dict[str, Any]:
+    """A footprint as a rollup period shows it (operational CO2e 0 where unknown, as sums in SQL)."""
+    return {
+        "energy_j": fp.energy_j,
+        "gpu_hours": fp.gpu_hours,
+        "facility_kwh": fp.facility_kwh,
+        "operational_kg": fp.operational_kg or 0.0,
+        "embodied_kg": fp.embodied_kg,
+        "cost": fp.cost,
+    }
+
+
 def _document(
-    periods: dict[str, PeriodTotals], *, basis: str, zones: list[str], currency: str, granularity: str
+    periods: dict[str, Period], *, basis: str, zones: list[str], currency: str, granularity: str
 ) -> dict[str, Any]:
     out = []
     for key in sorted(periods):
@@ -215,14 +205,9 @@ def _document(
         out.append(
             {
                 "period": p.period,
-                "energy_j": p.energy_j,
-                "gpu_hours": p.gpu_hours,
-                "facility_kwh": p.facility_kwh,
-                "operational_kg": p.operational_kg,
-                "embodied_kg": p.embodied_kg,
-                "cost": p.cost,
+                **_figures(p.footprint),
                 "energy_by_method_j": dict(sorted(p.energy_by_method_j.items())),
-                "idle": p.idle,
+                "idle": _figures(p.idle) if p.idle is not None else None,
             }
         )
     return {
@@ -236,14 +221,6 @@ def _document(
 
 ROLLUP_GENERATION_KEY = "fleetwatt:rollups:generation"
 ROLLUP_CACHE_SECONDS = 24 * 3600
-
-
-def rollups_invalidate() -> None:
-    """Every cached rollup is stale: called whenever job rows, footprints or decisions change."""
-    try:
-        cache.incr(ROLLUP_GENERATION_KEY)
-    except ValueError:
-        cache.set(ROLLUP_GENERATION_KEY, 1, timeout=None)
 
 
 def _rollup_cache_key(kind: str, pk: int, start: datetime, end: datetime, granularity: str) -> str:
@@ -282,3 +259,47 @@ def cluster_rollup_cached(*, cluster: Cluster, start: datetime, end: datetime, g
     """cluster_rollup, kept like team_rollup_cached (ingests and footprint refreshes change its data)."""
     key = cluster_rollup_cache_key(cluster=cluster, start=start, end=end, granularity=granularity)
     return _cached(key, lambda: cluster_rollup(cluster=cluster, start=start, end=end, granularity=granularity))
+
+
+User = AbstractBaseUser | AnonymousUser
+
+
+def team_daily_energy(*, user: User, start: datetime, end: datetime) -> list[dict[str, Any]]:
+    """GPU energy per whole UTC day, team and split method (J), for the teams the user may see: from the
+    teams' daily sums, as their rollups, so jobs an admin excluded from a team's bill are not on it."""
+    per_key: dict[tuple[str, str, str], float] = defaultdict(float)
+    days = TeamDay.objects.filter(
+        team__in=Team.objects.visible_to(user), day__gte=start.date(), day__lt=day_after(end)
+    ).values_list("day", "team__name", "energy_by_method_j")
+    for day, team, by_method in days:
+        for method, joules in by_method.items():
+            per_key[(day.isoformat(), team, method)] += joules
+    return [
+        {"day": day, "team": team, "method": method, "energy_j": joules}
+        for (day, team, method), joules in sorted(per_key.items())
+    ]
+
+
+def team_totals(*, user: User, start: datetime, end: datetime) -> list[dict[str, Any]]:
+    """Each team the user may see, side by side over the period: GPU-hours, energy, cost and CO2e."""
+    out = []
+    for team in Team.objects.visible_to(user).order_by("name"):
+        try:
+            periods = team_rollup_cached(team=team, start=start, end=end, granularity="month")["periods"]
+        except MixedBasisError:
+            continue
+        if not periods:
+            continue
+        total = Footprint.total(Footprint.from_sums(p) for p in periods)
+        out.append(
+            {
+                "team": team.name,
+                "gpu_hours": total.gpu_hours,
+                "energy_j": total.energy_j,
+                "facility_kwh": total.facility_kwh,
+                "operational_kg": total.operational_kg or 0.0,
+                "embodied_kg": total.embodied_kg,
+                "cost": str(total.cost),
+            }
+        )
+    return out

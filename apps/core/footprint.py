@@ -1,0 +1,118 @@
+"""The footprint: what a slice of the fleet used and cost, side by side (pure; the shared vocabulary).
+
+One value type for every total the product shows, from a job-GPU-hour to a team's month: GPU energy,
+GPU-hours occupied, server and facility energy, operational and embodied CO2e, money. Footprints add,
+so a rollup, a report line, a finding's evidence and a dashboard tile are all sums of the same thing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields
+from decimal import Decimal
+from typing import Any
+
+J_PER_KWH = 3.6e6
+S_PER_HOUR = 3600.0
+
+# The columns a footprint is summed from, with the same names on job rows, their sums and job summaries.
+# `occupancy_s` is stored in seconds; the footprint carries it as GPU-hours.
+FOOTPRINT_COLUMNS = ("energy_j", "occupancy_s", "server_kwh", "facility_kwh", "operational_kg", "embodied_kg", "cost")
+
+
+def kwh(energy_j: float) -> float:
+    """Joules in kWh."""
+    return energy_j / J_PER_KWH
+
+
+def _add_optional(a: float | None, b: float | None) -> float | None:
+    """Operational CO2e is unknown (None) where a site has no grid zone: unknown + unknown stays unknown."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a + b
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """GPU energy (J), GPU-hours occupied, server and facility energy (kWh), CO2e (kg) and cost (in the
+    site's currency). `operational_kg` is None where no hour had a grid intensity."""
+
+    energy_j: float = 0.0
+    gpu_hours: float = 0.0
+    server_kwh: float = 0.0
+    facility_kwh: float = 0.0
+    operational_kg: float | None = None
+    embodied_kg: float = 0.0
+    cost: Decimal = Decimal(0)
+
+    @property
+    def gpu_kwh(self) -> float:
+        """GPU energy in kWh (what the GPUs drew, before node overhead and PUE)."""
+        return kwh(self.energy_j)
+
+    @property
+    def co2e_kg(self) -> float:
+        """Operational plus embodied CO2e (operational counts 0 where unknown)."""
+        return (self.operational_kg or 0.0) + self.embodied_kg
+
+    def __add__(self, other: Footprint) -> Footprint:
+        if not isinstance(other, Footprint):
+            return NotImplemented
+        return Footprint(
+            energy_j=self.energy_j + other.energy_j,
+            gpu_hours=self.gpu_hours + other.gpu_hours,
+            server_kwh=self.server_kwh + other.server_kwh,
+            facility_kwh=self.facility_kwh + other.facility_kwh,
+            operational_kg=_add_optional(self.operational_kg, other.operational_kg),
+            embodied_kg=self.embodied_kg + other.embodied_kg,
+            cost=self.cost + other.cost,
+        )
+
+    def scaled(self, share: float) -> Footprint:
+        """A share of this footprint (a team's part of an idle line)."""
+        factor = Decimal(repr(share))
+        return Footprint(
+            energy_j=self.energy_j * share,
+            gpu_hours=self.gpu_hours * share,
+            server_kwh=self.server_kwh * share,
+            facility_kwh=self.facility_kwh * share,
+            operational_kg=None if self.operational_kg is None else self.operational_kg * share,
+            embodied_kg=self.embodied_kg * share,
+            cost=self.cost * factor,
+        )
+
+    @classmethod
+    def total(cls, footprints: Iterable[Footprint]) -> Footprint:
+        out = cls()
+        for fp in footprints:
+            out = out + fp
+        return out
+
+    @classmethod
+    def from_sums(cls, row: Mapping[str, Any], *, prefix: str = "") -> Footprint:
+        """From a row of sums named as FOOTPRINT_COLUMNS (a `.values().annotate(**footprint_sums())` row, a
+        job, a rollup period). A missing or NULL sum is zero, but operational CO2e stays unknown."""
+
+        def num(name: str) -> float:
+            return float(row.get(prefix + name) or 0.0)
+
+        operational = row.get(prefix + "operational_kg")
+        gpu_hours = row.get(prefix + "gpu_hours")
+        return cls(
+            energy_j=num("energy_j"),
+            gpu_hours=float(gpu_hours) if gpu_hours is not None else num("occupancy_s") / S_PER_HOUR,
+            server_kwh=num("server_kwh"),
+            facility_kwh=num("facility_kwh"),
+            operational_kg=None if operational is None else float(operational),
+            embodied_kg=num("embodied_kg"),
+            cost=Decimal(row.get(prefix + "cost") or 0),
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every figure with its unit in its name, the derived ones (GPU kWh, CO2e) included."""
+        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["energy_kwh"] = self.gpu_kwh
+        out["co2e_kg"] = self.co2e_kg
+        return out

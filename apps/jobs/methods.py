@@ -1,0 +1,65 @@
+"""The split methods: how a job's share of a GPU's energy was found (pure; DESIGN section 2).
+
+Defined once here: the models' choices, the API's help, the CSV's per-method columns and the pages'
+legend colours all come from this list, from exact to rough.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+@dataclass(frozen=True)
+class MethodInfo:
+    label: str
+    exactness: str  # exact, close, rough
+    meaning: str
+    colour: str  # the pages' chart colour
+
+
+class Method(StrEnum):
+    WHOLE_GPU = "whole_gpu"
+    SM_TIME = "sm_time"
+    BUSY_TIME = "busy_time"
+    MEMORY = "memory"
+    EQUAL = "equal"
+
+    @property
+    def info(self) -> MethodInfo:
+        return METHOD_INFO[self]
+
+    @property
+    def label(self) -> str:
+        return self.info.label
+
+
+METHOD_INFO: dict[Method, MethodInfo] = {
+    Method.WHOLE_GPU: MethodInfo(
+        "Whole GPU (exact)", "exact", "One job on the GPU: all the sample's energy is the job's.", "#1b6ca8"
+    ),
+    Method.SM_TIME: MethodInfo(
+        "SM time (close)", "close", "Several jobs: split by each process's SM time (NVML).", "#3fa34d"
+    ),
+    Method.BUSY_TIME: MethodInfo(
+        "Engine busy time (close)", "close", "Several jobs: split by engine busy time (DRM fdinfo).", "#8bc34a"
+    ),
+    Method.MEMORY: MethodInfo(
+        "Memory held (rough)", "rough", "Several jobs, no compute signal: split by GPU memory held.", "#f0a202"
+    ),
+    Method.EQUAL: MethodInfo(
+        "Equal shares (rough)", "rough", "Several jobs, no per-job signal: equal shares.", "#d1495b"
+    ),
+}
+
+METHOD_CHOICES = [(m.value, m.label) for m in Method]
+METHODS = tuple(m.value for m in Method)
+
+
+def method_legend() -> list[dict[str, str]]:
+    """What the pages need to draw and explain each method (handed over with `json_script`)."""
+    return [
+        {"method": m.value, "label": m.label, "exactness": m.info.exactness, "meaning": m.info.meaning,
+         "colour": m.info.colour}
+        for m in Method
+    ]  # fmt: skip

@@ -1,0 +1,40 @@
+"""An admin's decisions (apps.waste.audit), each with what follows from it derived in the same
+transaction: a job moved to another team or out of its bill changes the teams' daily sums; a job moved
+to another group may change its carbon-shift hint."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+
+from apps.carbon.models import JobGroup
+from apps.fleet.models import Team
+from apps.jobs.models import Job
+from apps.waste import audit
+from apps.waste.models import AuditEntry, Flag
+
+from .derive import Fact, Scope, derive
+
+
+def flag_review(*, actor: AbstractBaseUser, flag: Flag, action: str, reason: str) -> AuditEntry:
+    """Acknowledge or dispute a finding: nothing else follows from it."""
+    return audit.flag_review(actor=actor, flag=flag, action=action, reason=reason)
+
+
+def job_exclude(
+    *, actor: AbstractBaseUser, job: Job, exclude: bool, reason: str, flag: Flag | None = None
+) -> AuditEntry:
+    with transaction.atomic():
+        entry = audit.job_exclude(actor=actor, job=job, exclude=exclude, reason=reason, flag=flag)
+        derive(Scope.jobs([job.pk]), changed={Fact.BILLING})
+    return entry
+
+
+def job_reassign(
+    *, actor: AbstractBaseUser, job: Job, reason: str, team: Team | None = None, job_group: JobGroup | None = None,
+    flag: Flag | None = None,
+) -> AuditEntry:  # fmt: skip
+    with transaction.atomic():
+        entry = audit.job_reassign(actor=actor, job=job, reason=reason, team=team, job_group=job_group, flag=flag)
+        derive(Scope.jobs([job.pk]), changed={Fact.BILLING if team is not None else Fact.JOB_GROUP})
+    return entry

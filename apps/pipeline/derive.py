@@ -1,0 +1,276 @@
+"""The derivation pipeline: every figure that follows from the stored rows, in one readable order.
+
+Whoever changes an input (the ingest, `apply_config`, `import_intensity`, an admin's edit or an audit
+decision) writes it, then calls `derive` with the scope it touched and what changed. `STEPS` below is
+the order, each step with the inputs it reads and the facts it produces: a step runs when something it
+reads changed in this run, and what it produces counts as changed for the steps after it. No step calls
+another; the services they call do one thing each and trigger nothing.
+
+Every step is a function of the stored rows and settings, so a run can be repeated (a retry, a
+re-ingest) and gives the same rows.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from enum import StrEnum
+
+from apps.carbon import services as carbon
+from apps.carbon.services import FactorBook, FootprintRefresh
+from apps.fleet.models import Cluster
+from apps.jobs import selectors as job_reads
+from apps.jobs import services as jobs
+from apps.jobs.models import Job, JobGpuHour
+from apps.jobs.summary import JobGpuTotals, agent_spans
+from apps.rollups import services as rollups
+from apps.telemetry import selectors as telemetry_reads
+from apps.telemetry.models import GpuHour
+from apps.waste import services as flags
+
+HOUR = timedelta(hours=1)
+
+
+class Fact(StrEnum):
+    """What a run knows has changed: inputs the caller wrote, and what the steps produce from them."""
+
+    # Written by the callers of `derive`:
+    JOB_ROWS = "job_rows"  # the ingest replaced hours of job-GPU rows and GPU-hours
+    GROUP_RULES = "group_rules"  # job groups' match rules or flexibility (config, admin)
+    FACTORS = "factors"  # PUE, node overhead, intensity, prices, embodied carbon, nodes' server types
+    BILLING = "billing"  # a job's team or its exclusion from the bill (an admin's decision)
+    JOB_GROUP = "job_group"  # a job's group set by an admin
+    # Produced by the steps:
+    GROUPS = "groups"
+    ROW_FOOTPRINTS = "row_footprints"
+    SUMMARIES = "summaries"
+    JOB_FOOTPRINTS = "job_footprints"
+    FLAGS = "flags"
+    TEAM_DAYS = "team_days"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a change touched. `cluster_ids` None: every cluster; `start`/`end` None: all hours;
+    `job_ids`: the jobs whose own rows changed (the ingest knows them; others find them from the rows)."""
+
+    cluster_ids: frozenset[int] | None = None
+    start: datetime | None = None
+    end: datetime | None = None
+    job_ids: frozenset[int] = frozenset()
+    ingested_through: datetime | None = None  # for job summaries: how far the cluster's ingest has gone
+
+    @classmethod
+    def hour(cls, *, cluster_id: int, hour: datetime, job_ids: Iterable[int], ingested_through: datetime) -> Scope:
+        return cls(
+            cluster_ids=frozenset([cluster_id]),
+            start=hour,
+            end=hour + HOUR,
+            job_ids=frozenset(job_ids),
+            ingested_through=ingested_through,
+        )
+
+    @classmethod
+    def jobs(cls, job_ids: Iterable[int]) -> Scope:
+        ids = frozenset(job_ids)
+        clusters = frozenset(Job.objects.filter(pk__in=ids).values_list("cluster_id", flat=True))
+        return cls(cluster_ids=clusters, job_ids=ids)
+
+
+@dataclass
+class DeriveRun:
+    """One run of the pipeline: its scope, what has changed so far, and what steps hand on."""
+
+    scope: Scope
+    changed: set[Fact]
+    job_ids: set[int] = field(default_factory=set)  # grows as steps find more jobs to derive
+    cluster_ids: set[int] | None = None  # None: all clusters
+    refreshed: FootprintRefresh | None = None
+    factor_book: FactorBook | None = None
+    regrouped: int = 0
+    timings_s: dict[str, float] = field(default_factory=dict)
+    _totals: dict[int, list[JobGpuTotals]] | None = None
+
+    def jobs(self) -> list[Job]:
+        return list(Job.objects.filter(pk__in=sorted(self.job_ids)).select_related("cluster__site", "job_group"))
+
+    def totals(self) -> dict[int, list[JobGpuTotals]]:
+        """The one per-job aggregate of this run, built once (after the row footprints it sums)."""
+        if self._totals is None:
+            self._totals = job_reads.job_gpu_totals(job_ids=self.job_ids)
+        return self._totals
+
+    def cluster_days(self) -> set[tuple[int, date]]:
+        """The (cluster, UTC day) pairs whose teams' daily sums this run may have changed."""
+        pairs = set(self.refreshed.cluster_days) if self.refreshed else set()
+        if Fact.BILLING in self.changed and self.scope.job_ids:
+            rows = JobGpuHour.objects.filter(job_id__in=self.scope.job_ids)
+            pairs |= {
+                (c, h.astimezone(UTC).date())
+                for c, h in rows.values_list("gpu__node__cluster_id", "hour").distinct().order_by()
+            }
+        return pairs
+
+
+# --- The steps ------------------------------------------------------------------------------------
+
+
+def _job_groups(run: DeriveRun) -> None:
+    regroup_all = Fact.GROUP_RULES in run.changed
+    moved = carbon.job_groups_assign(cluster_ids=None) if regroup_all else carbon.job_groups_assign(job_ids=run.job_ids)
+    run.regrouped += len(moved)
+    if moved:
+        run.changed.add(Fact.GROUPS)
+        run.job_ids |= moved.keys()
+        if run.cluster_ids is not None:
+            run.cluster_ids |= set(moved.values())
+
+
+def _gpu_hour_flags(run: DeriveRun) -> None:
+    start, end = run.scope.start, run.scope.end
+    if start is None or end is None:  # new rows come an hour at a time
+        raise ValueError("GPU-hour flags are derived for a window of hours.")
+    clusters = Cluster.objects.all() if run.cluster_ids is None else Cluster.objects.filter(pk__in=run.cluster_ids)
+    for cluster in clusters:
+        rows = list(GpuHour.objects.filter(gpu__node__cluster=cluster, hour__gte=start, hour__lt=end))
+        hour = start
+        while hour < end:
+            flags.gpu_hour_flags_replace(cluster=cluster, hour=hour, rows=[r for r in rows if r.hour == hour])
+            hour += HOUR
+
+
+def _row_footprints(run: DeriveRun) -> None:
+    if run.cluster_ids is not None and not run.cluster_ids:
+        return
+    window = {k: v for k, v in (("start", run.scope.start), ("end", run.scope.end)) if v is not None}
+    run.refreshed = carbon.footprints_refresh(
+        cluster_ids=None if run.cluster_ids is None else sorted(run.cluster_ids), **window
+    )
+    run.factor_book = run.refreshed.book
+    run.job_ids |= run.refreshed.job_ids
+
+
+def _job_summaries(run: DeriveRun) -> None:
+    totals = run.totals()
+    jobs.jobs_summary_refresh(
+        job_ids=run.job_ids,
+        totals=totals,
+        energy_by_method=job_reads.job_energy_by_method(job_ids=run.job_ids),
+        gpu_sampled=telemetry_reads.gpu_sampled_seconds(spans=agent_spans(totals.get(j, []) for j in run.job_ids)),
+        ingested_through=run.scope.ingested_through,
+    )
+
+
+def _job_footprints(run: DeriveRun) -> None:
+    carbon.jobs_footprint_sum(totals=run.totals(), job_ids=run.job_ids, book=run.factor_book)
+
+
+def _low_coverage_flags(run: DeriveRun) -> None:
+    flags.low_coverage_flags_sync(jobs=run.jobs())
+
+
+def _estimated_intensity_flags(run: DeriveRun) -> None:
+    flags.estimated_intensity_flags_sync(jobs=run.jobs())
+
+
+def _waste_findings(run: DeriveRun) -> None:
+    flags.job_findings_sync(totals=run.totals(), jobs=run.jobs())
+
+
+def _job_flag_lists(run: DeriveRun) -> None:
+    flags.job_flag_lists_sync(job_ids=run.job_ids)
+
+
+def _team_days(run: DeriveRun) -> None:
+    pairs = run.cluster_days()
+    for cluster_id in {c for c, _ in pairs}:
+        rollups.team_days_refresh(cluster_ids=[cluster_id], days={d for c, d in pairs if c == cluster_id})
+
+
+def _rollup_caches(run: DeriveRun) -> None:
+    rollups.rollups_invalidate()
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    run: Callable[[DeriveRun], None]
+    reads: frozenset[Fact]
+    makes: Fact | None
+    why: str  # why it stands where it does
+
+
+def _step(name: str, fn: Callable[[DeriveRun], None], reads: set[Fact], makes: Fact | None, why: str) -> Step:
+    return Step(name=name, run=fn, reads=frozenset(reads), makes=makes, why=why)
+
+
+F = Fact
+STEPS: tuple[Step, ...] = (
+    _step("job_groups", _job_groups, {F.JOB_ROWS, F.GROUP_RULES}, None,
+          "first: a job's group decides its carbon-shift hint (job footprints) and its group rollup"),
+    _step("gpu_hour_flags", _gpu_hour_flags, {F.JOB_ROWS}, F.FLAGS,
+          "counter resets and conservation residuals are facts of the GPU-hour rows alone"),
+    _step("row_footprints", _row_footprints, {F.JOB_ROWS, F.FACTORS}, F.ROW_FOOTPRINTS,
+          "kWh, kg and money of each job-GPU-hour and each GPU-hour's idle line: all sums below add these"),
+    _step("job_summaries", _job_summaries, {F.JOB_ROWS}, F.SUMMARIES,
+          "energy, split, coverage and span from the rows; after the footprints, to share their aggregate"),
+    _step("job_footprints", _job_footprints, {F.ROW_FOOTPRINTS, F.GROUPS, F.JOB_GROUP}, F.JOB_FOOTPRINTS,
+          "a job's footprint is the sum of its rows' footprints, with the hint its group allows"),
+    _step("low_coverage_flags", _low_coverage_flags, {F.SUMMARIES}, F.FLAGS,
+          "coverage comes from the summaries"),
+    _step("estimated_intensity_flags", _estimated_intensity_flags, {F.JOB_FOOTPRINTS}, F.FLAGS,
+          "whether an hour's intensity was filled in comes from the footprints"),
+    _step("waste_findings", _waste_findings, {F.ROW_FOOTPRINTS, F.SUMMARIES}, F.FLAGS,
+          "memory hogs and idle allocations: their evidence carries the footprints' kWh, kg and money"),
+    _step("job_flag_lists", _job_flag_lists, {F.FLAGS}, None,
+          "each job's list of flag kinds, once, after every flag of the run is settled"),
+    _step("team_days", _team_days, {F.ROW_FOOTPRINTS, F.BILLING}, F.TEAM_DAYS,
+          "teams' daily sums of the footprints, without the jobs excluded from a bill"),
+    _step("rollup_caches", _rollup_caches, {F.TEAM_DAYS, F.ROW_FOOTPRINTS, F.JOB_FOOTPRINTS, F.GROUPS}, None,
+          "last: a cached rollup must not outlive any figure above"),
+)  # fmt: skip
+
+
+@dataclass
+class DeriveReport:
+    steps: list[str]
+    timings_s: dict[str, float]
+    jobs: int
+    gpu_hours: int  # GPU-hours whose footprint was recomputed
+    regrouped: int  # jobs whose group changed
+    cluster_ids: set[int]  # the clusters derived (the scope's, and those of jobs that changed group)
+
+    @property
+    def duration_s(self) -> float:
+        return sum(self.timings_s.values())
+
+
+def derive(scope: Scope, *, changed: Iterable[Fact]) -> DeriveReport:
+    """Run every step that reads something changed, in the order of STEPS. Call it inside the
+    transaction that wrote the change, so that a failure anywhere leaves nothing half-derived."""
+    run = DeriveRun(
+        scope=scope,
+        changed=set(changed),
+        job_ids=set(scope.job_ids),
+        cluster_ids=None if scope.cluster_ids is None else set(scope.cluster_ids),
+    )
+    ran = []
+    for step in STEPS:
+        if not step.reads & run.changed:
+            continue
+        started = time.perf_counter()
+        step.run(run)
+        run.timings_s[step.name] = time.perf_counter() - started
+        ran.append(step.name)
+        if step.makes is not None:
+            run.changed.add(step.makes)
+    return DeriveReport(
+        steps=ran,
+        timings_s=run.timings_s,
+        jobs=len(run.job_ids),
+        gpu_hours=run.refreshed.gpu_hours if run.refreshed else 0,
+        regrouped=run.regrouped,
+        cluster_ids=set(run.cluster_ids or ()),
+    )

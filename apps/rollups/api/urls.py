@@ -1,0 +1,11 @@
+from rest_framework.routers import DefaultRouter
+
+from .views import ClusterRollupViewSet, JobGroupRollupViewSet, TeamRollupViewSet
+
+# Included before apps.fleet.api's router: `teams/compare/` must not be read as the team with id "compare".
+router = DefaultRouter(trailing_slash=True)
+router.include_root_view = False
+router.register("teams", TeamRollupViewSet, basename="team")
+router.register("clusters", ClusterRollupViewSet, basename="cluster")
+router.register("job-groups", JobGroupRollupViewSet, basename="job-group")
+urlpatterns = router.urls

@@ -1,0 +1,64 @@
+"""Writes of the stored sums rollups read (teams' daily sums) and of the rollups' cache generation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import date
+
+from django.core.cache import cache
+from django.db import connection, transaction
+
+from .models import TeamDay
+from .selectors import ROLLUP_GENERATION_KEY
+
+_TEAM_DAYS_SQL = """
+WITH rows AS (
+    SELECT j.team_id, n.cluster_id, (jh.hour AT TIME ZONE 'UTC')::date AS day, jh.job_id, jh.gpu_id, jh.hour,
+           jh.energy_j, jh.occupancy_s, jh.facility_kwh, COALESCE(jh.operational_kg, 0) AS operational_kg,
+           jh.embodied_kg, jh.cost
+    FROM jobs_jobgpuhour jh
+    JOIN jobs_job j ON j.id = jh.job_id
+    JOIN fleet_gpu g ON g.id = jh.gpu_id
+    JOIN fleet_node n ON n.id = g.node_id
+    WHERE n.cluster_id = ANY(%(clusters)s) AND (jh.hour AT TIME ZONE 'UTC')::date = ANY(%(days)s)
+      AND NOT j.excluded_from_bill
+), methods AS (
+    SELECT r.team_id, r.cluster_id, r.day, e.method, SUM(e.energy_j) AS energy_j
+    FROM rows r JOIN jobs_jobgpuhourenergy e ON e.job_id = r.job_id AND e.gpu_id = r.gpu_id AND e.hour = r.hour
+    GROUP BY r.team_id, r.cluster_id, r.day, e.method
+)
+INSERT INTO {table} (team_id, cluster_id, day, energy_j, occupancy_s, facility_kwh, operational_kg,
+                     embodied_kg, cost, energy_by_method_j)
+SELECT r.team_id, r.cluster_id, r.day, SUM(r.energy_j), SUM(r.occupancy_s), SUM(r.facility_kwh),
+       SUM(r.operational_kg), SUM(r.embodied_kg), SUM(r.cost),
+       COALESCE((SELECT jsonb_object_agg(m.method, m.energy_j) FROM methods m
+                 WHERE m.team_id = r.team_id AND m.cluster_id = r.cluster_id AND m.day = r.day), '{{}}'::jsonb)
+FROM rows r
+GROUP BY r.team_id, r.cluster_id, r.day
+"""
+
+
+def team_days_refresh(*, cluster_ids: Iterable[int], days: Iterable[date]) -> None:
+    """Rebuild the teams' daily sums of these clusters and days from the job-GPU-hour rows (jobs excluded
+    from their team's bill left out)."""
+    clusters, wanted = sorted(set(cluster_ids)), sorted(set(days))
+    if not clusters or not wanted:
+        return
+    TeamDay.objects.filter(cluster_id__in=clusters, day__in=wanted).delete()
+    with connection.cursor() as cursor:
+        cursor.execute(_TEAM_DAYS_SQL.format(table=TeamDay._meta.db_table), {"clusters": clusters, "days": wanted})
+
+
+def rollups_invalidate() -> None:
+    """Every cached rollup is stale: called whenever job rows, footprints or decisions change. Bumped now
+    (a reader inside this transaction must not see the old figures) and again when it commits (a reader
+    outside it must not keep figures computed from the rows before the commit)."""
+    _generation_bump()
+    transaction.on_commit(_generation_bump)
+
+
+def _generation_bump() -> None:
+    try:
+        cache.incr(ROLLUP_GENERATION_KEY)
+    except ValueError:
+        cache.set(ROLLUP_GENERATION_KEY, 1, timeout=None)

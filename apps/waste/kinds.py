@@ -1,0 +1,84 @@
+"""Flag kinds and review statuses (pure; DESIGN section 4, "Flags" and "Waste").
+
+Defined once here: the model's choices, which kinds count as waste in the reports and on the pages,
+which are raised on a GPU-hour rather than a job, and their labels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    label: str
+    meaning: str
+    waste: bool  # counted in a team's waste total
+    on_gpu_hour: bool  # raised on a GPU-hour, not on a job
+    report_label: str = ""  # the line of the weekly report, for waste kinds
+
+
+class FlagKind(StrEnum):
+    LOW_COVERAGE = "low_coverage"
+    MEMORY_HOG = "memory_hog"
+    IDLE_ALLOCATION = "idle_allocation"
+    COUNTER_RESET = "counter_reset"
+    CONSERVATION = "conservation"
+    ESTIMATED_INTENSITY = "estimated_intensity"
+
+    @property
+    def info(self) -> KindInfo:
+        return KIND_INFO[self]
+
+    @property
+    def label(self) -> str:
+        return self.info.label
+
+
+KIND_INFO: dict[FlagKind, KindInfo] = {
+    FlagKind.LOW_COVERAGE: KindInfo(
+        "Low Coverage", "The agent saw under 95 % of the job's GPU time: its energy is a lower bound.", False, False
+    ),
+    FlagKind.MEMORY_HOG: KindInfo(
+        "Memory Hog",
+        "Held at least 1 GiB of a GPU at under 1 % SM for 30 minutes or more.",
+        True,
+        False,
+        "Memory hogs (GPU held, under 1 % SM)",
+    ),
+    FlagKind.IDLE_ALLOCATION: KindInfo(
+        "Idle Allocation",
+        "Had a whole GPU to itself at under 5 % SM for an hour or more.",
+        True,
+        False,
+        "Idle allocations (whole GPU, under 5 % SM)",
+    ),
+    FlagKind.COUNTER_RESET: KindInfo(
+        "Counter Reset", "The GPU's energy counter went backwards (driver reload) in this hour.", False, True
+    ),
+    FlagKind.CONSERVATION: KindInfo(
+        "Conservation", "Jobs + idle differ from the GPU's meter by more than 2 % in this hour.", False, True
+    ),
+    FlagKind.ESTIMATED_INTENSITY: KindInfo(
+        "Estimated Intensity", "Some hours had no recorded grid intensity; it was filled in.", False, False
+    ),
+}
+
+KIND_CHOICES = [(k.value, k.label) for k in FlagKind]
+WASTE_KINDS = tuple(k for k in FlagKind if k.info.waste)
+GPU_HOUR_KINDS = tuple(k for k in FlagKind if k.info.on_gpu_hour)
+
+
+class FlagStatus(StrEnum):
+    OPEN = "open"
+    ACKNOWLEDGED = "acknowledged"
+    DISPUTED = "disputed"
+    RESOLVED = "resolved"
+
+    @property
+    def label(self) -> str:
+        return self.value.capitalize()
+
+
+STATUS_CHOICES = [(s.value, s.label) for s in FlagStatus]

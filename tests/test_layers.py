@@ -1,0 +1,234 @@
+"""The layers, checked from the imports (docs/architecture.md, "Layers").
+
+pure domain modules  <  models  <  services, selectors  <  apps.pipeline  <  api, views, tasks, admin, commands
+
+- a pure module imports no Django (nor DRF, Celery) and no module of an app but other pure ones;
+- models import no services, selectors, pipeline or views;
+- services and selectors never import the pipeline or anything above it, and a service never imports
+  another app's services (the pipeline runs them in order: none triggers the next);
+- below the pipeline, apps import each other without cycles;
+- no import hides inside a function (they were there to dodge loops).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+APPS = ROOT / "apps"
+
+PURE = {
+    "apps.core.footprint",
+    "apps.jobs.methods",
+    "apps.jobs.summary",
+    "apps.waste.kinds",
+    "apps.waste.findings",
+    "apps.carbon.arithmetic",
+    "apps.carbon.config",
+    "apps.carbon.intensity",
+    "apps.telemetry.counters",
+    "apps.telemetry.hour",
+    "apps.telemetry.promql",
+    "apps.reports.schedule",
+    "apps.reports.formatting",
+    "apps.simulator.scenario",
+}
+FRAMEWORKS = ("django", "rest_framework", "django_filters", "drf_spectacular", "celery")
+# Module names (their last part, or a package they sit in) of the layer above the pipeline.
+UPPER = {"api", "views", "audit_views", "token_views", "urls", "tasks", "admin", "management", "templatetags"}
+# Apps that are an upper layer as a whole: the pipeline, the pages, the demo and its simulator commands.
+UPPER_APPS = {"pipeline", "dashboard"}
+
+
+@dataclass(frozen=True)
+class Imported:
+    source: str  # the importing module, dotted
+    target: str  # the imported module, dotted
+    line: int
+    in_function: bool
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _resolve(module: str, node: ast.ImportFrom, is_package: bool) -> list[str]:
+    if node.level == 0:
+        base = node.module or ""
+    else:
+        package = module.split(".") if is_package else module.split(".")[:-1]
+        package = package[: len(package) - (node.level - 1)]
+        base = ".".join(package + ([node.module] if node.module else []))
+    # `from apps.carbon import services` imports the module apps.carbon.services.
+    return [f"{base}.{alias.name}" if _is_module(f"{base}.{alias.name}") else base for alias in node.names]
+
+
+def _is_module(dotted: str) -> bool:
+    path = ROOT.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+def _imports() -> list[Imported]:
+    found = []
+    for path in sorted(APPS.rglob("*.py")):
+        if "migrations" in path.parts:
+            continue
+        module = _module_name(path)
+        tree = ast.parse(path.read_text(), filename=str(path))
+        functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+        inside = {id(child) for f in functions for child in ast.walk(f) if child is not f}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                targets = _resolve(module, node, path.name == "__init__.py")
+            else:
+                continue
+            for target in targets:
+                found.append(Imported(module, target, node.lineno, id(node) in inside))
+    return found
+
+
+IMPORTS = _imports()
+
+
+def _app(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "apps" and len(parts) > 1 else ""
+
+
+def _is_upper(module: str) -> bool:
+    parts = module.split(".")
+    return _app(module) in UPPER_APPS or any(p in UPPER for p in parts[2:])
+
+
+def _kind(module: str) -> str:
+    last = module.split(".")[-1]
+    if module in PURE:
+        return "pure"
+    if _is_upper(module):
+        return "upper"
+    if last == "models":
+        return "models"
+    if last == "services":
+        return "services"
+    return "lower"  # selectors, and the other modules of the service layer (bulk writes, audit, fetch...)
+
+
+def _violations(rule: str, pairs: list[Imported]) -> list[str]:
+    return [f"{rule}: {i.source} (line {i.line}) imports {i.target}" for i in pairs]
+
+
+def test_the_lists_name_real_modules() -> None:
+    missing = [m for m in PURE if not _is_module(m)]
+    assert not missing, f"PURE names modules that do not exist: {missing}"
+
+
+def test_pure_modules_import_no_framework_and_no_app_module_but_pure_ones() -> None:
+    bad = [
+        i
+        for i in IMPORTS
+        if i.source in PURE
+        and (i.target.split(".")[0] in FRAMEWORKS or (i.target.startswith("apps.") and i.target not in PURE))
+    ]
+    assert not bad, "\n".join(_violations("pure", bad))
+
+
+def test_models_import_no_services_selectors_pipeline_or_views() -> None:
+    bad = [
+        i
+        for i in IMPORTS
+        if _kind(i.source) == "models"
+        and i.target.startswith("apps.")
+        and (_kind(i.target) in ("services", "upper") or i.target.endswith(".selectors"))
+    ]
+    assert not bad, "\n".join(_violations("models", bad))
+
+
+def test_nothing_below_the_pipeline_imports_it_or_what_sits_above_it() -> None:
+    bad = [
+        i
+        for i in IMPORTS
+        if _kind(i.source) in ("pure", "models", "services", "lower")
+        and i.target.startswith("apps.")
+        and _kind(i.target) == "upper"
+    ]
+    assert not bad, "\n".join(_violations("layers", bad))
+
+
+def test_no_service_imports_another_apps_services() -> None:
+    bad = [
+        i
+        for i in IMPORTS
+        if _kind(i.source) in ("services", "lower")
+        and _kind(i.target) == "services"
+        and _app(i.target) not in (_app(i.source), "core")
+    ]
+    assert not bad, "\n".join(_violations("services", bad))
+
+
+def test_apps_below_the_pipeline_import_each_other_without_a_cycle() -> None:
+    graph: dict[str, set[str]] = defaultdict(set)
+    for i in IMPORTS:
+        if _kind(i.source) != "upper" and i.target.startswith("apps.") and _app(i.target) != _app(i.source):
+            graph[_app(i.source)].add(_app(i.target))
+    # then: a topological order exists (Kahn's algorithm leaves nothing behind)
+    apps = set(graph) | {a for targets in graph.values() for a in targets}
+    incoming = {a: 0 for a in apps}
+    for targets in graph.values():
+        for t in targets:
+            incoming[t] += 1
+    ready = [a for a, n in incoming.items() if n == 0]
+    ordered = []
+    while ready:
+        a = ready.pop()
+        ordered.append(a)
+        for t in graph.get(a, ()):
+            incoming[t] -= 1
+            if incoming[t] == 0:
+                ready.append(t)
+    left = sorted(apps - set(ordered))
+    assert not left, f"apps that import each other (directly or round about): {left}; edges: {dict(graph)}"
+
+
+def test_no_import_hides_inside_a_function() -> None:
+    # AppConfig.ready() is where Django wants extensions registered: the one place allowed.
+    bad = [i for i in IMPORTS if i.in_function and i.target.startswith("apps.") and not i.source.endswith(".apps")]
+    assert not bad, "\n".join(_violations("function-level import", bad))
+
+
+@pytest.mark.parametrize(
+    ("source", "target", "kind"),
+    [
+        ("apps.jobs.summary", "django.db", "pure"),
+        ("apps.jobs.models", "apps.jobs.services", "models"),
+        ("apps.carbon.services", "apps.pipeline.derive", "layers"),
+        ("apps.telemetry.services", "apps.carbon.services", "services"),
+    ],
+)
+def test_the_check_catches_each_kind_of_violation(source: str, target: str, kind: str) -> None:
+    # given one forbidden import added to what the code has
+    extra = Imported(source, target, 1, in_function=False)
+    global IMPORTS
+    saved = IMPORTS
+    IMPORTS = [*saved, extra]
+    try:
+        check = {
+            "pure": test_pure_modules_import_no_framework_and_no_app_module_but_pure_ones,
+            "models": test_models_import_no_services_selectors_pipeline_or_views,
+            "layers": test_nothing_below_the_pipeline_imports_it_or_what_sits_above_it,
+            "services": test_no_service_imports_another_apps_services,
+        }[kind]
+        # then the check fails
+        with pytest.raises(AssertionError):
+            check()
+    finally:
+        IMPORTS = saved
