@@ -20,6 +20,7 @@ from apps.jobs.models import Job
 from apps.jobs.selectors import low_coverage_jobs
 from apps.rollups.selectors import MixedBasisError, cluster_rollup_cached, team_rollup_cached
 from apps.telemetry.models import IngestedHour
+from apps.waste.kinds import WASTE_KINDS
 from apps.waste.models import Flag
 
 
@@ -101,7 +102,7 @@ def team(request: HttpRequest, team_id: int) -> HttpResponse:
             for job in low_coverage_jobs(user=request.user, start=start, end=end, threshold=threshold, team=team)
         ],
         "waste": Flag.objects.visible_to(request.user)
-        .filter(job__in=jobs, kind__in=[Flag.Kind.MEMORY_HOG, Flag.Kind.IDLE_ALLOCATION])
+        .filter(job__in=jobs, kind__in=WASTE_KINDS)
         .select_related("job")
         .order_by("kind", "-created_at"),
         "threshold_pct": round(threshold * 100),

@@ -281,19 +281,37 @@ def team_daily_energy(*, user: User, start: datetime, end: datetime) -> list[dic
 
 
 def team_totals(*, user: User, start: datetime, end: datetime) -> list[dict[str, Any]]:
-    """Each team the user may see, side by side over the period: GPU-hours, energy, cost and CO2e."""
+    """Each team the user may see, side by side over the period (whole UTC days, as its rollup): GPU-hours,
+    energy, cost and CO2e, from the teams' daily sums in one read. A team whose days span sites on different
+    intensity bases is left out (its rollup refuses to mix them)."""
+    days = TeamDay.objects.filter(
+        team__in=Team.objects.visible_to(user), day__gte=start.date(), day__lt=day_after(end)
+    )
+    sums = {
+        r["team_id"]: r
+        for r in days.values("team_id")
+        .annotate(
+            energy_j=Sum("energy_j"),
+            occupancy_s=Sum("occupancy_s"),
+            facility_kwh=Sum("facility_kwh"),
+            operational_kg=Sum("operational_kg"),
+            embodied_kg=Sum("embodied_kg"),
+            cost=Sum("cost"),
+        )
+        .order_by()
+    }
+    bases: dict[int, set[str]] = defaultdict(set)
+    zoned = days.filter(cluster__site__isnull=False).exclude(cluster__site__grid_zone="")
+    for team_id, basis in zoned.values_list("team_id", "cluster__site__intensity_basis").distinct().order_by():
+        bases[team_id].add(basis)
     out = []
-    for team in Team.objects.visible_to(user).order_by("name"):
-        try:
-            periods = team_rollup_cached(team=team, start=start, end=end, granularity="month")["periods"]
-        except MixedBasisError:
+    for team_id, name in Team.objects.filter(pk__in=list(sums)).order_by("name").values_list("pk", "name"):
+        if len(bases[team_id]) > 1:
             continue
-        if not periods:
-            continue
-        total = Footprint.total(Footprint.from_sums(p) for p in periods)
+        total = Footprint.from_sums(sums[team_id])
         out.append(
             {
-                "team": team.name,
+                "team": name,
                 "gpu_hours": total.gpu_hours,
                 "energy_j": total.energy_j,
                 "facility_kwh": total.facility_kwh,

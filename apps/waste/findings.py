@@ -13,10 +13,14 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
-from apps.core.footprint import Footprint, kwh
+from apps.core.footprint import S_PER_HOUR, Footprint, kwh
 from apps.jobs.summary import JobGpuTotals
 
 from .kinds import FlagKind
+
+
+# The kinds these findings raise (withdrawn again by the same code when their condition no longer holds).
+FINDING_KINDS = (FlagKind.MEMORY_HOG, FlagKind.IDLE_ALLOCATION)
 
 
 @dataclass(frozen=True)
@@ -78,7 +82,7 @@ def _evidence(uses: list[JobGpuTotals]) -> dict[str, Any]:
         "gpus": sorted(u.gpu_uuid for u in uses),
         "memory_bytes": max(u.peak_memory_bytes for u in uses),
         "sm_percent": 100.0 * sum(u.sm_s for u in uses) / max(1.0, sum(u.sampled_s for u in uses)),
-        "gpu_hours_blocked": spent.gpu_hours,
+        "gpu_hours_blocked": sum(u.occupancy_s for u in uses) / S_PER_HOUR,
         "energy_kwh": kwh(spent.energy_j),
         "facility_kwh": spent.facility_kwh,
         "co2e_kg": spent.co2e_kg,

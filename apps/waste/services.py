@@ -17,7 +17,7 @@ from apps.jobs.models import Job, JobGpuHour
 from apps.jobs.summary import JobGpuTotals
 from apps.telemetry.models import GpuHour
 
-from .findings import Thresholds, findings
+from .findings import FINDING_KINDS, Thresholds, findings
 from .kinds import GPU_HOUR_KINDS
 from .models import Flag
 
@@ -146,7 +146,7 @@ def job_findings_sync(*, totals: Mapping[int, Sequence[JobGpuTotals]], jobs: Seq
         idle_max_sm=settings.FLEETWATT_IDLE_MAX_SM,
         idle_min_seconds=settings.FLEETWATT_IDLE_MIN_SECONDS,
     )
-    kinds = (Flag.Kind.MEMORY_HOG, Flag.Kind.IDLE_ALLOCATION)
+    kinds = FINDING_KINDS
     found = {job.pk: findings(totals.get(job.pk, []), thresholds) for job in jobs}
     # Withdraw the open findings whose condition no longer holds: one statement per kind.
     for kind in kinds:
