@@ -11,6 +11,7 @@ from pathlib import Path
 from types import FrameType
 
 from fleetwatt_agent import __version__
+from fleetwatt_agent.auth import TokenFile, is_loopback
 from fleetwatt_agent.backends.base import Backend, Resolver
 from fleetwatt_agent.collector import make_registry
 from fleetwatt_agent.config import Config, load
@@ -18,7 +19,7 @@ from fleetwatt_agent.discovery import ProcResolver
 from fleetwatt_agent.errors import BackendUnavailable, ConfigError
 from fleetwatt_agent.recorder import Recorder, header
 from fleetwatt_agent.sampler import Sampler, SamplerSettings
-from fleetwatt_agent.server import AgentHTTPServer
+from fleetwatt_agent.server import AgentHTTPServer, HttpSettings
 
 log = logging.getLogger("fleetwatt_agent")
 
@@ -65,6 +66,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=getattr(logging, cfg.log_level, logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    token = None
+    if cfg.auth_token_file:
+        try:
+            token = TokenFile(cfg.auth_token_file)
+        except (OSError, ValueError) as exc:
+            return fail(f"--auth-token-file {cfg.auth_token_file}: {exc}", 2)
+    elif not is_loopback(cfg.listen_host):
+        log.warning(
+            "serving /metrics (user, account and job names included) without a token on %s:%d "
+            "(--allow-unauthenticated); /jobs answers only to loopback peers",
+            cfg.listen_host,
+            cfg.listen_port,
+        )
     backend = make_backend(cfg)
     try:
         info = backend.open()
@@ -93,7 +107,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         sink=recorder,
     )
     try:
-        server = AgentHTTPServer((cfg.listen_host, cfg.listen_port), make_registry(sampler.snapshot), sampler.snapshot)
+        server = AgentHTTPServer(
+            (cfg.listen_host, cfg.listen_port),
+            make_registry(sampler.snapshot),
+            sampler.snapshot,
+            HttpSettings(workers=cfg.http_workers, timeout_s=cfg.http_timeout_s, backlog=cfg.http_backlog),
+            token,
+        )
     except OSError as exc:
         backend.close()
         return fail(f"cannot listen on {cfg.listen_host}:{cfg.listen_port}: {exc}", 4)
@@ -101,7 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Tests and scripts read this line for the port (with --listen HOST:0) and then poll /healthz.
     print(
         f"fleetwatt-agent {__version__} listening on http://{cfg.listen_host}:{server.server_port} "
-        f"(backend {info.backend}, {len(info.gpus)} GPU(s), driver {info.driver or '-'})",
+        f"(backend {info.backend}, {len(info.gpus)} GPU(s), driver {info.driver or '-'}, "
+        f"{'token required' if token else 'no token'})",
         flush=True,
     )
     stop = threading.Event()

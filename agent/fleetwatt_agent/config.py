@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from fleetwatt_agent import __version__
+from fleetwatt_agent.auth import is_loopback, read_token
 from fleetwatt_agent.errors import ConfigError
 
 ENV_PREFIX = "FLEETWATT_AGENT_"
@@ -33,6 +34,11 @@ class Config:
     pod_resources_socket: str
     gpus: list[int] | None
     log_level: str
+    auth_token_file: str | None = None
+    allow_unauthenticated: bool = False
+    http_workers: int = 8
+    http_timeout_s: float = 5.0
+    http_backlog: int = 128
 
 
 def _env(environ: Mapping[str, str], name: str, default: str | None) -> str | None:
@@ -80,7 +86,42 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     p.add_argument(
         "--listen",
         default=e("LISTEN", "127.0.0.1:9877"),
-        help="HOST:PORT for /metrics, /jobs, /healthz (default 127.0.0.1:9877; port 0 picks one)",
+        help="HOST:PORT for /metrics, /jobs, /healthz (default 127.0.0.1:9877; port 0 picks one). A "
+        "non-loopback HOST needs --auth-token-file, or --allow-unauthenticated",
+    )
+    p.add_argument(
+        "--auth-token-file",
+        metavar="FILE",
+        default=e("AUTH_TOKEN_FILE"),
+        help="a file holding the agent's token: /metrics and /jobs then require 'Authorization: Bearer "
+        "<token>' (/healthz stays open); re-read when the file changes",
+    )
+    p.add_argument(
+        "--allow-unauthenticated",
+        action="store_true",
+        default=_bool(e("ALLOW_UNAUTHENTICATED", "0")),
+        help="serve /metrics without a token on a non-loopback --listen address (/jobs still answers "
+        "only to loopback peers without a token)",
+    )
+    p.add_argument(
+        "--http-workers",
+        type=int,
+        default=e("HTTP_WORKERS", "8"),
+        help="requests answered at once (default 8); idle connections hold no worker",
+    )
+    p.add_argument(
+        "--http-timeout-s",
+        type=float,
+        default=e("HTTP_TIMEOUT_S", "5"),
+        help="seconds a connection has to send a whole request (after it opens, or after its previous "
+        "answer) before it is closed (default 5)",
+    )
+    p.add_argument(
+        "--http-backlog",
+        type=int,
+        default=e("HTTP_BACKLOG", "128"),
+        help="listen queue length, for many scrapers connecting at once (default 128; the kernel caps it at "
+        "net.core.somaxconn)",
     )
     p.add_argument("--interval", type=float, default=e("INTERVAL", "1"), help="seconds between samples")
     p.add_argument(
@@ -122,6 +163,25 @@ def load(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     host, port = parse_listen(args.listen)
     if args.interval <= 0:
         raise ConfigError("--interval must be positive")
+    if int(args.http_workers) < 1:
+        raise ConfigError("--http-workers must be at least 1")
+    if not 0 < float(args.http_timeout_s) <= 3600:
+        raise ConfigError("--http-timeout-s must be positive, at most 3600")
+    if int(args.http_backlog) < 1:
+        raise ConfigError("--http-backlog must be at least 1")
+    token_file = args.auth_token_file or None
+    if token_file:
+        try:
+            read_token(token_file)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"--auth-token-file {token_file}: {exc}") from None
+    allow_unauthenticated = bool(args.allow_unauthenticated)
+    if not token_file and not allow_unauthenticated and not is_loopback(host):
+        raise ConfigError(
+            f"refusing to listen on {host}:{port} without a token: /metrics and /jobs carry user, account and "
+            "job names; give --auth-token-file FILE (FLEETWATT_AGENT_AUTH_TOKEN_FILE), or --allow-unauthenticated "
+            "to serve /metrics to anyone who reaches the port"
+        )
     if args.backend == "replay" and not args.replay:
         raise ConfigError("--backend replay needs --replay FILE")
     gpus = None
@@ -148,4 +208,9 @@ def load(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         pod_resources_socket=args.pod_resources_socket,
         gpus=gpus,
         log_level=str(args.log_level).upper(),
+        auth_token_file=token_file,
+        allow_unauthenticated=allow_unauthenticated,
+        http_workers=int(args.http_workers),
+        http_timeout_s=float(args.http_timeout_s),
+        http_backlog=int(args.http_backlog),
     )

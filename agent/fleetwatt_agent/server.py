@@ -1,19 +1,32 @@
-"""HTTP: /metrics (Prometheus text or OpenMetrics, negotiated), /jobs (JSON), /healthz."""
+"""HTTP: /metrics (Prometheus text or OpenMetrics, negotiated), /jobs (JSON), /healthz.
+
+Who may read what is in auth.py; how connections are taken (a selector thread, a bounded pool, a read
+timeout, a listen backlog for many scrapers) is AgentHTTPServer's docstring."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import io
 import json
 import logging
+import math
+import selectors
+import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import CollectorRegistry
 
 from fleetwatt_agent import __version__
+from fleetwatt_agent.auth import TokenFile, bearer_matches, is_loopback
 from fleetwatt_agent.ledger import GpuLedger, JobGpuLedger
 from fleetwatt_agent.model import JobInfo
 from fleetwatt_agent.sampler import Snapshot
@@ -28,9 +41,8 @@ def job_gpu_coverage(job: JobGpuLedger, info: JobInfo | None, agent_start: float
     the agent was watching (its earlier time on the GPU went unseen), else the start of the first sample
     the job was in (the agent was watching when it arrived, so nothing before that was missed)."""
     ref = job.first_sample_start if job.first_sample_start is not None else job.first_seen
-    if info is not None and info.start_time is not None and agent_start is not None:
-        if info.start_time < agent_start:
-            ref = info.start_time
+    if info is not None and info.start_time is not None and agent_start is not None and info.start_time < agent_start:
+        ref = info.start_time
     expected = job.last_seen - ref
     if expected <= 0.0:
         return 1.0 if job.sampled_s > 0 else 0.0
@@ -150,47 +162,360 @@ def health(snap: Snapshot) -> tuple[int, dict[str, Any]]:
     return 200, {**body, "status": "ok"}
 
 
-class AgentHTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
+@dataclass(frozen=True)
+class HttpSettings:
+    """How the HTTP side takes connections (flags --http-workers, --http-timeout-s, --http-backlog)."""
 
-    def __init__(self, address: tuple[str, int], registry: CollectorRegistry, snapshot: Callable[[], Snapshot]) -> None:
+    workers: int = 8  # requests answered at once
+    timeout_s: float = 5.0  # a connection must deliver a whole request head within this, else it is closed
+    backlog: int = 128  # the listen queue: connections the kernel holds until they are accepted
+    max_head_bytes: int = 16384  # a longer request head is refused (431)
+
+
+# The client went away (or stopped reading) before its answer was written: one debug line, no traceback.
+_DISCONNECTS = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, TimeoutError)
+_PROTECTED = ("/metrics", "/jobs")
+_WAKE = object()
+_FD_ERRNOS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+
+
+def _head_end(buffer: bytes | bytearray) -> int:
+    """The index just past the blank line that ends a request head, or -1 while it is incomplete."""
+    ends = [i + n for i, n in ((buffer.find(b"\r\n\r\n"), 4), (buffer.find(b"\n\n"), 2)) if i >= 0]
+    return min(ends) if ends else -1
+
+
+def _close(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.close()
+
+
+class _Connection:
+    __slots__ = ("buffer", "deadline", "name", "peer", "sock")
+
+    def __init__(self, sock: socket.socket, peer: tuple[Any, ...]) -> None:
+        self.sock = sock
+        self.peer = (str(peer[0]), int(peer[1]))
+        self.name = f"{peer[0]}:{peer[1]}"
+        self.buffer = bytearray()
+        self.deadline = 0.0
+
+
+class AgentHTTPServer:
+    """/metrics, /jobs and /healthz over HTTP/1.1.
+
+    One thread (serve_forever) waits on every open connection with a selector until the connection has
+    sent a whole request head; only then does one of `workers` pool threads answer it. A connection that
+    sends nothing, or part of a request, holds a socket but no thread, and is closed `timeout_s` after it
+    opened (or after its previous answer, when kept alive). The listen backlog is `backlog`, so a burst of
+    scrapers connecting at once is queued by the kernel, not dropped into SYN retries."""
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        registry: CollectorRegistry,
+        snapshot: Callable[[], Snapshot],
+        settings: HttpSettings | None = None,
+        token: TokenFile | None = None,
+    ) -> None:
         self.registry = registry
         self.snapshot = snapshot
-        super().__init__(address, _Handler)
+        self.settings = settings or HttpSettings()
+        self.token = token
+        host, port = address
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.socket = socket.create_server((host, port), family=family, backlog=self.settings.backlog)
+        self.socket.setblocking(False)
+        self.server_address: tuple[str, int] = self.socket.getsockname()[:2]
+        self.server_port: int = self.server_address[1]
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._pool = ThreadPoolExecutor(max_workers=self.settings.workers, thread_name_prefix="fleetwatt-http")
+        self._waiting: set[_Connection] = set()  # in the selector, waiting for a request head
+        self._deadlines: deque[tuple[float, _Connection]] = deque()  # in deadline order; stale entries skipped
+        self._returned: deque[_Connection] = deque()  # answered and kept alive, handed back by workers
+        self._busy: set[_Connection] = set()  # with the pool
+        self._busy_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._stopped = threading.Event()
+        self._stopped.set()
+        self._closed = False
+        self._fd_warned = -math.inf
+
+    # -- the loop -------------------------------------------------------------------------------------
+
+    def serve_forever(self, poll_interval: float = 0.5) -> None:
+        self._stopped.clear()
+        sel = self._selector
+        sel.register(self.socket, selectors.EVENT_READ, None)
+        sel.register(self._wake_r, selectors.EVENT_READ, _WAKE)
+        try:
+            while not self._stop.is_set():
+                for key, _ in sel.select(self._select_timeout(poll_interval)):
+                    try:
+                        if key.data is None:
+                            self._accept()
+                        elif key.data is _WAKE:
+                            self._drain_wake()
+                        else:
+                            self._receive(key.data)
+                    except Exception:  # a bug with one connection must not stop the others being served
+                        log.exception("http: error in the connection loop")
+                        if isinstance(key.data, _Connection):
+                            self._drop(key.data)
+                self._take_back()
+                self._expire(time.monotonic())
+        finally:
+            sel.unregister(self.socket)
+            sel.unregister(self._wake_r)
+            for conn in list(self._waiting):
+                self._drop(conn)
+            self._deadlines.clear()
+            self._stopped.set()
 
     def serve_in_thread(self) -> threading.Thread:
+        self._stopped.clear()  # so that a shutdown() right after this waits for the loop to start and end
         thread = threading.Thread(target=self.serve_forever, name="fleetwatt-http", daemon=True)
         thread.start()
         return thread
 
+    def shutdown(self) -> None:
+        """Stop serve_forever and wait for it to return."""
+        self._stop.set()
+        self._wake()
+        self._stopped.wait()
+
+    def server_close(self) -> None:
+        if self._closed:
+            return
+        self.shutdown()
+        self._closed = True
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        with self._busy_lock:
+            leftovers = list(self._busy)
+            self._busy.clear()
+        for conn in leftovers + list(self._returned):
+            _close(conn.sock)
+        self._returned.clear()
+        self.socket.close()
+        self._selector.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+    def _select_timeout(self, poll_interval: float) -> float:
+        if not self._deadlines:
+            return poll_interval
+        return min(poll_interval, max(0.0, self._deadlines[0][0] - time.monotonic()))
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):  # full (a wake-up is pending anyway) or closed
+            self._wake_w.send(b"\0")
+
+    def _drain_wake(self) -> None:
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except OSError:
+            pass
+
+    def _accept(self) -> None:
+        for _ in range(128):  # then let the loop read what the accepted connections sent
+            try:
+                sock, peer = self.socket.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                if exc.errno not in _FD_ERRNOS:
+                    log.debug("http: accept failed: %s", exc)
+                    return
+                # Out of file descriptors: make room by closing the connection that has waited longest.
+                now = time.monotonic()
+                if now - self._fd_warned > 60.0:
+                    self._fd_warned = now
+                    log.warning("http: out of file descriptors (%s); closing the oldest idle connections", exc)
+                if not self._evict_oldest():
+                    self._stop.wait(0.05)  # every descriptor is with a worker: they are done within moments
+                    return
+                continue
+            sock.setblocking(False)
+            self._wait(_Connection(sock, peer), time.monotonic())
+
+    def _receive(self, conn: _Connection) -> None:
+        try:
+            data = conn.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            log.debug("http: %s went away (%s)", conn.name, exc.__class__.__name__)
+            self._drop(conn)
+            return
+        if not data:  # the client closed its side
+            self._drop(conn)
+            return
+        conn.buffer += data
+        end = _head_end(conn.buffer)
+        if end > self.settings.max_head_bytes or (end < 0 and len(conn.buffer) > self.settings.max_head_bytes):
+            log.debug("http: %s sent a request head over %d bytes; closed", conn.name, self.settings.max_head_bytes)
+            with contextlib.suppress(OSError):
+                conn.sock.send(b"HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n\r\n")
+            self._drop(conn)
+        elif end >= 0:
+            self._dispatch(conn)
+
+    def _wait(self, conn: _Connection, now: float) -> None:
+        conn.deadline = now + self.settings.timeout_s
+        self._waiting.add(conn)
+        self._selector.register(conn.sock, selectors.EVENT_READ, conn)
+        self._deadlines.append((conn.deadline, conn))
+
+    def _unwait(self, conn: _Connection) -> None:
+        if conn in self._waiting:
+            self._waiting.discard(conn)
+            self._selector.unregister(conn.sock)
+
+    def _drop(self, conn: _Connection) -> None:
+        self._unwait(conn)
+        _close(conn.sock)
+
+    def _expire(self, now: float) -> None:
+        while self._deadlines:
+            deadline, conn = self._deadlines[0]
+            current = conn in self._waiting and conn.deadline == deadline
+            if current and deadline > now:
+                return
+            self._deadlines.popleft()
+            if current:
+                log.debug("http: %s sent no complete request within %g s; closed", conn.name, self.settings.timeout_s)
+                self._drop(conn)
+
+    def _evict_oldest(self) -> bool:
+        while self._deadlines:
+            deadline, conn = self._deadlines.popleft()
+            if conn in self._waiting and conn.deadline == deadline:
+                log.debug("http: closed %s, the oldest idle connection, to accept a new one", conn.name)
+                self._drop(conn)
+                return True
+        return False
+
+    def _dispatch(self, conn: _Connection) -> None:
+        self._unwait(conn)
+        with self._busy_lock:
+            self._busy.add(conn)
+        try:
+            self._pool.submit(self._serve, conn)
+        except RuntimeError:  # the pool is shut down: the server is closing
+            with self._busy_lock:
+                self._busy.discard(conn)
+            _close(conn.sock)
+
+    def _take_back(self) -> None:
+        now = time.monotonic()
+        while self._returned:
+            conn = self._returned.popleft()
+            conn.sock.setblocking(False)
+            if _head_end(conn.buffer) >= 0:  # a pipelined request is already here
+                self._dispatch(conn)
+            else:
+                self._wait(conn, now)
+
+    # -- the workers ----------------------------------------------------------------------------------
+
+    def _serve(self, conn: _Connection) -> None:
+        keep = False
+        try:
+            keep = self._answer(conn)
+        except _DISCONNECTS as exc:
+            log.debug("http: %s went away before its answer was written (%s)", conn.name, exc.__class__.__name__)
+        except Exception:
+            log.exception("http: error while answering %s", conn.name)
+        finally:
+            with self._busy_lock:
+                self._busy.discard(conn)
+        if keep and not self._stop.is_set():
+            self._returned.append(conn)
+            self._wake()
+        else:
+            _close(conn.sock)
+
+    def _answer(self, conn: _Connection) -> bool:
+        """Answer the request whose head is at the start of the buffer; True to keep the connection."""
+        end = _head_end(conn.buffer)
+        head = bytes(conn.buffer[:end])
+        del conn.buffer[:end]
+        handler = _Handler(self, conn.peer, head)
+        conn.sock.settimeout(self.settings.timeout_s)  # a client that does not read its answer is dropped
+        conn.sock.sendall(handler.response())
+        return not handler.close_connection
+
 
 class _Handler(BaseHTTPRequestHandler):
-    server: AgentHTTPServer
+    """Answers one request whose head the server has already read; the answer is built in memory and the
+    server sends it in one write."""
+
     protocol_version = "HTTP/1.1"
 
-    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+    def __init__(self, agent: AgentHTTPServer, peer: tuple[str, int], head: bytes) -> None:
+        # Not BaseRequestHandler.__init__: there is no socket to set up, the head is already in memory.
+        self.agent = agent
+        self.client_address = peer
+        self.rfile = io.BytesIO(head)
+        self._out = io.BytesIO()
+        self.wfile = self._out
+        self.close_connection = True
+        self.handle_one_request()
+        headers = getattr(self, "headers", None)
+        if headers is not None and (
+            headers.get("Transfer-Encoding") or headers.get("Content-Length", "0").strip() not in ("", "0")
+        ):
+            self.close_connection = True  # a body this agent never reads must not be parsed as a request
+
+    def response(self) -> bytes:
+        return self._out.getvalue()
+
+    def do_GET(self) -> None:  # the stdlib's name
         path = self.path.split("?", 1)[0]
+        if path in _PROTECTED and not self._allowed(path):
+            return
         if path == "/metrics":
             encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
-            self._send(200, encoder(self.server.registry), content_type)
+            self._send(200, encoder(self.agent.registry), content_type)
         elif path == "/jobs":
-            body = json.dumps(jobs_document(self.server.snapshot()), indent=1).encode()
+            body = json.dumps(jobs_document(self.agent.snapshot()), indent=1).encode()
             self._send(200, body, "application/json")
         elif path == "/healthz":
-            status, doc = health(self.server.snapshot())
+            status, doc = health(self.agent.snapshot())
             self._send(status, json.dumps(doc).encode(), "application/json")
         elif path == "/":
             self._send(200, b"fleetwatt-agent: /metrics /jobs /healthz\n", "text/plain; charset=utf-8")
         else:
             self._send(404, b"not found\n", "text/plain; charset=utf-8")
 
-    def _send(self, status: int, body: bytes, content_type: str) -> None:
+    def _allowed(self, path: str) -> bool:
+        """With a token: /metrics and /jobs need it, from every peer. Without one: /jobs (user, account and
+        job names) answers only to loopback peers."""
+        token = self.agent.token
+        if token is not None:
+            if bearer_matches(self.headers.get("Authorization"), token.current()):
+                return True
+            body = b"unauthorized: send Authorization: Bearer <the agent's token>\n"
+            self._send(401, body, "text/plain; charset=utf-8", {"WWW-Authenticate": 'Bearer realm="fleetwatt-agent"'})
+            return False
+        if path == "/jobs" and not is_loopback(str(self.client_address[0])):
+            body = b"forbidden: /jobs answers only to loopback peers unless the agent has a token (--auth-token-file)\n"
+            self._send(403, body, "text/plain; charset=utf-8")
+            return False
+        return True
+
+    def _send(self, status: int, body: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+    def log_message(self, format: str, *args: Any) -> None:  # the stdlib's names
         log.debug("http: " + format, *args)

@@ -18,6 +18,7 @@ and run.log into --out. Exit status 0 only when every check passed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -77,7 +78,7 @@ class Run:
         if self.args.dry_run:
             paths.insert(0, str(AGENT_SRC.parent / "tests" / "agent" / "fake_nvml"))
             env["FAKE_NVML_STATE"] = str(self.control)
-        env["PYTHONPATH"] = os.pathsep.join(paths + [env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         env["PYTHONUNBUFFERED"] = "1"
         return env
 
@@ -246,10 +247,8 @@ def nvml_costs(nvml: Any, handle: Any, n: int) -> dict[str, dict[str, float]]:
         walls, cpus = [], []
         for _ in range(n):
             c0, w0 = time.process_time(), time.perf_counter()
-            try:
+            with contextlib.suppress(nvml.NVMLError):
                 fn()
-            except nvml.NVMLError:
-                pass
             cpus.append(time.process_time() - c0)
             walls.append(time.perf_counter() - w0)
         walls.sort()
@@ -562,7 +561,7 @@ def _s(v: Any) -> str:
 def _try(fn: Any) -> Any:
     try:
         return fn()
-    except Exception as exc:  # noqa: BLE001 - a fact we could not read is reported, not fatal
+    except Exception as exc:  # a fact we could not read is reported, not fatal
         return f"error: {exc}"
 
 

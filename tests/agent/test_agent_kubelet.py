@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import tempfile
@@ -73,10 +74,8 @@ class FakeKubelet:
                     + _frame(DATA, 0, 1, message[7:])
                     + _frame(HEADERS, END_HEADERS | END_STREAM, 1, hpack_literal("grpc-status", "0"))
                 )
-                try:
+                with contextlib.suppress(OSError):
                     conn.recv(100)  # our SETTINGS ack
-                except OSError:
-                    pass
 
     @staticmethod
     def _request_done(buf: bytes) -> bool:

@@ -135,6 +135,7 @@ def test_flags_fall_back_to_the_environment() -> None:
     env = {
         "FLEETWATT_AGENT_LINGER": "42",
         "FLEETWATT_AGENT_LISTEN": "0.0.0.0:9000",
+        "FLEETWATT_AGENT_ALLOW_UNAUTHENTICATED": "1",  # a non-loopback address without a token is refused
         "FLEETWATT_AGENT_BACKEND": "replay",
         "FLEETWATT_AGENT_REPLAY": "x.jsonl",
         "FLEETWATT_AGENT_HOSTNAME": "node-1",

@@ -8,6 +8,7 @@ energy counter about 4.4 ms of CPU, process utilisation about 1.9 ms, everything
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -132,10 +133,8 @@ class NvmlBackend:
 
     def close(self) -> None:
         if self._nvml is not None and self._gpus:
-            try:
+            with contextlib.suppress(NvmlError):
                 self._call("nvmlShutdown")
-            except NvmlError:
-                pass
 
     # -- probes (at start only) ------------------------------------------------------------------------
     @staticmethod

@@ -32,17 +32,17 @@ class NVMLError(Exception):
 @dataclass
 class Proc:
     pid: int
-    usedGpuMemory: int | None  # noqa: N815 - pynvml's name
+    usedGpuMemory: int | None  # pynvml's name
 
 
 @dataclass
 class UtilSample:
     pid: int
-    timeStamp: int  # noqa: N815
-    smUtil: int  # noqa: N815
-    memUtil: int = 0  # noqa: N815
-    encUtil: int = 0  # noqa: N815
-    decUtil: int = 0  # noqa: N815
+    timeStamp: int
+    smUtil: int
+    memUtil: int = 0
+    encUtil: int = 0
+    decUtil: int = 0
 
 
 @dataclass
@@ -114,7 +114,7 @@ def _sync_control() -> None:
         # process using this fake reads the same counter.
         history = spec.get("history") or [[now, spec.get("power_w", 100)]]
         joules = 0.0
-        for (t0, p0), (t1, _) in zip(history, history[1:] + [[now, 0]], strict=True):
+        for (t0, p0), (t1, _) in zip(history, [*history[1:], [now, 0]], strict=True):
             joules += float(p0) * max(min(t1, now) - t0, 0.0)
         gpu.energy_mj = 1_000_000 + int(joules * 1000)
         gpu.power_mw = int(float(spec.get("power_w", 100)) * 1000)
@@ -122,38 +122,38 @@ def _sync_control() -> None:
         gpu.sm = {int(pid): int(p["sm"]) for pid, p in spec.get("procs", {}).items() if p.get("sm")}
 
 
-def nvmlInit() -> None:  # noqa: N802 - pynvml's names follow
+def nvmlInit() -> None:  # pynvml's names follow
     if INIT_ERROR is not None:
         raise NVMLError(INIT_ERROR)
     if _CONTROL and not GPUS:
         reset(1)
 
 
-def nvmlShutdown() -> None:  # noqa: N802
+def nvmlShutdown() -> None:
     pass
 
 
-def nvmlSystemGetDriverVersion() -> str:  # noqa: N802
+def nvmlSystemGetDriverVersion() -> str:
     return DRIVER
 
 
-def nvmlDeviceGetCount() -> int:  # noqa: N802
+def nvmlDeviceGetCount() -> int:
     return len(GPUS)
 
 
-def nvmlDeviceGetHandleByIndex(index: int) -> int:  # noqa: N802
+def nvmlDeviceGetHandleByIndex(index: int) -> int:
     return index
 
 
-def nvmlDeviceGetUUID(h: int) -> str:  # noqa: N802
+def nvmlDeviceGetUUID(h: int) -> str:
     return _gpu(h).uuid
 
 
-def nvmlDeviceGetName(h: int) -> str:  # noqa: N802
+def nvmlDeviceGetName(h: int) -> str:
     return _gpu(h).name
 
 
-def nvmlDeviceGetTotalEnergyConsumption(h: int) -> int:  # noqa: N802
+def nvmlDeviceGetTotalEnergyConsumption(h: int) -> int:
     gpu = _gpu(h)
     if not gpu.energy_supported:
         raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
@@ -162,19 +162,19 @@ def nvmlDeviceGetTotalEnergyConsumption(h: int) -> int:  # noqa: N802
     return gpu.energy_mj
 
 
-def nvmlDeviceGetPowerUsage(h: int) -> int:  # noqa: N802
+def nvmlDeviceGetPowerUsage(h: int) -> int:
     if _CONTROL:
         _sync_control()
     return _gpu(h).power_mw
 
 
-def nvmlDeviceGetMemoryInfo(h: int) -> Memory:  # noqa: N802
+def nvmlDeviceGetMemoryInfo(h: int) -> Memory:
     gpu = _gpu(h)
     used = sum(m or 0 for m in gpu.procs.values()) + 500 * 2**20
     return Memory(gpu.memory_total, used, gpu.memory_total - used)
 
 
-def nvmlDeviceGetComputeRunningProcesses(h: Any) -> list[Proc]:  # noqa: N802
+def nvmlDeviceGetComputeRunningProcesses(h: Any) -> list[Proc]:
     if _CONTROL:
         _sync_control()
     if isinstance(h, tuple):  # a MIG instance
@@ -182,22 +182,22 @@ def nvmlDeviceGetComputeRunningProcesses(h: Any) -> list[Proc]:  # noqa: N802
     return [Proc(pid, mem) for pid, mem in _gpu(h).procs.items()]
 
 
-def nvmlDeviceGetMaxMigDeviceCount(h: int) -> int:  # noqa: N802
+def nvmlDeviceGetMaxMigDeviceCount(h: int) -> int:
     return 7 if _gpu(h).mig else 0
 
 
-def nvmlDeviceGetMigDeviceHandleByIndex(h: int, i: int) -> tuple[str, int, int]:  # noqa: N802
+def nvmlDeviceGetMigDeviceHandleByIndex(h: int, i: int) -> tuple[str, int, int]:
     if i not in _gpu(h).mig_procs:
         raise NVMLError(NVML_ERROR_NOT_FOUND)
     return ("mig", h, i)
 
 
-def nvmlDeviceGetGraphicsRunningProcesses(h: int) -> list[Proc]:  # noqa: N802
+def nvmlDeviceGetGraphicsRunningProcesses(h: int) -> list[Proc]:
     _gpu(h)
     return []
 
 
-def nvmlDeviceGetProcessUtilization(h: int, last_seen: int) -> list[UtilSample]:  # noqa: N802
+def nvmlDeviceGetProcessUtilization(h: int, last_seen: int) -> list[UtilSample]:
     gpu = _gpu(h)
     if not gpu.util_supported or gpu.mig:
         raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
@@ -208,31 +208,31 @@ def nvmlDeviceGetProcessUtilization(h: int, last_seen: int) -> list[UtilSample]:
     return samples
 
 
-def nvmlDeviceGetAccountingMode(h: int) -> int:  # noqa: N802
+def nvmlDeviceGetAccountingMode(h: int) -> int:
     return 1 if _gpu(h).accounting else 0
 
 
-def nvmlDeviceGetMigMode(h: int) -> list[int]:  # noqa: N802
+def nvmlDeviceGetMigMode(h: int) -> list[int]:
     gpu = _gpu(h)
     return [1, 1] if gpu.mig else [0, 0]
 
 
-def nvmlDeviceGetAccountingPids(h: int) -> list[int]:  # noqa: N802
+def nvmlDeviceGetAccountingPids(h: int) -> list[int]:
     gpu = _gpu(h)
     return list(gpu.procs) + list(gpu.finished)
 
 
 @dataclass
 class AccountingStats:
-    gpuUtilization: int  # noqa: N815
-    memoryUtilization: int  # noqa: N815
-    maxMemoryUsage: int  # noqa: N815
-    time: int  # ms  # noqa: N815
-    startTime: int  # us since the epoch  # noqa: N815
-    isRunning: int  # noqa: N815
+    gpuUtilization: int
+    memoryUtilization: int
+    maxMemoryUsage: int
+    time: int  # ms
+    startTime: int  # us since the epoch
+    isRunning: int
 
 
-def nvmlDeviceGetAccountingStats(h: int, pid: int) -> Any:  # noqa: N802
+def nvmlDeviceGetAccountingStats(h: int, pid: int) -> Any:
     gpu = _gpu(h)
     if pid in gpu.finished:
         return gpu.finished[pid]
