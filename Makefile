@@ -11,20 +11,27 @@ bootstrap:
 demo: bootstrap
 	@bash scripts/demo.sh
 
+# The checks of `make lint`; `make test` runs them too, after the tests (so CI runs them).
+define LINT_CHECKS
+.venv/bin/ruff check apps fleetwatt tests bench agent
+.venv/bin/ruff format --check apps fleetwatt tests bench agent
+.venv/bin/mypy
+endef
+
 test:
 	@WANT_CHROMIUM=1 bash scripts/bootstrap.sh
 	@DJANGO_DEBUG=1 $(PY) manage.py check >/dev/null
 	$(PY) -m pytest -q -p no:cacheprovider
+	$(LINT_CHECKS)
 
 lint: bootstrap
-	.venv/bin/ruff check apps fleetwatt tests bench agent
-	.venv/bin/mypy
+	$(LINT_CHECKS)
 
 migrate: bootstrap
 	DJANGO_DEBUG=1 $(PY) manage.py migrate
 
 run: bootstrap
-	DJANGO_DEBUG=1 $(PY) manage.py runserver
+	DJANGO_DEBUG=1 DJANGO_CONN_MAX_AGE=0 $(PY) manage.py runserver  # a thread per request: keep no connection
 
 worker: bootstrap
 	.venv/bin/celery -A fleetwatt worker -l info

@@ -20,14 +20,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agent"))
 
-from fleetwatt_agent.backends.replay import ReplayBackend  # noqa: E402
-from fleetwatt_agent.collector import make_registry  # noqa: E402
-from fleetwatt_agent.errors import ReplayFinished  # noqa: E402
-from fleetwatt_agent.model import BackendInfo, GpuInfo, GpuReading, JobInfo, ProcessReading, TickReading  # noqa: E402
-from fleetwatt_agent.recorder import header, tick_record  # noqa: E402
-from fleetwatt_agent.sampler import Sampler, SamplerSettings  # noqa: E402
-from fleetwatt_agent.server import jobs_document  # noqa: E402
-from prometheus_client import generate_latest  # noqa: E402
+from fleetwatt_agent.backends.replay import ReplayBackend
+from fleetwatt_agent.collector import make_registry
+from fleetwatt_agent.errors import ReplayFinished
+from fleetwatt_agent.model import BackendInfo, GpuInfo, GpuReading, JobInfo, ProcessReading, TickReading
+from fleetwatt_agent.recorder import header, tick_record
+from fleetwatt_agent.sampler import Sampler, SamplerSettings
+from fleetwatt_agent.server import jobs_document
+from prometheus_client import generate_latest
 
 N_GPUS, N_PROCS = 8, 20
 

@@ -29,7 +29,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fleetwatt.settings")
 os.environ.setdefault("DJANGO_DEBUG", "1")
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/fleetwatt_bench")
 
-import django  # noqa: E402
+import django
 
 
 def scenario(gpus: int, hours: int) -> dict:

@@ -77,6 +77,17 @@ DATABASES["default"]["ATOMIC_REQUESTS"] = False
 # Keep connections between requests: opening one costs more than most of our requests.
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DJANGO_CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# A database that does not answer fails a request (a 503) or a task (retried) within seconds, not minutes.
+DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+    "connect_timeout", env.int("DJANGO_DB_CONNECT_TIMEOUT_S", default=5)
+)
+# Least privilege (apps/core/roles.py): the app connects as DATABASE_URL's role, which owns nothing;
+# `manage.py migrate --database owner` runs as DATABASE_OWNER_URL's role, which owns the tables and then
+# grants FLEETWATT_DB_APP_ROLE what the app needs (the audit log: read and append only).
+if env.str("DATABASE_OWNER_URL", default=""):
+    DATABASES["owner"] = env.db("DATABASE_OWNER_URL")
+    DATABASES["owner"]["TEST"] = {"MIRROR": "default"}
+FLEETWATT_DB_APP_ROLE = env.str("FLEETWATT_DB_APP_ROLE", default="")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -148,20 +159,80 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "apps.core.schema.describe_fields"],
 }
 
+# --- Access: finance read-only, strict bodies, the login throttle (docs/operations.md, "Access"). ---
+# Finance reads everything and writes nothing, whatever its credentials (apps.core.access).
+REST_FRAMEWORK["DEFAULT_PERMISSION_CLASSES"] = [
+    *REST_FRAMEWORK["DEFAULT_PERMISSION_CLASSES"],  # type: ignore[misc]  # the list above (mypy sees object)
+    "apps.core.authentication.ReadOnlyForFinance",
+]
+# DRF's JSON parser, with a body nested past the recursion limit a 400 instead of a 500.
+REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"] = [
+    "apps.core.parsers.JSONParser",
+    "rest_framework.parsers.FormParser",
+    "rest_framework.parsers.MultiPartParser",
+]
+# Logins (the app's and the admin's) are throttled by django-axes, per user name and per client address:
+# FLEETWATT_LOGIN_FAILURE_LIMIT failures of either lock it for FLEETWATT_LOGIN_LOCKOUT_MIN minutes (each
+# further failure starts them again). The counts are rows in Postgres, shared by every gunicorn worker.
+INSTALLED_APPS += ["axes"]
+MIDDLEWARE += ["axes.middleware.AxesMiddleware"]  # last, as axes asks
+AUTHENTICATION_BACKENDS = ["apps.core.login_throttle.LoginThrottleBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each on its own: a user name, or an address
+AXES_FAILURE_LIMIT = env.int("FLEETWATT_LOGIN_FAILURE_LIMIT", default=10)
+AXES_COOLOFF_TIME = env.int("FLEETWATT_LOGIN_LOCKOUT_MIN", default=15) / 60  # hours, as axes reads a number
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "auth/locked_out.html"
+AXES_CLIENT_IP_CALLABLE = "apps.core.login_throttle.client_address"
+# Reverse proxies in front of gunicorn that append the client's address to X-Forwarded-For (0: none, the
+# address is the connection's own; 1: one proxy such as nginx). Only trusted hops are read: a client can
+# write anything before them.
+FLEETWATT_TRUSTED_PROXIES = env.int("FLEETWATT_TRUSTED_PROXIES", default=0)
+
 # Celery: Redis broker, JSON only, one task at a time per worker process.
 REDIS_URL = env.str("REDIS_URL", default="redis://127.0.0.1:6379/0")
-# The throttles' counters live in Redis, shared by every web process.
-CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
-# Sessions read from Redis, written through to Postgres: a dashboard request costs no session query.
+# The throttles' counters live in Redis, shared by every web process. The cache fails open
+# (apps/core/fail_open_cache.py): with Redis unreachable a read is a miss and a write is skipped, so sessions
+# come from Postgres, API tokens pass unthrottled and rollups are computed, instead of a 500 per request.
+# A Redis that hangs costs one timeout per process every FLEETWATT_CACHE_RETRY_S.
+CACHES = {
+    "default": {
+        "BACKEND": "apps.core.fail_open_cache.FailOpenRedisCache",
+        "LOCATION": REDIS_URL,
+        "OPTIONS": {
+            "socket_connect_timeout": env.float("FLEETWATT_REDIS_TIMEOUT_S", default=1.0),
+            "socket_timeout": env.float("FLEETWATT_REDIS_TIMEOUT_S", default=1.0),
+            "retry_after_s": env.float("FLEETWATT_CACHE_RETRY_S", default=5.0),
+        },
+    }
+}
+# Sessions read from Redis, written through to Postgres: a dashboard request costs no session query. With
+# Redis down they are read from Postgres: nobody is logged out.
 SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Every task is safe to run twice (docs/architecture.md): a task is acknowledged once it has run, and one
+# whose pool process died (SIGKILL, the OOM killer) goes back to the queue instead of being dropped.
 CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=30 * 60)
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=25 * 60)
+# Transient errors (an unreachable Prometheus, a database that is down or restarting) are retried with
+# exponential backoff from this many seconds up to the maximum, with jitter, at most this many times.
+FLEETWATT_TASK_RETRY_BACKOFF_S = env.int("FLEETWATT_TASK_RETRY_BACKOFF_S", default=30)
+FLEETWATT_TASK_RETRY_BACKOFF_MAX_S = env.int("FLEETWATT_TASK_RETRY_BACKOFF_MAX_S", default=600)
+FLEETWATT_TASK_MAX_RETRIES = env.int("FLEETWATT_TASK_MAX_RETRIES", default=10)
+# Redis hands a task nobody acknowledged (its worker died whole, the machine went away) to another worker
+# after this long: longer than a task may run plus the longest retry wait (a retry sits unacknowledged at
+# its worker until it is due), or a running task would be started twice.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env.int(
+        "CELERY_VISIBILITY_TIMEOUT", default=CELERY_TASK_TIME_LIMIT + FLEETWATT_TASK_RETRY_BACKOFF_MAX_S + 5 * 60
+    ),
+}
 CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE = {
     "ingest-closed-hours": {
@@ -181,6 +252,14 @@ FLEETWATT_PROMETHEUS_TIMEOUT_S = env.float("FLEETWATT_PROMETHEUS_TIMEOUT_S", def
 FLEETWATT_COUNTER_LOOKBACK_S = env.int("FLEETWATT_COUNTER_LOOKBACK_S", default=3 * 3600)
 # Hours the beat task catches up at most in one run (the rest on its next run).
 FLEETWATT_CATCHUP_MAX_HOURS = env.int("FLEETWATT_CATCHUP_MAX_HOURS", default=24 * 7)
+# `manage.py ingest` covers at most this many hours per cluster in one run (a typo of a year is refused).
+FLEETWATT_INGEST_MAX_HOURS = env.int("FLEETWATT_INGEST_MAX_HOURS", default=24 * 366)
+# A stored hour is not replaced by a source answer with less than this share of its GPU-hours or energy
+# (the source lost data: retention, a wrong URL), unless `ingest --force`.
+FLEETWATT_INGEST_MIN_SOURCE_RATIO = env.float("FLEETWATT_INGEST_MIN_SOURCE_RATIO", default=0.5)
+# Largest files `apply_config` and `import_intensity` read (bytes).
+FLEETWATT_CONFIG_MAX_BYTES = env.int("FLEETWATT_CONFIG_MAX_BYTES", default=2 * 1024 * 1024)
+FLEETWATT_INTENSITY_MAX_BYTES = env.int("FLEETWATT_INTENSITY_MAX_BYTES", default=32 * 1024 * 1024)
 FLEETWATT_COVERAGE_THRESHOLD = env.float("FLEETWATT_COVERAGE_THRESHOLD", default=0.95)
 FLEETWATT_CONSERVATION_THRESHOLD = env.float("FLEETWATT_CONSERVATION_THRESHOLD", default=0.02)
 FLEETWATT_API_MAX_PAGE_SIZE = env.int("FLEETWATT_API_MAX_PAGE_SIZE", default=1000)
@@ -222,3 +301,13 @@ CELERY_BEAT_SCHEDULE["weekly-waste-reports"] = {
     "task": "apps.reports.tasks.send_weekly_reports_task",
     "schedule": crontab(minute=20),
 }
+
+# --- Degraded dependencies: what /healthz reports (docs/operations.md, "Degraded dependencies"). ---
+# Its answer is kept this many seconds per process: an unauthenticated caller cannot make the app ask
+# every Prometheus more often than that.
+FLEETWATT_HEALTHZ_CACHE_S = env.float("FLEETWATT_HEALTHZ_CACHE_S", default=5.0)
+# How long each check (a Redis PING, a Prometheus query) may take.
+FLEETWATT_HEALTHZ_TIMEOUT_S = env.float("FLEETWATT_HEALTHZ_TIMEOUT_S", default=2.0)
+# A cluster whose ingest is more hours behind the last closed hour than this fails /healthz (beat ingests
+# each hour a few minutes past the next, so 1 is normal).
+FLEETWATT_INGEST_MAX_LAG_H = env.int("FLEETWATT_INGEST_MAX_LAG_H", default=3)

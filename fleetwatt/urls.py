@@ -5,6 +5,9 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 
 from apps.core.views import healthz
 
+# A database that cannot be reached is a 503; the API's errors are JSON (apps.core.views.server_error).
+handler500 = "apps.core.views.server_error"
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(template_name="auth/login.html"), name="login"),

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install what is missing and start what is not running: the virtual environment and its packages,
-# Debian's prometheus (and chromium for the browser tests), Postgres, Redis, the database.
+# Debian's prometheus (and chromium for the browser tests), apache2-utils (ab), Postgres, Redis, the database.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 want_chromium=${WANT_CHROMIUM:-0}
@@ -16,6 +16,8 @@ command -v prometheus >/dev/null && command -v promtool >/dev/null || pkgs+=(pro
 if [ "$want_chromium" = 1 ]; then command -v chromium >/dev/null || pkgs+=(chromium); fi
 command -v pg_isready >/dev/null || pkgs+=(postgresql postgresql-client)
 command -v redis-server >/dev/null || pkgs+=(redis-server)
+# ab: the load run of tests/faults/test_demo_web_load.py and `make bench`.
+command -v ab >/dev/null || pkgs+=(apache2-utils)
 if [ ${#pkgs[@]} -gt 0 ]; then echo "installing ${pkgs[*]}"; apt_install "${pkgs[@]}"; fi
 
 if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi

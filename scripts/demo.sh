@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
 # make demo: a week of simulated fleet history in a Prometheus of our own, the live simulator, Celery
-# worker and beat, the web server; then the URL and a login.
+# worker and beat, the web server; then the URL and a login. Everything listens on 127.0.0.1 only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DJANGO_DEBUG=${DJANGO_DEBUG:-1}
 PY=.venv/bin/python
+
+# The demo empties the database it uses, so it only uses one it created itself (apps/simulator/
+# demo_database.py): DATABASE_URL's when set (exported or in .env), else a local fleetwatt_demo. Any other
+# database, and DJANGO_DEBUG=0, are refused with one line, before anything is touched; a missing one is
+# created, marked as the demo's.
+if [ -z "${DATABASE_URL:-}" ] && ! grep -qsE '^[[:space:]]*(export[[:space:]]+)?DATABASE_URL=' .env; then
+  export DATABASE_URL=postgres://postgres@127.0.0.1:5432/fleetwatt_demo
+fi
+FLEETWATT_LOG_LEVEL=WARNING $PY manage.py demo_database
 VAR=var/demo
 RUN=var/run
 mkdir -p "$VAR" "$RUN" var/log
@@ -13,12 +22,10 @@ stop_pid() { [ -f "$1" ] && kill "$(cat "$1")" 2>/dev/null || true; rm -f "$1"; 
 free_port() { $PY -c 'from apps.simulator.local_prometheus import free_port; print(free_port())'; }
 wait_http() { for _ in $(seq 120); do curl -fs -o /dev/null "$1" && return 0; sleep 0.5; done; echo "no answer from $1" >&2; return 1; }
 
-$PY manage.py migrate -v0
-# The demo's fleet starts a week before now: a second `make demo` starts from an empty database, or
-# the earlier run's jobs (same keys, other hours) would mix with the new ones.
-$PY manage.py flush --noinput
-
 for p in prometheus simulator worker beat web; do stop_pid "$RUN/$p.pid"; done
+# Migrated and emptied: a second `make demo` starts from an empty database, or the earlier run's jobs
+# (same keys, other hours) would mix with the new ones.
+FLEETWATT_LOG_LEVEL=WARNING $PY manage.py demo_database --reset
 
 # The fleet starts a week before the current hour; its history runs up to now, the live simulator on.
 START=$(date -u -d "$(date -u +%Y-%m-%dT%H:00:00) 7 days ago" +%Y-%m-%dT%H:00:00Z)
@@ -61,9 +68,10 @@ $PY manage.py ingest --start "$START" --end "$END" --cluster default -v1 | awk '
 setsid nohup .venv/bin/celery -A fleetwatt worker -l info --concurrency 1 > var/log/worker.log 2>&1 & echo $! > "$RUN/worker.pid"
 setsid nohup .venv/bin/celery -A fleetwatt beat -l info -s var/celerybeat-schedule > var/log/beat.log 2>&1 & echo $! > "$RUN/beat.pid"
 WEB_PORT=${FLEETWATT_WEB_PORT:-8000}
-setsid nohup $PY manage.py runserver "0.0.0.0:$WEB_PORT" --noreload > var/log/web.log 2>&1 & echo $! > "$RUN/web.pid"
-wait_http "http://127.0.0.1:$WEB_PORT/healthz"
+setsid nohup bash scripts/demo_web.sh "$WEB_PORT" > var/log/web.log 2>&1 & echo $! > "$RUN/web.pid"
+wait_http "http://127.0.0.1:$WEB_PORT/accounts/login/"
 echo
+echo "health: $(curl -s "http://127.0.0.1:$WEB_PORT/healthz")"
 echo "fleetwatt is running: http://127.0.0.1:$WEB_PORT/   (API: /api/, docs: /api/docs/)"
 echo "log in as admin / fleetwatt-admin (everything), ada / fleetwatt-demo (team vision) or fin / fleetwatt-finance (finance)"
 echo "Prometheus: $FLEETWATT_PROMETHEUS_URL   simulator: http://127.0.0.1:$SIM_PORT/metrics   logs: var/log/"

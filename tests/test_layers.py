@@ -34,8 +34,10 @@ PURE = {
     "apps.telemetry.counters",
     "apps.telemetry.hour",
     "apps.telemetry.promql",
+    "apps.telemetry.guard",
     "apps.reports.schedule",
     "apps.reports.formatting",
+    "apps.schedulers.slurm",
     "apps.simulator.scenario",
 }
 FRAMEWORKS = ("django", "rest_framework", "django_filters", "drf_spectacular", "celery")

@@ -177,15 +177,47 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def config_load(text: str, *, known: KnownNames | None = None) -> FleetConfig:
-    """Parse YAML text and validate it as a whole. Raises ConfigError listing every problem."""
+CONFIG_MAX_BYTES = 2 * 1024 * 1024  # a fleet of 100,000 nodes' hostname rules fits in a few hundred KB
+CONFIG_MAX_NODES = 200_000  # YAML nodes once anchors are expanded (a few aliases can stand for billions)
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
+    """How many nodes the document has once every alias is expanded (aliases share node objects)."""
+    if id(node) in sizes:
+        return sizes[id(node)]
+    sizes[id(node)] = 1  # a cycle counts once instead of recursing forever
+    size = 1
+    if isinstance(node, yaml.SequenceNode):
+        size += sum(_expanded_size(child, sizes) for child in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        size += sum(_expanded_size(k, sizes) + _expanded_size(v, sizes) for k, v in node.value)
+    sizes[id(node)] = size
+    return size
+
+
+def config_load(
+    text: str, *, known: KnownNames | None = None, max_bytes: int = CONFIG_MAX_BYTES, max_nodes: int = CONFIG_MAX_NODES
+) -> FleetConfig:
+    """Parse YAML text and validate it as a whole. Raises ConfigError listing every problem; refuses, before
+    building it, a text over `max_bytes` or a document that anchors expand past `max_nodes` nodes."""
+    size = len(text.encode("utf-8"))
+    if size > max_bytes:
+        raise ConfigError([f"(document): {size:,} bytes; a config is at most {max_bytes:,}"])
+    loader = _StrictLoader(text)
     try:
-        document = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+        node = loader.get_single_node()
+        if node is not None and (nodes := _expanded_size(node, {})) > max_nodes:
+            raise ConfigError(
+                [f"(document): {nodes:,} YAML nodes once its anchors are expanded; at most {max_nodes:,}"]
+            )
+        document = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "(document)"
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError([f"{where}: not valid YAML: {problem}"]) from None
+    finally:
+        loader.dispose()
     return config_parse(document, known=known)
 
 
@@ -566,9 +598,13 @@ def _cluster(
     before = len(f.problems)
     name = f.string("name", max_length=100, slug=True)
     url = _url(f, "prometheus_url")
-    if name is not None and not f.has("prometheus_url") and name not in known.clusters:
-        if name != known.default_cluster:
-            f.problems.add(f.where("prometheus_url"), f"required: there is no cluster {name!r} yet")
+    if (
+        name is not None
+        and not f.has("prometheus_url")
+        and name not in known.clusters
+        and name != known.default_cluster
+    ):
+        f.problems.add(f.where("prometheus_url"), f"required: there is no cluster {name!r} yet")
     selector = f.string("selector", required=False, max_length=500, allow_empty=True)
     if selector is not None and selector.strip().startswith("{"):
         f.problems.add(f.where("selector"), 'label matchers without braces, e.g. cluster="a"')

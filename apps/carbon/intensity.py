@@ -94,11 +94,15 @@ def hour_parse(text: str) -> datetime:
         raise ValueError("no timestamp")
     if _DATE_ONLY.match(text):
         raise ValueError(f"{text!r} is a date without a time")
+    if len(text) > 64:
+        raise ValueError(f"{text[:20]!r}... ({len(text):,} characters) is not an ISO 8601 time")
     try:
         moment = datetime.fromisoformat(text)
+        moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
     except ValueError:
         raise ValueError(f"{text!r} is not an ISO 8601 time (e.g. 2024-06-03T14:00:00Z)") from None
-    moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00 is before year 1 in UTC
+        raise ValueError(f"{text!r} is out of the range of dates") from None
     if (moment.minute, moment.second, moment.microsecond) != (0, 0, 0):
         raise ValueError(f"{text!r} is not on the hour (in UTC)")
     return moment
@@ -171,8 +175,23 @@ def _layout(header: list[str], *, ema_column: str) -> _Layout:
     )
 
 
-def intensity_parse(text: str, *, zone: str, ema_column: str = "lca") -> IntensityFile:
+INTENSITY_MAX_BYTES = 32 * 1024 * 1024  # 50 years of hourly rows with room to spare
+
+
+def intensity_parse(
+    text: str, *, zone: str, ema_column: str = "lca", max_bytes: int = INTENSITY_MAX_BYTES
+) -> IntensityFile:
     """Validate a whole intensity CSV for `zone`. Raises IntensityError listing every problem by line."""
+    size = len(text.encode("utf-8"))
+    if size > max_bytes:
+        raise IntensityError([f"the file is {size:,} bytes; an intensity file is at most {max_bytes:,}"])
+    try:
+        return _intensity_parse(text, zone=zone, ema_column=ema_column)
+    except csv.Error as exc:  # e.g. a cell over the csv module's field size limit (128 KiB)
+        raise IntensityError([f"not a readable CSV file: {exc}"]) from None
+
+
+def _intensity_parse(text: str, *, zone: str, ema_column: str) -> IntensityFile:
     if ema_column not in EMA_COLUMNS:
         raise IntensityError([f"--ema-column: expected one of {', '.join(EMA_COLUMNS)}, got {ema_column!r}"])
     reader = csv.reader(io.StringIO(text.removeprefix("\ufeff"), newline=""))

@@ -171,14 +171,13 @@ def footprints_refresh(
 
 
 def jobs_footprint_sum(
-    *, totals: Mapping[int, Sequence[JobGpuTotals]], job_ids: Iterable[int], book: FactorBook | None = None
+    *, jobs: Sequence[Job], totals: Mapping[int, Sequence[JobGpuTotals]], book: FactorBook | None = None
 ) -> None:
     """A job's footprint is the sum of its rows' (per-GPU totals); its intensity source and basis those
-    of its site; its carbon-shift hint where its group is flexible."""
-    ids = sorted(set(job_ids))
-    if not ids:
+    of its site; its carbon-shift hint where its group is flexible. In place on `jobs` (their site and
+    group loaded), then stored."""
+    if not jobs:
         return
-    jobs = list(Job.objects.filter(pk__in=ids).select_related("cluster__site", "job_group"))
     deadline_h = settings.FLEETWATT_SHIFT_DEADLINE_H
     for job in jobs:
         per_gpu = totals.get(job.pk, [])

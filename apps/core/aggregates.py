@@ -7,7 +7,7 @@ from django.db.models import Q, Sum
 from .footprint import FOOTPRINT_COLUMNS
 
 
-def footprint_sums(*, path: str = "", filter: Q | None = None) -> dict[str, Sum]:  # noqa: A002 - Django's name
+def footprint_sums(*, path: str = "", filter: Q | None = None) -> dict[str, Sum]:  # `filter`: Django's name
     """`{column: Sum(path + column)}` for every footprint column, to pass to `.annotate()` or
     `.aggregate()`; read the row back with `Footprint.from_sums`. `path` reaches the job rows from
     another model (e.g. "gpu_hours_rows__")."""

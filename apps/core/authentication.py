@@ -11,7 +11,7 @@ from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
-from .access import user_sees_all_teams
+from .access import user_is_read_only, user_sees_all_teams
 from .models import PREFIX, ApiToken, token_hash
 
 LAST_USED_RESOLUTION = timedelta(minutes=1)  # do not write on every request
@@ -64,3 +64,17 @@ class IsAdminOrFinance(permissions.BasePermission):
 
     def has_permission(self, request: Request, view: object) -> bool:
         return user_sees_all_teams(request.user)
+
+
+class ReadOnlyForFinance(permissions.BasePermission):
+    """Finance reads everything and writes nothing, whatever its credentials (apps.core.access)."""
+
+    message = "Finance is read-only."
+
+    def has_permission(self, request: Request, view: object) -> bool:
+        return request.method in permissions.SAFE_METHODS or not user_is_read_only(request.user)
+
+
+# Fleet-wide endpoints (every team's data, the clusters', the GPUs', the audit log). Every other endpoint has
+# the default of settings.REST_FRAMEWORK: logged in, API tokens and finance read-only.
+FLEET_WIDE = [permissions.IsAuthenticated, IsAdminOrFinance, ReadOnlyForApiTokens, ReadOnlyForFinance]

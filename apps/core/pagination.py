@@ -7,6 +7,8 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import CursorPagination, PageNumberPagination
 from rest_framework.request import Request
 
+from .query import QueryError, whole_number
+
 
 class _CappedPageSize:
     page_size: int | None
@@ -21,23 +23,26 @@ class _CappedPageSize:
         asked = request.query_params.get(self.page_size_query_param)
         if asked is None:
             return self.page_size
-        if not asked.isdigit() or not 1 <= int(asked) <= self.max_page_size:
-            raise ValidationError({"page_size": f"A whole number from 1 to {self.max_page_size}."})
-        return int(asked)
+        try:
+            return whole_number(asked, name="page_size", low=1, high=self.max_page_size)
+        except QueryError:
+            raise ValidationError({"page_size": f"A whole number from 1 to {self.max_page_size}."}) from None
 
 
-class CappedPageNumberPagination(_CappedPageSize, PageNumberPagination):
+# DRF declares max_page_size and page_size_query_param optional and settable; here one is read from the
+# settings on each request (a property) and the other always set, which mypy calls incompatible.
+class CappedPageNumberPagination(_CappedPageSize, PageNumberPagination):  # type: ignore[misc]
     pass
 
 
-class JobCursorPagination(_CappedPageSize, CursorPagination):
+class JobCursorPagination(_CappedPageSize, CursorPagination):  # type: ignore[misc]  # as above
     """Jobs page by a cursor on their start: no COUNT over a team's (possibly) million jobs, and a page
     costs the same however deep it is."""
 
     ordering = ("-start", "-id")
 
 
-class FlagCursorPagination(_CappedPageSize, CursorPagination):
+class FlagCursorPagination(_CappedPageSize, CursorPagination):  # type: ignore[misc]  # as above
     """Findings page by a cursor on their creation, newest first: a team's page walks the index of all
     findings in that order and stops at the page's end, where a COUNT would join every one to its job."""
 

@@ -1,8 +1,68 @@
-from django.db import connection
-from django.http import HttpRequest, JsonResponse
+"""/healthz, and the error pages a client gets when the app cannot answer."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+
+from django.conf import settings
+from django.db import InterfaceError, OperationalError
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils import timezone
+
+from apps.core.health import database_check, redis_check
+from apps.telemetry.health import cluster_checks
+
+_kept_lock = threading.Lock()
+_kept: tuple[float, int, bytes] | None = None  # (when, status, body): the last answer, for a few seconds
 
 
-def healthz(request: HttpRequest) -> JsonResponse:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
-    return JsonResponse({"status": "ok"})
+def healthz(request: HttpRequest) -> HttpResponse:
+    """Each dependency as JSON (`postgres`, `redis`, `prometheus:<cluster>`, `ingest:<cluster>`), 200 when
+    all are ok, else 503. Unauthenticated, so: no URL, no error message, and the answer is kept
+    FLEETWATT_HEALTHZ_CACHE_S seconds per process, so that asking it often asks nobody else more."""
+    global _kept
+    with _kept_lock:
+        if _kept is not None and time.monotonic() - _kept[0] < settings.FLEETWATT_HEALTHZ_CACHE_S:
+            return _health_response(_kept[1], _kept[2])
+    timeout_s = settings.FLEETWATT_HEALTHZ_TIMEOUT_S
+    checks = {"postgres": database_check(), "redis": redis_check(timeout_s=timeout_s)}
+    if checks["postgres"]["ok"]:
+        checks |= cluster_checks(now=timezone.now(), max_lag_h=settings.FLEETWATT_INGEST_MAX_LAG_H, timeout_s=timeout_s)
+    ok = all(check["ok"] for check in checks.values())
+    status, body = (200 if ok else 503), json.dumps({"status": "ok" if ok else "failing", "checks": checks}).encode()
+    with _kept_lock:
+        _kept = (time.monotonic(), status, body)
+    return _health_response(status, body)
+
+
+def _health_response(status: int, body: bytes) -> HttpResponse:
+    response = HttpResponse(body, status=status, content_type="application/json")
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+_UNAVAILABLE_HTML = (
+    "<!doctype html><title>fleetwatt: unavailable</title><h1>Service unavailable</h1>"
+    "<p>fleetwatt cannot reach its database just now. Try again in a minute.</p>"
+)
+_ERROR_HTML = "<!doctype html><title>fleetwatt: server error</title><h1>Server error</h1>"
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """handler500. A database that cannot be reached is a 503 with Retry-After (a client may try again);
+    the API answers JSON, as it does for every other error. Renders no template: a template's context
+    (the user, the session) may need the database that just failed."""
+    unavailable = isinstance(sys.exc_info()[1], OperationalError | InterfaceError)
+    status = 503 if unavailable else 500
+    response: HttpResponse
+    if request.path.startswith("/api/"):
+        detail = "The database is unavailable; try again shortly." if unavailable else "Server error."
+        response = JsonResponse({"detail": detail}, status=status)
+    else:
+        response = HttpResponse(_UNAVAILABLE_HTML if unavailable else _ERROR_HTML, status=status)
+    if unavailable:
+        response["Retry-After"] = "30"
+    return response

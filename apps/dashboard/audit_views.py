@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
-from django.views.decorators.http import require_POST
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST, require_safe
 
 from apps.carbon.models import JobGroup
+from apps.core.access import acting_user
+from apps.core.query import bad_query_is_400, filters_checked
 from apps.fleet.models import Cluster, Team
 from apps.jobs.models import Job
 from apps.pipeline import decisions
@@ -19,12 +22,15 @@ from apps.waste.kinds import KIND_CHOICES, STATUS_CHOICES
 from apps.waste.models import Flag
 
 
+@require_safe
+@bad_query_is_400
 @staff_member_required
 def queue(request: HttpRequest) -> HttpResponse:
     params = request.GET.copy()
     params.setdefault("status", Flag.Status.OPEN)
     flags = Flag.objects.filter(job__isnull=False).select_related("job__team", "cluster").order_by("created_at", "id")
     filterset = FlagFilterSet(params, queryset=flags)
+    filters_checked(filterset)
     context = {
         "filter": filterset,
         "flags": filterset.qs[:500],
@@ -40,19 +46,20 @@ def queue(request: HttpRequest) -> HttpResponse:
 def _decide(request: HttpRequest, job: Job, flag: Flag | None) -> None:
     """One decision from a page: acknowledge, dispute (findings), exclude, include, reassign."""
     action, reason = request.POST.get("action", ""), request.POST.get("reason", "")
+    actor = acting_user(request.user)
     try:
         if action in ("acknowledge", "dispute"):
             if flag is None:
                 raise audit.AuditError("Acknowledge and dispute apply to a finding.")
-            decisions.flag_review(actor=request.user, flag=flag, action=action, reason=reason)
+            decisions.flag_review(actor=actor, flag=flag, action=action, reason=reason)
         elif action in ("exclude", "include"):
-            decisions.job_exclude(actor=request.user, job=job, exclude=action == "exclude", reason=reason, flag=flag)
+            decisions.job_exclude(actor=actor, job=job, exclude=action == "exclude", reason=reason, flag=flag)
         elif action == "reassign_team":
             team = get_object_or_404(Team, name=request.POST.get("team", ""))
-            decisions.job_reassign(actor=request.user, job=job, team=team, reason=reason, flag=flag)
+            decisions.job_reassign(actor=actor, job=job, team=team, reason=reason, flag=flag)
         elif action == "reassign_group":
             group = get_object_or_404(JobGroup, name=request.POST.get("job_group", ""))
-            decisions.job_reassign(actor=request.user, job=job, job_group=group, reason=reason, flag=flag)
+            decisions.job_reassign(actor=actor, job=job, job_group=group, reason=reason, flag=flag)
         else:
             raise audit.AuditError(f"Unknown action {action!r}.")
     except audit.AuditError as exc:
@@ -61,17 +68,29 @@ def _decide(request: HttpRequest, job: Job, flag: Flag | None) -> None:
         messages.success(request, f"{job.job_key}: {action.replace('_', ' ')} recorded.")
 
 
-@staff_member_required
+def _back(request: HttpRequest, default: str) -> str:
+    """The page the form came from (`next`), if it is a page of this site; `default` otherwise."""
+    target = request.POST.get("next") or ""
+    if target and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return target
+    return default
+
+
 @require_POST
+@staff_member_required
 def act(request: HttpRequest, flag_id: int) -> HttpResponse:
     """A decision on a finding (and its job), from the queue."""
     flag = get_object_or_404(Flag.objects.select_related("job"), pk=flag_id, job__isnull=False)
+    if flag.job is None:  # never (the query wants a job): narrows the type for _decide
+        raise Http404
     _decide(request, flag.job, flag)
-    return HttpResponseRedirect(request.POST.get("next") or reverse("dashboard:audit"))
+    return HttpResponseRedirect(_back(request, reverse("dashboard:audit")))
 
 
-@staff_member_required
 @require_POST
+@staff_member_required
 def act_on_job(request: HttpRequest, job_id: int) -> HttpResponse:
     """A decision on a job, from its page."""
     job = get_object_or_404(Job, pk=job_id)

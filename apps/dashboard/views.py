@@ -1,7 +1,8 @@
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
+from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
@@ -10,14 +11,17 @@ from django.db.models import Max, Min, Sum
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
+from django.views.decorators.http import require_safe
 
 from apps.carbon.models import GpuModel, JobGroup
 from apps.core.access import user_sees_all_teams
 from apps.core.footprint import S_PER_HOUR, Footprint, kwh
+from apps.core.query import QueryError, bad_query_is_400, date_param
 from apps.fleet.models import Cluster, Gpu, Team
 from apps.jobs.methods import method_legend
 from apps.jobs.models import Job
 from apps.jobs.selectors import low_coverage_jobs
+from apps.rollups.api.serializers import MAX_ROLLUP_DAYS
 from apps.rollups.selectors import MixedBasisError, cluster_rollup_cached, team_rollup_cached
 from apps.telemetry.models import IngestedHour
 from apps.waste.kinds import WASTE_KINDS
@@ -25,21 +29,27 @@ from apps.waste.models import Flag
 
 
 def _period(request: HttpRequest) -> tuple[datetime, datetime]:
-    """?start=YYYY-MM-DD&end=YYYY-MM-DD (end exclusive); default the last 7 days of ingested data."""
-    latest = IngestedHour.objects.order_by("-hour").values_list("hour", flat=True).first()
-    default_end = (latest or timezone.now()).replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
-    try:
-        end = datetime.fromisoformat(request.GET["end"]).replace(tzinfo=UTC) if request.GET.get("end") else default_end
-        start = (
-            datetime.fromisoformat(request.GET["start"]).replace(tzinfo=UTC)
-            if request.GET.get("start")
-            else end - timedelta(days=7)
-        )
-    except ValueError:
-        end, start = default_end, default_end - timedelta(days=7)
+    """?start=YYYY-MM-DD&end=YYYY-MM-DD (end exclusive); by default the last 7 days of ingested data. A day
+    the page cannot read, a start not before the end, or more days than a rollup covers: QueryError (400)."""
+    start_day, end_day = date_param(request.GET, "start"), date_param(request.GET, "end")
+    if end_day is not None:
+        end = datetime.combine(end_day, time(), tzinfo=UTC)
+    else:
+        latest = IngestedHour.objects.order_by("-hour").values_list("hour", flat=True).first()
+        end = (latest or timezone.now()).replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
+    start = datetime.combine(start_day, time(), tzinfo=UTC) if start_day is not None else end - timedelta(days=7)
     if start >= end:
-        start = end - timedelta(days=1)
+        raise QueryError(f"start ({start.date()}) must be before end ({end.date()}).")
+    if end - start > timedelta(days=MAX_ROLLUP_DAYS):
+        raise QueryError(f"start and end: a period covers at most {MAX_ROLLUP_DAYS} days.")
     return start, end
+
+
+def _without_credentials(url: str) -> str:
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def _with_split(job: Job) -> Job:
@@ -52,6 +62,8 @@ def _with_split(job: Job) -> Job:
     return job
 
 
+@require_safe
+@bad_query_is_400
 @login_required
 def fleet(request: HttpRequest) -> HttpResponse:
     start, end = _period(request)
@@ -67,13 +79,19 @@ def fleet(request: HttpRequest) -> HttpResponse:
         "has_data": IngestedHour.objects.exists(),
         "teams": Team.objects.visible_to(request.user).order_by("name"),
         "fleet": _clusters_overview(start, end) if user_sees_all_teams(request.user) else None,
-        "prometheus_url": Cluster.objects.values_list("prometheus_url", flat=True).first()
-        or settings.FLEETWATT_PROMETHEUS_URL,
+        # Only to admins, and without any credentials the URL may carry (user:password@).
+        "prometheus_url": _without_credentials(
+            Cluster.objects.values_list("prometheus_url", flat=True).first() or settings.FLEETWATT_PROMETHEUS_URL
+        )
+        if request.user.is_staff
+        else "",
         "split_methods": method_legend(),
     }
     return render(request, "dashboard/fleet.html", context)
 
 
+@require_safe
+@bad_query_is_400
 @login_required
 def team(request: HttpRequest, team_id: int) -> HttpResponse:
     """One team over a period: cost, energy and carbon side by side. The charts load the same rollup
@@ -117,6 +135,8 @@ def _totals(periods: list[dict]) -> dict:
     return Footprint.total(Footprint.from_sums(p) for p in periods).as_dict()
 
 
+@require_safe
+@bad_query_is_400
 @login_required
 def job(request: HttpRequest, job_id: int) -> HttpResponse:
     """A job: its split per GPU and hour, coverage, footprint, flags and audit trail, and what a
@@ -168,6 +188,8 @@ def _clusters_overview(start: datetime, end: datetime) -> dict:
     return {"clusters": clusters}
 
 
+@require_safe
+@bad_query_is_400
 @login_required
 def gpu(request: HttpRequest, gpu_id: int) -> HttpResponse:
     """A GPU: its hours (device, jobs and idle energy, occupancy) and the jobs that ran on it."""
@@ -176,7 +198,7 @@ def gpu(request: HttpRequest, gpu_id: int) -> HttpResponse:
     gpu = get_object_or_404(Gpu.objects.select_related("node__cluster"), pk=gpu_id)
     start, end = _period(request)
     hours = gpu.hours.filter(hour__gte=start, hour__lt=end).order_by("hour")
-    jobs = (
+    rows = (
         gpu.job_hours.filter(hour__gte=start, hour__lt=end)
         .values("job_id", "job__job_key", "job__team__name")
         .annotate(energy_j=Sum("energy_j"), occupancy_s=Sum("occupancy_s"), first=Min("hour"), last=Max("hour"))
@@ -184,7 +206,7 @@ def gpu(request: HttpRequest, gpu_id: int) -> HttpResponse:
     )
     jobs = [
         {**j, "energy_kwh": kwh(j["energy_j"] or 0.0), "gpu_hours": (j["occupancy_s"] or 0.0) / S_PER_HOUR}
-        for j in jobs
+        for j in rows
     ]
     context = {"gpu": gpu, "hours": hours, "jobs": jobs, "start": start.date(), "end": end.date()}
     return render(request, "dashboard/gpu.html", context)

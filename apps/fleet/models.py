@@ -33,6 +33,9 @@ class Cluster(models.Model):
         related_name="clusters",
         help_text="Where it runs: grid zone, PUE, electricity price. Empty: no carbon or energy cost.",
     )
+    source_retention_s = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="How long its endpoint keeps samples, as it last said (empty: unknown)."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

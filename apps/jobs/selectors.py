@@ -64,7 +64,8 @@ def job_gpu_totals(*, job_ids: Iterable[int]) -> dict[int, list[JobGpuTotals]]:
                 source=r["source"],
                 sampled_s=r["sampled_s"] or 0.0,
                 sm_s=r["sm_s"] or 0.0,
-                occupancy_s=r["occupancy_s"] or 0.0,
+                # A key of **footprint_sums(), which the django-stubs plugin cannot see in the row's type.
+                occupancy_s=r["occupancy_s"] or 0.0,  # type: ignore[misc]
                 peak_memory_bytes=r["peak_memory_bytes"] or 0,
                 job_start=r["job_start"],
                 first_seen=r["first_seen"],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from apps.core.bulk import rows_update
@@ -29,19 +29,18 @@ SUMMARY_FIELDS = [
 
 def jobs_summary_refresh(
     *,
-    job_ids: Iterable[int],
+    jobs: Sequence[Job],
     totals: Mapping[int, Sequence[JobGpuTotals]],
     energy_by_method: Mapping[int, Mapping[str, float]],
     gpu_sampled: Mapping[tuple[int, datetime], float],
     ingested_through: datetime | None,
 ) -> None:
     """Recompute the summary of each job from the sums of all its hour rows (so the order of ingest never
-    matters): energy and split, coverage, GPU-hours, span. `gpu_sampled`: the agent's sampled seconds per
+    matters): energy and split, coverage, GPU-hours, span; in place on `jobs` (their cluster loaded), then
+    stored. `gpu_sampled`: the agent's sampled seconds per
     (GPU, hour) over the jobs' spans (apps.telemetry.selectors.gpu_sampled_seconds)."""
-    ids = sorted(set(job_ids))
-    if not ids:
+    if not jobs:
         return
-    jobs = list(Job.objects.filter(pk__in=ids).select_related("cluster"))
     for job in jobs:
         s = job_summarize(
             gpus=totals.get(job.pk, []),

@@ -136,7 +136,10 @@ def job_summarize(
         s.coverage = min(1.0, s.sampled_s / s.expected_s)
     elif s.sampled_s > 0:
         s.coverage = 1.0
-    if s.last_seen is not None and ingested_through is not None:
-        if s.last_seen < ingested_through - timedelta(seconds=2 * scrape_interval_s):
-            s.end = s.last_seen
+    if (
+        s.last_seen is not None
+        and ingested_through is not None
+        and s.last_seen < ingested_through - timedelta(seconds=2 * scrape_interval_s)
+    ):
+        s.end = s.last_seen
     return s

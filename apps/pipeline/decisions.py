@@ -4,7 +4,7 @@ to another group may change its carbon-shift hint."""
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from apps.carbon.models import JobGroup
@@ -16,14 +16,12 @@ from apps.waste.models import AuditEntry, Flag
 from .derive import Fact, Scope, derive
 
 
-def flag_review(*, actor: AbstractBaseUser, flag: Flag, action: str, reason: str) -> AuditEntry:
+def flag_review(*, actor: User, flag: Flag, action: str, reason: str) -> AuditEntry:
     """Acknowledge or dispute a finding: nothing else follows from it."""
     return audit.flag_review(actor=actor, flag=flag, action=action, reason=reason)
 
 
-def job_exclude(
-    *, actor: AbstractBaseUser, job: Job, exclude: bool, reason: str, flag: Flag | None = None
-) -> AuditEntry:
+def job_exclude(*, actor: User, job: Job, exclude: bool, reason: str, flag: Flag | None = None) -> AuditEntry:
     with transaction.atomic():
         entry = audit.job_exclude(actor=actor, job=job, exclude=exclude, reason=reason, flag=flag)
         derive(Scope.jobs([job.pk]), changed={Fact.BILLING})
@@ -31,7 +29,7 @@ def job_exclude(
 
 
 def job_reassign(
-    *, actor: AbstractBaseUser, job: Job, reason: str, team: Team | None = None, job_group: JobGroup | None = None,
+    *, actor: User, job: Job, reason: str, team: Team | None = None, job_group: JobGroup | None = None,
     flag: Flag | None = None,
 ) -> AuditEntry:  # fmt: skip
     with transaction.atomic():

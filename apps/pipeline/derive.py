@@ -92,9 +92,16 @@ class DeriveRun:
     regrouped: int = 0
     timings_s: dict[str, float] = field(default_factory=dict)
     _totals: dict[int, list[JobGpuTotals]] | None = None
+    _jobs: list[Job] | None = None
 
     def jobs(self) -> list[Job]:
-        return list(Job.objects.filter(pk__in=sorted(self.job_ids)).select_related("cluster__site", "job_group"))
+        """The run's jobs, loaded once (after the groups and footprints that find them): the steps update
+        these objects as they store their figures, so each step reads what the one before wrote."""
+        if self._jobs is None:
+            self._jobs = list(
+                Job.objects.filter(pk__in=sorted(self.job_ids)).select_related("cluster__site", "job_group")
+            )
+        return self._jobs
 
     def totals(self) -> dict[int, list[JobGpuTotals]]:
         """The one per-job aggregate of this run, built once (after the row footprints it sums)."""
@@ -155,7 +162,7 @@ def _row_footprints(run: DeriveRun) -> None:
 def _job_summaries(run: DeriveRun) -> None:
     totals = run.totals()
     jobs.jobs_summary_refresh(
-        job_ids=run.job_ids,
+        jobs=run.jobs(),
         totals=totals,
         energy_by_method=job_reads.job_energy_by_method(job_ids=run.job_ids),
         gpu_sampled=telemetry_reads.gpu_sampled_seconds(spans=agent_spans(totals.get(j, []) for j in run.job_ids)),
@@ -164,7 +171,7 @@ def _job_summaries(run: DeriveRun) -> None:
 
 
 def _job_footprints(run: DeriveRun) -> None:
-    carbon.jobs_footprint_sum(totals=run.totals(), job_ids=run.job_ids, book=run.factor_book)
+    carbon.jobs_footprint_sum(jobs=run.jobs(), totals=run.totals(), book=run.factor_book)
 
 
 def _low_coverage_flags(run: DeriveRun) -> None:

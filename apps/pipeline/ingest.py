@@ -12,6 +12,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.utils import timezone
 
 from apps.carbon import services as carbon
 from apps.fleet import services as fleet
@@ -20,6 +21,7 @@ from apps.fleet.selectors import TeamResolver
 from apps.telemetry import promql
 from apps.telemetry import services as telemetry
 from apps.telemetry.fetch import hour_fetch
+from apps.telemetry.guard import beyond_retention, source_loss
 from apps.telemetry.hour import hour_compute
 from apps.telemetry.models import IngestWatermark
 from apps.telemetry.prometheus import PrometheusReader, PrometheusUnavailable
@@ -27,6 +29,7 @@ from apps.telemetry.services import (
     HOUR,
     HourReport,
     IngestError,
+    SourceLossError,
     hours_between,
     ingest_range_validate,
     last_closed_hour,
@@ -49,8 +52,13 @@ def clusters_select(name: str | None) -> list[Cluster]:
         raise IngestError(f"Unknown cluster {name!r} (known: {known}).") from None
 
 
-def hour_ingest(*, cluster: Cluster, hour: datetime, reader: PrometheusReader | None = None) -> HourReport:
-    """Ingest one closed hour of one cluster. Running it again replaces the hour's rows with the same."""
+def hour_ingest(
+    *, cluster: Cluster, hour: datetime, reader: PrometheusReader | None = None, force: bool = False
+) -> HourReport:
+    """Ingest one closed hour of one cluster. Running it again replaces the hour's rows with the same.
+
+    Stored rows are not replaced by an answer that lost them (the hour is past the source's retention, or
+    the source now gives far less of it): SourceLossError, nothing written, unless `force`."""
     started = time.perf_counter()
     own_reader = reader is None
     reader = reader or PrometheusReader(cluster.prometheus_url, timeout_s=settings.FLEETWATT_PROMETHEUS_TIMEOUT_S)
@@ -62,12 +70,25 @@ def hour_ingest(*, cluster: Cluster, hour: datetime, reader: PrometheusReader | 
     )
     try:
         data = hour_fetch(reader=reader, queries=queries, hour_start=hour.timestamp())
+        retention = reader.retention()
     finally:
         if own_reader:
             reader.close()
     result = hour_compute(data)
     with transaction.atomic():
         telemetry.cluster_hour_lock(cluster=cluster, hour=hour)
+        telemetry.cluster_retention_record(cluster=cluster, retention=retention)
+        loss = source_loss(
+            stored=telemetry.stored_hour_totals(cluster=cluster, hour=hour),
+            fresh=telemetry.fresh_hour_totals(result),
+            beyond=beyond_retention(hour=hour, now=timezone.now(), retention=retention),
+            min_ratio=settings.FLEETWATT_INGEST_MIN_SOURCE_RATIO,
+        )
+        if loss and not force:
+            raise SourceLossError(
+                f"cluster {cluster.name}, hour {hour:%Y-%m-%d %H}:00 UTC: {loss}. Nothing was written; "
+                "`manage.py ingest --force` replaces it anyway."
+            )
         teams = TeamResolver(cluster=cluster, unassigned=fleet.unassigned_team_ensure())
         written = telemetry.hour_rows_write(cluster=cluster, hour=hour, result=result, teams=teams)
         if written.new_nodes:  # before the footprints: a node's server type sets its overhead and embodied carbon
@@ -97,7 +118,12 @@ ProgressFn = Callable[[HourReport], None]
 
 
 def range_ingest(
-    *, clusters: list[Cluster], start: datetime, end: datetime, progress: ProgressFn | None = None
+    *,
+    clusters: list[Cluster],
+    start: datetime,
+    end: datetime,
+    progress: ProgressFn | None = None,
+    force: bool = False,
 ) -> list[HourReport]:
     """Ingest every closed hour in [start, end) of each cluster, one transaction per cluster-hour.
 
@@ -110,7 +136,7 @@ def range_ingest(
         reader = PrometheusReader(cluster.prometheus_url, timeout_s=settings.FLEETWATT_PROMETHEUS_TIMEOUT_S)
         try:
             for hour in hours_between(start, end):
-                report = hour_ingest(cluster=cluster, hour=hour, reader=reader)
+                report = hour_ingest(cluster=cluster, hour=hour, reader=reader, force=force)
                 reports.append(report)
                 if progress:
                     progress(report)
@@ -137,7 +163,7 @@ def closed_hours_ingest(*, now: datetime | None = None) -> list[HourReport]:
             try:
                 for hour in hours:
                     reports.append(hour_ingest(cluster=cluster, hour=hour, reader=reader))
-            except PrometheusUnavailable as exc:
+            except (PrometheusUnavailable, SourceLossError) as exc:
                 log.warning("cluster %s: %s; will catch up from %s next run", cluster.name, exc, hour.isoformat())
             finally:
                 reader.close()

@@ -10,7 +10,7 @@ from django.db import models
 from apps.fleet.models import Team
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+    from django.contrib.auth.models import AbstractUser, AnonymousUser
 
 
 def recipient_token() -> str:
@@ -37,7 +37,7 @@ class ReportRecipient(models.Model):
 
 
 class WeeklyReportQuerySet(models.QuerySet["WeeklyReport"]):
-    def visible_to(self, user: AbstractBaseUser | AnonymousUser) -> WeeklyReportQuerySet:
+    def visible_to(self, user: AbstractUser | AnonymousUser) -> WeeklyReportQuerySet:
         """Teams' reports through Team.objects.visible_to; the fleet-wide summary (no team) to admins only."""
         if not user.is_authenticated:
             return self.none()

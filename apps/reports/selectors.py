@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
@@ -16,7 +17,7 @@ from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Q, QuerySet, Sum
 from django.db.models.functions import TruncDay
 from django.urls import NoReverseMatch, reverse
 
@@ -182,7 +183,7 @@ def _change(metric: str, now: float, before: float) -> Change:
     return Change(metric=metric, now=now, before=before, delta=now - before, pct=pct)
 
 
-def _team_rows(team: Team, start: datetime, end: datetime):  # noqa: ANN202 - a queryset
+def _team_rows(team: Team, start: datetime, end: datetime) -> QuerySet[JobGpuHour]:
     """The rows team_rollup sums: the team's jobs, less those an admin excluded from its bill."""
     return JobGpuHour.objects.filter(job__team=team, job__excluded_from_bill=False, hour__gte=start, hour__lt=end)
 
@@ -291,7 +292,7 @@ def _days(team: Team, week_start: date, tz: ZoneInfo, waste_per_day: dict[date, 
     days = []
     peak = max([(r["occ"] or 0.0) / 3600.0 for r in used.values()] + [0.0])
     for day, _s, _e in day_windows(week_start, tz):
-        r = used.get(day, {})
+        r: Mapping[str, Any] = used.get(day, {})
         gpu_hours = (r.get("occ") or 0.0) / 3600.0
         waste = min(gpu_hours, waste_per_day.get(day, 0.0))
         waste_pct = round(100 * waste / peak) if peak else 0
@@ -396,20 +397,18 @@ def fleet_summary_build(*, week_start: date) -> FleetSummary:
     ok = [line for line in lines if line.week is not None]
     currencies = {line.currency for line in ok if line.currency}
     bases = {line.intensity_basis for line in ok if line.intensity_basis}
-    total = None
+    total: Footprint | None = None
     notes = []
     if len(currencies) <= 1 and len(bases) <= 1:
-        total = Footprint()
-        for line in ok:
-            total = total + line.week  # type: ignore[arg-type]
+        total = Footprint.total(line.week for line in ok if line.week is not None)
     else:
         notes.append("No fleet total: teams differ in currency or intensity basis, and a report never mixes them.")
     idle = Footprint()
     for cluster in Cluster.objects.filter(site__isnull=False, site__timezone=tz_name).order_by("name"):
         doc = cluster_rollup(cluster=cluster, start=start, end=end, granularity="week")
-        line = _idle(doc["periods"])
-        if line is not None:
-            idle = idle + line
+        cluster_idle = _idle(doc["periods"])
+        if cluster_idle is not None:
+            idle = idle + cluster_idle
     in_doubt = WeeklyReport.objects.filter(status=WeeklyReport.Status.SENDING, team__isnull=False).count()
     return FleetSummary(
         week_start=week_start,

@@ -7,10 +7,12 @@ from datetime import datetime
 from celery import shared_task
 from django.utils import timezone
 
+from apps.core.task_retries import retry_policy
+
 from .services import weekly_reports_send
 
 
-@shared_task(acks_late=True)
+@shared_task(acks_late=True, **retry_policy())
 def send_weekly_reports_task(now_iso: str | None = None) -> list[str]:
     """Beat, hourly: each team's report for the week that ended, once its local send time (default
     Monday 07:00 in its site's time zone) has passed; then the admins' fleet summary. Running it again,

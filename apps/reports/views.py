@@ -4,9 +4,11 @@ admins' preview and "send now"; recipients kept by a team's leads and admins; un
 from __future__ import annotations
 
 from datetime import date
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.validators import validate_email
 from django.http import Http404, HttpRequest, HttpResponse
@@ -14,8 +16,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
+from apps.core.access import user_is_read_only
+from apps.core.query import bad_query_is_400, date_param, filters_checked, id_param
 from apps.fleet.models import Team, TeamMembership
 from apps.rollups.selectors import MixedBasisError
 
@@ -40,19 +44,27 @@ def _staff_only(request: HttpRequest) -> None:
         raise PermissionDenied("Only admins preview and send reports.")
 
 
-def _can_manage(user: object, team: Team) -> bool:
-    """A team's leads and the admins keep its recipients."""
-    if getattr(user, "is_staff", False):
+def _can_manage(user: User | AnonymousUser, team: Team) -> bool:
+    """A team's leads and the admins keep its recipients; finance only reads, a lead's team included."""
+    if user.is_staff:
         return True
-    return TeamMembership.objects.filter(user=user, team=team, role=TeamMembership.Role.LEAD).exists()
+    return (
+        user.is_authenticated
+        and not user_is_read_only(user)
+        and TeamMembership.objects.filter(user=user, team=team, role=TeamMembership.Role.LEAD).exists()
+    )
 
 
+@require_safe
+@bad_query_is_400
 @login_required
 def archive(request: HttpRequest) -> HttpResponse:
     teams = Team.objects.visible_to(request.user).order_by("name")
-    reports = WeeklyReportFilterSet(
+    filterset = WeeklyReportFilterSet(
         request.GET, queryset=WeeklyReport.objects.visible_to(request.user).select_related("team")
-    ).qs
+    )
+    filters_checked(filterset)
+    reports = filterset.qs
     team_name = request.GET.get("team") or ""
     manageable = [t for t in teams if _can_manage(request.user, t)]
     context = {
@@ -65,6 +77,7 @@ def archive(request: HttpRequest) -> HttpResponse:
     return render(request, "reports/archive.html", context)
 
 
+@require_safe
 @login_required
 def report(request: HttpRequest, report_id: int) -> HttpResponse:
     report = get_object_or_404(WeeklyReport.objects.visible_to(request.user).select_related("team"), pk=report_id)
@@ -72,24 +85,24 @@ def report(request: HttpRequest, report_id: int) -> HttpResponse:
 
 
 def _preview_target(request: HttpRequest) -> tuple[Team | None, date]:
+    """`team` (an id; none: the fleet summary) and `week` (a day of it; none: the week due now), strictly:
+    QueryError (400) for what is neither."""
     source = request.POST if request.method == "POST" else request.GET
-    raw_team = source.get("team") or ""
-    team = get_object_or_404(Team, pk=raw_team) if raw_team.isdigit() else None
-    raw_week = source.get("week") or ""
-    try:
-        week = week_monday(date.fromisoformat(raw_week)) if raw_week else due_week(now=timezone.now(), team=team)
-    except ValueError:
-        week = due_week(now=timezone.now(), team=team)
-    return team, week
+    team_id = id_param(source, "team")
+    team = get_object_or_404(Team, pk=team_id) if team_id is not None else None
+    day = date_param(source, "week")
+    return team, week_monday(day) if day is not None else due_week(now=timezone.now(), team=team)
 
 
+@require_safe
+@bad_query_is_400
 @login_required
 def preview(request: HttpRequest) -> HttpResponse:
     """A report as it would go out now (nothing claimed, nothing sent), with "send now"."""
     _staff_only(request)
     team, week = _preview_target(request)
     existing = WeeklyReport.objects.filter(team=team, week_start=week).first()
-    context = {
+    context: dict[str, Any] = {
         "teams": Team.objects.order_by("name"),
         "team": team,
         "week": week,
@@ -103,8 +116,9 @@ def preview(request: HttpRequest) -> HttpResponse:
     return render(request, "reports/preview.html", context)
 
 
-@login_required
 @require_POST
+@bad_query_is_400
+@login_required
 def send_now(request: HttpRequest) -> HttpResponse:
     """Sends the report of a team (or the fleet summary) for a week; `again` resends one that is sent
     or in doubt (the admin's decision)."""
@@ -131,8 +145,8 @@ def send_now(request: HttpRequest) -> HttpResponse:
     return redirect(reverse("reports:preview") + query)
 
 
-@login_required
 @require_POST
+@login_required
 def resolve(request: HttpRequest, report_id: int) -> HttpResponse:
     """An admin marks an in-doubt report as sent, having seen its Message-IDs in the relay's log."""
     _staff_only(request)
@@ -144,8 +158,9 @@ def resolve(request: HttpRequest, report_id: int) -> HttpResponse:
     return redirect("reports:report", report_id=report.pk)
 
 
+@require_http_methods(["GET", "HEAD", "POST"])
+@bad_query_is_400
 @login_required
-@require_http_methods(["GET", "POST"])
 def recipients(request: HttpRequest, team_id: int) -> HttpResponse:
     team = get_object_or_404(Team.objects.visible_to(request.user), pk=team_id)
     if not _can_manage(request.user, team):
@@ -162,7 +177,7 @@ def recipients(request: HttpRequest, team_id: int) -> HttpResponse:
                 recipient_add(team=team, email=email)
                 messages.success(request, f"{email} gets the weekly report.")
         elif action == "remove":
-            recipient = get_object_or_404(ReportRecipient, team=team, pk=request.POST.get("recipient") or 0)
+            recipient = get_object_or_404(ReportRecipient, team=team, pk=id_param(request.POST, "recipient") or 0)
             recipient_remove(recipient=recipient)
             messages.success(request, f"{recipient.email} removed.")
         return redirect("reports:recipients", team_id=team.pk)

@@ -140,7 +140,7 @@ def _share_idle(*, team: Team, start: datetime, end: datetime, trunc: Any, perio
         .order_by()
     ):
         used[(_period_key(r["period"]), r["cluster"])] = {"team": r["team"] or 0.0, "all": r["all"] or 0.0}
-    lines: dict[int, dict[str, dict[str, Any]]] = {}
+    lines: dict[int, dict[str, Footprint]] = {}
     for (period, cluster_id), u in used.items():
         if not u["team"] or not u["all"]:
             continue
@@ -284,9 +284,7 @@ def team_totals(*, user: User, start: datetime, end: datetime) -> list[dict[str,
     """Each team the user may see, side by side over the period (whole UTC days, as its rollup): GPU-hours,
     energy, cost and CO2e, from the teams' daily sums in one read. A team whose days span sites on different
     intensity bases is left out (its rollup refuses to mix them)."""
-    days = TeamDay.objects.filter(
-        team__in=Team.objects.visible_to(user), day__gte=start.date(), day__lt=day_after(end)
-    )
+    days = TeamDay.objects.filter(team__in=Team.objects.visible_to(user), day__gte=start.date(), day__lt=day_after(end))
     sums = {
         r["team_id"]: r
         for r in days.values("team_id")

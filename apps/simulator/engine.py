@@ -253,6 +253,7 @@ class FleetSimulation:
         node = gpu.node
         base = {"hostname": node.hostname, "gpu": str(gpu.index), "uuid": gpu.uuid}
         seen = self._scrape_mask(node.hostname, times)
+        core_only = node.agent_contract == "core"  # an older agent: none of docs/metrics.md's extensions
         for u, d in self.lives[node.hostname]:
             sel = seen & (times >= u + 1) & (times < d)
             t = times[sel]
@@ -269,7 +270,8 @@ class FleetSimulation:
 
             yield Series(GPU_ENERGY, base, abs_t, counter(("gpu_energy",)))
             yield Series(GPU_IDLE, base, abs_t, counter(("idle",)))
-            yield Series(GPU_SAMPLED, base, abs_t, counter(("gpu_sampled",)))
+            if not core_only:
+                yield Series(GPU_SAMPLED, base, abs_t, counter(("gpu_sampled",)))
             resets = np.array(gpu.resets, dtype=float)
             count = np.searchsorted(resets, ticks, side="right") - np.searchsorted(resets, u, side="right")
             yield Series(GPU_RESETS, base, abs_t, count.astype(float))
@@ -291,9 +293,11 @@ class FleetSimulation:
                     yield Series(JOB_ENERGY, {**labels, "method": key[2]}, jabs, counter(key, jticks, a))
                 yield Series(JOB_SAMPLED, labels, jabs, counter(("job_sampled", job.job_key), jticks, a))
                 yield Series(JOB_SM, labels, jabs, counter(("job_sm", job.job_key), jticks, a))
-                yield Series(JOB_OCCUPANCY, labels, jabs, counter(("job_occupancy", job.job_key), jticks, a))
+                if not core_only:
+                    yield Series(JOB_OCCUPANCY, labels, jabs, counter(("job_occupancy", job.job_key), jticks, a))
                 yield Series(JOB_MEMORY, labels, jabs, np.where(jticks <= b, float(job.memory_bytes), 0.0))
-                yield Series(JOB_LAST_SEEN, labels, jabs, np.minimum(jticks, b) + sc.t0)
+                if not core_only:
+                    yield Series(JOB_LAST_SEEN, labels, jabs, np.minimum(jticks, b) + sc.t0)
                 if gpu.index == min(job.gpus):  # once per node
                     host = {"hostname": node.hostname, "job_key": job.job_key}
                     yield Series(JOB_START, host, jabs, np.full(len(jt), job.start_s + sc.t0))
@@ -304,7 +308,8 @@ class FleetSimulation:
                 t = times[sel]
                 if len(t):
                     host = {"hostname": node.hostname}
-                    yield Series(AGENT_INFO, {**host, **AGENT_INFO_LABELS}, t + sc.t0, np.ones(len(t)))
+                    info = {**AGENT_INFO_LABELS, "version": OLDER_AGENT} if core_only else AGENT_INFO_LABELS
+                    yield Series(AGENT_INFO, {**host, **info}, t + sc.t0, np.ones(len(t)))
                     yield Series(AGENT_SAMPLES, host, t + sc.t0, np.floor(t) - u)
                     yield Series(AGENT_MISSED, host, t + sc.t0, np.zeros(len(t)))
 
@@ -409,6 +414,7 @@ class FleetSimulation:
         return out
 
 
+OLDER_AGENT = "0.1.0"  # the version a 'core' contract node reports
 AGENT_INFO_LABELS = {"version": "sim", "backend": "simulator", "process_utilization": "1", "accounting_mode": "0"}
 
 

@@ -3,6 +3,7 @@ port, with its own config and data folder, loaded with simulated history through
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import socket
@@ -73,21 +74,22 @@ class LocalPrometheus:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, *, retention: str = "3650d", log: Path | None = None, timeout_s: float = 60.0) -> None:
-        out = open(log, "ab") if log else subprocess.DEVNULL
-        self.process = subprocess.Popen(
-            [
-                PROMETHEUS,
-                f"--config.file={self.config}",
-                f"--storage.tsdb.path={self.data_dir}",
-                f"--storage.tsdb.retention.time={retention}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-                "--web.enable-admin-api",
-                "--query.lookback-delta=5m",
-            ],
-            stdout=out,
-            stderr=out,
-            start_new_session=True,
-        )
+        # The child keeps its own copy of the log's descriptor: ours is closed once it started.
+        with open(log, "ab") if log else contextlib.nullcontext(subprocess.DEVNULL) as out:
+            self.process = subprocess.Popen(
+                [
+                    PROMETHEUS,
+                    f"--config.file={self.config}",
+                    f"--storage.tsdb.path={self.data_dir}",
+                    f"--storage.tsdb.retention.time={retention}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                    "--web.enable-admin-api",
+                    "--query.lookback-delta=5m",
+                ],
+                stdout=out,
+                stderr=out,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

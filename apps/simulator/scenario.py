@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 from dataclasses import dataclass, field
@@ -39,7 +40,7 @@ def _profile(value: Any, where: str) -> Profile:
         return [(0, float(value))]
     if isinstance(value, list) and value and all(isinstance(p, list | tuple) and len(p) == 2 for p in value):
         points = [(parse_duration(t, where), float(v)) for t, v in value]
-        if points[0][0] != 0 or any(b[0] <= a[0] for a, b in zip(points, points[1:], strict=False)):
+        if points[0][0] != 0 or any(b[0] <= a[0] for a, b in itertools.pairwise(points)):
             raise ScenarioError(f"{where}: profile times must start at 0 and increase")
         return points
     raise ScenarioError(f"{where}: expected a number or a list of [time, value] pairs")
@@ -53,6 +54,9 @@ class NodeSpec:
     dcgm: bool = True
     dcgm_pod_labels: bool = False
     dcgm_pod_values: str = "copies"  # 'copies': every pod's series repeats the GPU's; 'own': per-pod util/memory
+    # 'current': the agent exports docs/metrics.md's contract; 'core': only DESIGN section 2's rows (an
+    # older agent during a rolling upgrade: no GPU sampled seconds, job occupancy or last-seen series).
+    agent_contract: str = "current"
 
 
 @dataclass
@@ -187,10 +191,13 @@ def scenario_from_dict(raw: dict[str, Any], *, now: datetime | None = None) -> S
                     dcgm=bool(n.get("dcgm", True)),
                     dcgm_pod_labels=bool(n.get("dcgm_pod_labels", False)),
                     dcgm_pod_values=str(n.get("dcgm_pod_values", "copies")),
+                    agent_contract=str(n.get("agent_contract", "current")),
                 )
             )
             if sc.nodes[-1].dcgm_pod_values not in ("copies", "own"):
                 raise ScenarioError(f"nodes[{i}].dcgm_pod_values: 'copies' or 'own'")
+            if sc.nodes[-1].agent_contract not in ("current", "core"):
+                raise ScenarioError(f"nodes[{i}].agent_contract: 'current' or 'core'")
     hostnames = [n.hostname for n in sc.nodes]
     if len(set(hostnames)) != len(hostnames):
         raise ScenarioError("nodes: duplicate hostnames")

@@ -11,7 +11,7 @@ from .exposition import text_exposition
 
 def serve(sim: FleetSimulation, host: str, port: int) -> None:
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        def do_GET(self) -> None:
             if self.path.split("?")[0] == "/metrics":
                 body = text_exposition(sim, time.time() - sim.sc.t0).encode()
                 ctype = "text/plain; version=0.0.4; charset=utf-8"

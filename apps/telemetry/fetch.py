@@ -69,9 +69,9 @@ def _attach_raw(
     index = {_series_key(sw.labels): sw for sw in windows}
     for name, values in by_label.items():
         for item in reader.instant(queries.raw_samples(metric, name, sorted(values)), at=at):
-            sw = index.get(_series_key(item["metric"]))
-            if sw is not None:
-                sw.window.raw = [(float(t), float(v)) for t, v in item["values"]]
+            reset = index.get(_series_key(item["metric"]))
+            if reset is not None:
+                reset.window.raw = [(float(t), float(v)) for t, v in item["values"]]
 
 
 def hour_fetch(*, reader: PrometheusReader, queries: promql.HourQueries, hour_start: float) -> HourInput:
@@ -95,6 +95,8 @@ def hour_fetch(*, reader: PrometheusReader, queries: promql.HourQueries, hour_st
             sw.window.resets = max(sw.window.resets, 1.0)
     _attach_raw(reader, queries, promql.DCGM_ENERGY, data.dcgm_energy, label_names=("UUID", "uuid"), at=at)
     data.job_gauges = parse_tagged(answers["gauges"])
-    data.job_info = [dict(_series_key(item["metric"])) for item in answers["info"]]
+    infos = [dict(_series_key(item["metric"])) for item in answers["info"]]
+    data.job_info = [labels for labels in infos if "job_key" in labels]
+    data.agent_info = [labels for labels in infos if "job_key" not in labels]
     data.dcgm_series = parse_tagged(answers["dcgm"])
     return data

@@ -34,6 +34,7 @@ class HourInput:
     dcgm_energy: list[SeriesWindow] = field(default_factory=list)
     job_gauges: list[tuple[str, dict[str, str], float]] = field(default_factory=list)  # (tag, labels, value)
     job_info: list[dict[str, str]] = field(default_factory=list)
+    agent_info: list[dict[str, str]] = field(default_factory=list)  # per node: the agent's version
     dcgm_series: list[tuple[str, dict[str, str], float]] = field(default_factory=list)
 
 
@@ -60,6 +61,8 @@ class GpuHourRow:
     sampled_s: float = 0.0
     occupied_s: float = 0.0
     counter_resets: int = 0
+    agent_version: str = ""
+    contract_gaps: list[str] = field(default_factory=list)  # extension series the agent did not export
 
 
 @dataclass
@@ -136,6 +139,10 @@ def _increases(
     return out
 
 
+def _by_host(labels: Labels) -> tuple[str, ...]:
+    return (labels.get("hostname", ""),)
+
+
 def _by_uuid(labels: Labels) -> tuple[str, ...]:
     return (labels.get("uuid", ""),)
 
@@ -173,6 +180,8 @@ def hour_compute(data: HourInput) -> HourResult:
     sampled = _increases(counters(promql.JOB_SAMPLED), _by_uuid_job, hour_start=t0)
     sm = _increases(counters(promql.JOB_SM), _by_uuid_job, hour_start=t0)
     occupancy = _increases(counters(promql.JOB_OCCUPANCY), _by_uuid_job, hour_start=t0)
+    ticks = _increases(counters(promql.AGENT_SAMPLES), _by_host, hour_start=t0)
+    versions = {labels.get("hostname", ""): labels.get("version", "") for labels in data.agent_info}
     memory: dict[tuple[str, str], float] = {}
     last_seen: dict[tuple[str, str], float] = {}
     start: dict[str, float] = {}
@@ -207,6 +216,15 @@ def hour_compute(data: HourInput) -> HourResult:
         r.peak_memory_bytes = int(memory.get((uuid, job_key), 0))
         r.last_seen = last_seen.get((uuid, job_key))
         r.job_start = start.get(job_key)
+    gaps = _contract_fallback(
+        rows=rows,
+        gpus=gpus,
+        agent_uuids=agent_uuids,
+        gpu_sampled=gpu_sampled,
+        occupancy=occupancy,
+        ticks=ticks,
+        hour_end=t0 + 3600.0,
+    )
 
     # --- dcgm-exporter: the reference energy of every GPU, and attribution where no agent reports
     copies: dict[str, list[CounterWindow]] = defaultdict(list)
@@ -256,7 +274,9 @@ def hour_compute(data: HourInput) -> HourResult:
                 residual_ratio=(residual / dcgm_j) if residual is not None and dcgm_j else None,
                 sampled_s=gpu_sampled.get((uuid,), 0.0),
                 occupied_s=occupied_by_gpu[uuid],
-                counter_resets=int(round(resets.get((uuid,), 0.0))),
+                counter_resets=round(resets.get((uuid,), 0.0)),
+                agent_version=versions.get(gpus[uuid].hostname, ""),
+                contract_gaps=gaps.get(uuid, []),
             )
         )
     for uuid, gpu_row in sorted(dcgm_gpu.items()):
@@ -272,6 +292,46 @@ def hour_compute(data: HourInput) -> HourResult:
     job_rows += dcgm_rows
     jobs = _job_metas(data.job_info, {r.job_key for r in job_rows})
     return HourResult(gpus=gpus, gpu_hours=gpu_hours, job_hours=job_rows, jobs=jobs)
+
+
+def _contract_fallback(
+    *,
+    rows: dict[tuple[str, str], JobGpuHourRow],
+    gpus: dict[str, GpuRef],
+    agent_uuids: set[str],
+    gpu_sampled: dict[tuple[str, ...], float],
+    occupancy: dict[tuple[str, ...], float],
+    ticks: dict[tuple[str, ...], float],
+    hour_end: float,
+) -> dict[str, list[str]]:
+    """An agent older than docs/metrics.md's extensions exports no GPU sampled seconds, job occupancy or
+    last-seen series. Never a silent zero: its GPU's sampled seconds come from the node's ticks (1 Hz),
+    each job's occupancy from its sampled seconds, scaled so the jobs together occupy no more than the
+    GPU's sampled time (exact for a job alone on its GPU), and a job's last sample from the hour's end.
+    Fills `gpu_sampled` and the rows in place; returns, per GPU, the extensions that were missing."""
+    gaps: dict[str, list[str]] = {}
+    for uuid in agent_uuids:
+        missing = []
+        if (uuid,) not in gpu_sampled:
+            missing.append(promql.GPU_SAMPLED)
+            gpu_sampled[(uuid,)] = min(3600.0, ticks.get((gpus[uuid].hostname,), 0.0))
+        on_gpu = [r for (u, _), r in rows.items() if u == uuid]
+        if any((uuid, r.job_key) not in occupancy for r in on_gpu):
+            missing.append(promql.JOB_OCCUPANCY)
+            seen_s = gpu_sampled[(uuid,)] or max((r.sampled_s for r in on_gpu), default=0.0)
+            present_s = sum(r.sampled_s for r in on_gpu)
+            scale = min(1.0, seen_s / present_s) if present_s else 0.0
+            for r in on_gpu:
+                if (uuid, r.job_key) not in occupancy:
+                    r.occupancy_s = r.sampled_s * scale
+        if any(r.last_seen is None and r.sampled_s > 0 for r in on_gpu):
+            missing.append(promql.EXTENSIONS[2])
+            for r in on_gpu:
+                if r.last_seen is None and r.sampled_s > 0:
+                    r.last_seen = hour_end
+        if missing:
+            gaps[uuid] = missing
+    return gaps
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
 from apps.fleet.models import Cluster, Gpu
@@ -24,6 +25,13 @@ class GpuHour(models.Model):
     sampled_s = models.FloatField(default=0.0, help_text="Seconds of the hour the agent sampled.")
     occupied_s = models.FloatField(default=0.0, help_text="GPU-seconds charged to jobs.")
     counter_resets = models.PositiveIntegerField(default=0)
+    agent_version = models.CharField(max_length=50, blank=True, help_text="fleetwatt_agent_info's version.")
+    contract_gaps = ArrayField(
+        models.CharField(max_length=100),
+        default=list,
+        blank=True,
+        help_text="Extension series (docs/metrics.md) the agent did not export: estimated from the core ones.",
+    )
     # The cluster's idle line for this GPU-hour: energy outside jobs, and the hour's unoccupied share.
     idle_facility_kwh = models.FloatField(default=0.0)
     idle_operational_kg = models.FloatField(null=True, blank=True)

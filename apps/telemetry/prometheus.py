@@ -5,11 +5,16 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import requests
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 from urllib3.util.retry import Retry
+
+from .guard import retention_parse
+
+_UNKNOWN = object()
 
 
 class PrometheusUnavailable(Exception):
@@ -35,6 +40,8 @@ class PrometheusReader:
         self._client = PrometheusConnect(url=self.url, retry=retry, timeout=timeout_s, method="POST")
         self.log = QueryLog()
         self._lock = threading.Lock()
+        self._timeout_s = timeout_s
+        self._retention: object = _UNKNOWN
 
     def instant(self, query: str, *, at: float) -> list[dict[str, Any]]:
         started = time.perf_counter()
@@ -50,6 +57,18 @@ class PrometheusReader:
                 self.log.seconds += time.perf_counter() - started
                 self.log.queries.append(query)
         return result
+
+    def retention(self) -> timedelta | None:
+        """How long the endpoint keeps samples, from Prometheus's runtime info (asked once per reader);
+        None where the endpoint does not say (other engines) or keeps them without a time limit."""
+        if self._retention is _UNKNOWN:
+            try:
+                answer = requests.get(f"{self.url}/api/v1/status/runtimeinfo", timeout=self._timeout_s)
+                text = answer.json()["data"]["storageRetention"] if answer.ok else ""
+            except (requests.RequestException, ValueError, KeyError, TypeError):
+                text = ""
+            self._retention = retention_parse(str(text))
+        return self._retention  # type: ignore[return-value]
 
     def close(self) -> None:
         self._client.close()

@@ -17,6 +17,7 @@ JOB_ENERGY = "fleetwatt_job_energy_joules_total"
 JOB_SAMPLED = "fleetwatt_job_sampled_seconds_total"
 JOB_SM = "fleetwatt_job_sm_seconds_total"
 JOB_OCCUPANCY = "fleetwatt_job_occupancy_seconds_total"
+AGENT_SAMPLES = "fleetwatt_agent_samples_total"  # ticks per node: what an older agent's sampled time is read from
 AGENT_COUNTERS = (
     GPU_ENERGY,
     GPU_IDLE_ENERGY,
@@ -26,12 +27,16 @@ AGENT_COUNTERS = (
     JOB_SAMPLED,
     JOB_SM,
     JOB_OCCUPANCY,
+    AGENT_SAMPLES,
 )
+# The extensions of docs/metrics.md: an agent older than them exports none (the ingest falls back).
+EXTENSIONS = (GPU_SAMPLED, JOB_OCCUPANCY, "fleetwatt_job_last_seen_time_seconds")
 
 JOB_MEMORY = "fleetwatt_job_gpu_memory_bytes"
 JOB_LAST_SEEN = "fleetwatt_job_last_seen_time_seconds"
 JOB_START = "fleetwatt_job_start_time_seconds"
 JOB_INFO = "fleetwatt_job_info"
+AGENT_INFO = "fleetwatt_agent_info"
 
 DCGM_ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"  # millijoules, since the driver loaded
 DCGM_POWER = "DCGM_FI_DEV_POWER_USAGE"
@@ -95,7 +100,11 @@ class HourQueries:
         )
 
     def job_info(self) -> str:
-        return f"last_over_time({selector(JOB_INFO, self.cluster_selector)}[1h])"
+        """The jobs' metadata, and each agent's (its version): told apart by the `job_key` label."""
+        return (
+            f"last_over_time({selector(JOB_INFO, self.cluster_selector)}[1h]) or "
+            f"last_over_time({selector(AGENT_INFO, self.cluster_selector)}[1h])"
+        )
 
     def dcgm_series(self) -> str:
         """Per dcgm-exporter series: presence and signals of the series labelled with a job (pod or

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import Count, Sum
 from django.utils import timezone
 
 from apps.core.bulk import rows_update, rows_upsert
@@ -18,6 +19,7 @@ from apps.fleet.models import Cluster, Gpu, Node
 from apps.fleet.selectors import JobIdentity, TeamResolver
 from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy
 
+from .guard import HourTotals
 from .hour import HourResult, JobMeta
 from .models import GpuHour, IngestedHour, IngestWatermark
 
@@ -28,6 +30,10 @@ HOUR = timedelta(hours=1)
 
 class IngestError(Exception):
     """Bad input to the ingest (range, cluster); nothing was written."""
+
+
+class SourceLossError(IngestError):
+    """The source no longer holds what is stored for an hour; nothing was written."""
 
 
 @dataclass
@@ -74,6 +80,38 @@ def ingest_range_validate(start: datetime, end: datetime, *, now: datetime | Non
         raise IngestError(f"--start {start.isoformat()} must be before --end {end.isoformat()}.")
     if end > hour_floor(now):
         raise IngestError(f"--end {end.isoformat()} is in an hour that has not closed yet (now {now.isoformat()}).")
+    hours = int((end - start) / HOUR)
+    if hours > settings.FLEETWATT_INGEST_MAX_HOURS:
+        raise IngestError(
+            f"{start.isoformat()} to {end.isoformat()} is {hours:,} hours; one run covers at most "
+            f"{settings.FLEETWATT_INGEST_MAX_HOURS:,} (FLEETWATT_INGEST_MAX_HOURS): split the range."
+        )
+
+
+def stored_hour_totals(*, cluster: Cluster, hour: datetime) -> HourTotals:
+    """What is stored for the cluster-hour: GPU-hours, job rows and the GPUs' energy."""
+    gpu_hours = GpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour).aggregate(
+        n=Count("id"), energy_j=Sum("device_energy_j")
+    )
+    job_rows = JobGpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour).count()
+    return HourTotals(gpu_hours=gpu_hours["n"], job_rows=job_rows, device_energy_j=gpu_hours["energy_j"] or 0.0)
+
+
+def fresh_hour_totals(result: HourResult) -> HourTotals:
+    """What the source answered for the hour, counted as stored_hour_totals counts."""
+    return HourTotals(
+        gpu_hours=len(result.gpu_hours),
+        job_rows=len(result.job_hours),
+        device_energy_j=sum(g.device_energy_j for g in result.gpu_hours),
+    )
+
+
+def cluster_retention_record(*, cluster: Cluster, retention: timedelta | None) -> None:
+    """Remember how long the cluster's source keeps samples (the admin shows which hours only we hold)."""
+    seconds = int(retention.total_seconds()) if retention else None
+    if cluster.source_retention_s != seconds:
+        cluster.source_retention_s = seconds
+        cluster.save(update_fields=["source_retention_s"])
 
 
 def cluster_hour_lock(*, cluster: Cluster, hour: datetime) -> None:
@@ -233,6 +271,8 @@ def hour_rows_write(*, cluster: Cluster, hour: datetime, result: HourResult, tea
             sampled_s=g.sampled_s,
             occupied_s=g.occupied_s,
             counter_resets=g.counter_resets,
+            agent_version=g.agent_version,
+            contract_gaps=g.contract_gaps,
         )
         for g in result.gpu_hours
     ]
@@ -255,6 +295,8 @@ def hour_rows_write(*, cluster: Cluster, hour: datetime, result: HourResult, tea
             "sampled_s",
             "occupied_s",
             "counter_resets",
+            "agent_version",
+            "contract_gaps",
         ],
     )
     through = _ingested_through(cluster, hour)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from apps.carbon.models import JobGroup
@@ -20,13 +20,20 @@ class AuditError(ValueError):
     """The decision cannot be taken as asked; nothing was written."""
 
 
-def _require(actor: AbstractBaseUser, reason: str) -> str:
+def _require(actor: User, reason: str) -> str:
     if not getattr(actor, "is_staff", False):
         raise PermissionError("Only admins act on findings and jobs.")
     reason = (reason or "").strip()
     if not reason:
         raise AuditError("A reason is required.")
     return reason
+
+
+def _cited(flag: Flag | None, job: Job) -> None:
+    """A decision on a job may cite a finding of that job, and no other: the log must not tie a job's
+    decision to another job's evidence."""
+    if flag is not None and flag.job_id != job.pk:
+        raise AuditError(f"Finding {flag.pk} is not on job {job.job_key}: cite one of the job's own findings.")
 
 
 def _job_state(job: Job) -> dict[str, Any]:
@@ -37,7 +44,7 @@ def _job_state(job: Job) -> dict[str, Any]:
     }
 
 
-def _entry(*, actor: AbstractBaseUser, action: str, job: Job, reason: str, before: dict, after: dict,
+def _entry(*, actor: User, action: str, job: Job, reason: str, before: dict, after: dict,
            flag: Flag | None = None) -> AuditEntry:  # fmt: skip
     return AuditEntry.objects.create(
         actor=actor, action=action, job=job, reason=reason, before=before, after=after,
@@ -46,10 +53,13 @@ def _entry(*, actor: AbstractBaseUser, action: str, job: Job, reason: str, befor
 
 
 @transaction.atomic
-def flag_review(*, actor: AbstractBaseUser, flag: Flag, action: str, reason: str) -> AuditEntry:
+def flag_review(*, actor: User, flag: Flag, action: str, reason: str) -> AuditEntry:
     """Acknowledge (expected, e.g. a debugging session) or dispute (the attribution looks wrong)."""
     reason = _require(actor, reason)
-    status = {AuditEntry.Action.ACKNOWLEDGE: Flag.Status.ACKNOWLEDGED, AuditEntry.Action.DISPUTE: Flag.Status.DISPUTED}
+    status: dict[str, str] = {
+        AuditEntry.Action.ACKNOWLEDGE: Flag.Status.ACKNOWLEDGED,
+        AuditEntry.Action.DISPUTE: Flag.Status.DISPUTED,
+    }
     if action not in status:
         raise AuditError(f"Unknown review {action!r}: acknowledge or dispute.")
     flag = Flag.objects.select_for_update(of=("self",)).get(pk=flag.pk)
@@ -63,11 +73,10 @@ def flag_review(*, actor: AbstractBaseUser, flag: Flag, action: str, reason: str
 
 
 @transaction.atomic
-def job_exclude(
-    *, actor: AbstractBaseUser, job: Job, exclude: bool, reason: str, flag: Flag | None = None
-) -> AuditEntry:
+def job_exclude(*, actor: User, job: Job, exclude: bool, reason: str, flag: Flag | None = None) -> AuditEntry:
     """Leave the job out of its team's bill (it stays in the fleet's totals), or put it back."""
     reason = _require(actor, reason)
+    _cited(flag, job)
     job = Job.objects.select_for_update(of=("self",)).select_related("team", "job_group").get(pk=job.pk)
     if job.excluded_from_bill == exclude:
         raise AuditError("The job is already " + ("excluded." if exclude else "on its team's bill."))
@@ -80,13 +89,14 @@ def job_exclude(
 
 @transaction.atomic
 def job_reassign(
-    *, actor: AbstractBaseUser, job: Job, reason: str, team: Team | None = None, job_group: JobGroup | None = None,
+    *, actor: User, job: Job, reason: str, team: Team | None = None, job_group: JobGroup | None = None,
     flag: Flag | None = None,
 ) -> AuditEntry:  # fmt: skip
     """Charge the job to another team, or count it in another job group; later ingests keep it."""
     reason = _require(actor, reason)
     if (team is None) == (job_group is None):
         raise AuditError("Reassign to a team or to a job group (one of them).")
+    _cited(flag, job)
     job = Job.objects.select_for_update(of=("self",)).select_related("team", "job_group").get(pk=job.pk)
     before = _job_state(job)
     if team is not None:

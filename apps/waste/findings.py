@@ -18,7 +18,6 @@ from apps.jobs.summary import JobGpuTotals
 
 from .kinds import FlagKind
 
-
 # The kinds these findings raise (withdrawn again by the same code when their condition no longer holds).
 FINDING_KINDS = (FlagKind.MEMORY_HOG, FlagKind.IDLE_ALLOCATION)
 

@@ -26,6 +26,7 @@ class FlagKind(StrEnum):
     COUNTER_RESET = "counter_reset"
     CONSERVATION = "conservation"
     ESTIMATED_INTENSITY = "estimated_intensity"
+    ESTIMATED_OCCUPANCY = "estimated_occupancy"
 
     @property
     def info(self) -> KindInfo:
@@ -62,6 +63,12 @@ KIND_INFO: dict[FlagKind, KindInfo] = {
     ),
     FlagKind.ESTIMATED_INTENSITY: KindInfo(
         "Estimated Intensity", "Some hours had no recorded grid intensity; it was filled in.", False, False
+    ),
+    FlagKind.ESTIMATED_OCCUPANCY: KindInfo(
+        "Estimated Occupancy",
+        "An older agent exports no occupancy series: this hour's GPU-hours were estimated from sampled seconds.",
+        False,
+        True,
     ),
 }
 

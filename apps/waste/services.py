@@ -24,8 +24,11 @@ from .models import Flag
 
 def gpu_hour_flag_kinds(row: GpuHour, *, scrape_interval_s: int) -> list[str]:
     """`counter_reset` when the driver's counter went backwards; `conservation` when the agent saw the
-    whole hour and still differs from DCGM by more than the threshold (a reset explains a residual)."""
-    kinds = []
+    whole hour and still differs from DCGM by more than the threshold (a reset explains a residual);
+    `estimated_occupancy` when an older agent left out extension series that were estimated."""
+    kinds: list[str] = []
+    if row.contract_gaps:
+        kinds.append(Flag.Kind.ESTIMATED_OCCUPANCY)
     if row.counter_resets:
         kinds.append(Flag.Kind.COUNTER_RESET)
     elif (
@@ -48,6 +51,8 @@ def gpu_hour_flags_replace(*, cluster: Cluster, hour: datetime, rows: Sequence[G
                 "residual_j": row.residual_j,
                 "residual_ratio": row.residual_ratio,
                 "counter_resets": row.counter_resets,
+                "agent_version": row.agent_version,
+                "contract_gaps": row.contract_gaps,
             }
     existing = Flag.objects.filter(cluster=cluster, hour=hour, job__isnull=True, kind__in=GPU_HOUR_KINDS)
     existing.filter(status=Flag.Status.OPEN).exclude(
@@ -88,7 +93,7 @@ def job_flag_lists_sync(*, job_ids: Iterable[int]) -> None:
     for job_id, kind in Flag.objects.filter(job_id__in=ids).values_list("job_id", "kind"):
         kinds[job_id].add(kind)
     # GPU-hour flags are rare: look up the jobs' rows in the flagged GPU-hours only.
-    hour_flags: dict[tuple[int, datetime], set[str]] = defaultdict(set)
+    hour_flags: dict[tuple[int, datetime | None], set[str]] = defaultdict(set)
     for gpu_id, hour, kind in Flag.objects.filter(job__isnull=True, kind__in=GPU_HOUR_KINDS).values_list(
         "gpu_id", "hour", "kind"
     ):
@@ -128,10 +133,18 @@ def _job_flag_hold(*, kind: str, jobs: Sequence[Job], raised: dict[Job, dict[str
     other `jobs` unless somebody reviewed it."""
     cleared = [j.pk for j in jobs if j not in raised]
     Flag.objects.filter(kind=kind, job_id__in=cleared, status=Flag.Status.OPEN).delete()
-    for job, evidence in raised.items():
-        Flag.objects.update_or_create(
-            kind=kind, cluster_id=job.cluster_id, job=job, gpu=None, hour=None, defaults={"evidence": evidence}
-        )
+    _job_flags_put(kind=kind, evidence={job: evidence for job, evidence in raised.items()})
+
+
+def _job_flags_put(*, kind: str, evidence: Mapping[Job, dict[str, Any]]) -> None:
+    """Raise `kind` on each job with its evidence, or update the evidence of the flag it has (its review
+    status stays): one statement, safe against a concurrent ingest raising the same flag."""
+    Flag.objects.bulk_create(
+        [Flag(kind=kind, cluster_id=job.cluster_id, job=job, evidence=e) for job, e in evidence.items()],
+        update_conflicts=True,
+        unique_fields=["kind", "cluster", "job", "gpu", "hour"],
+        update_fields=["evidence", "updated_at"],
+    )
 
 
 def job_findings_sync(*, totals: Mapping[int, Sequence[JobGpuTotals]], jobs: Sequence[Job]) -> None:
@@ -146,18 +159,11 @@ def job_findings_sync(*, totals: Mapping[int, Sequence[JobGpuTotals]], jobs: Seq
         idle_max_sm=settings.FLEETWATT_IDLE_MAX_SM,
         idle_min_seconds=settings.FLEETWATT_IDLE_MIN_SECONDS,
     )
-    kinds = FINDING_KINDS
+    kinds: tuple[str, ...] = FINDING_KINDS
     found = {job.pk: findings(totals.get(job.pk, []), thresholds) for job in jobs}
     # Withdraw the open findings whose condition no longer holds: one statement per kind.
     for kind in kinds:
         gone = [job.pk for job in jobs if kind not in found[job.pk]]
         Flag.objects.filter(job_id__in=gone, kind=kind, status=Flag.Status.OPEN).delete()
-    existing = {(f.job_id, f.kind): f for f in Flag.objects.filter(job_id__in=list(found), kind__in=kinds)}
-    for job in jobs:
-        for kind, evidence in found[job.pk].items():
-            flag = existing.get((job.pk, kind))
-            if flag is None:
-                Flag.objects.create(kind=kind, cluster_id=job.cluster_id, job=job, evidence=evidence)
-            elif flag.evidence != evidence:
-                flag.evidence = evidence
-                flag.save(update_fields=["evidence", "updated_at"])
+    for kind in kinds:
+        _job_flags_put(kind=kind, evidence={job: found[job.pk][kind] for job in jobs if kind in found[job.pk]})

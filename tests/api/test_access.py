@@ -62,7 +62,7 @@ MATRIX = [
     ("post", "/api/flags/{flag_b}/acknowledge/", {"member": 404, "lead": 404, "finance": 403, "admin": 201}),
     ("post", "/api/jobs/{job_b}/exclude/", {"member": 403, "lead": 403, "finance": 403, "admin": 201}),
     ("get", "/api/audit-log/", {"member": 403, "lead": 403, "finance": 200, "admin": 200}),
-    ("get", "/api/gpus/", {"member": 200, "lead": 200, "finance": 200, "admin": 200}),
+    ("get", "/api/gpus/", {"member": 403, "lead": 403, "finance": 200, "admin": 200}),
     ("get", "/teams/{team_b}/" + P, {"member": 404, "lead": 404, "finance": 200, "admin": 200}),
     ("get", "/jobs/{job_b}/", {"member": 404, "lead": 404, "finance": 200, "admin": 200}),
     ("get", "/audit/", {"member": 302, "lead": 302, "finance": 302, "admin": 200}),

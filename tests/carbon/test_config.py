@@ -439,7 +439,7 @@ def test_references_resolve_against_the_database() -> None:
     # then
     assert config.clusters[0].site == "dc-db"
     assert config.teams[0].rules[0].cluster == "c2"
-    with pytest.raises(ConfigError, match="clusters\\[0\\].site: unknown site 'dc-db'"):
+    with pytest.raises(ConfigError, match=r"clusters\[0\].site: unknown site 'dc-db'"):
         config_parse(doc, known=KnownNames(server_types=known.server_types, clusters=known.clusters))
 
 
@@ -474,9 +474,9 @@ def test_defaults_and_alternatives() -> None:
 
 
 def test_choices_agree_with_the_models() -> None:
-    assert cfg.BASES == tuple(Basis.values)
-    assert cfg.RULE_KINDS == tuple(TeamRule.Kind.values)
-    assert cfg.MATCH_KINDS == tuple(JobGroup.MatchKind.values)
+    assert tuple(Basis.values) == cfg.BASES
+    assert tuple(TeamRule.Kind.values) == cfg.RULE_KINDS
+    assert tuple(JobGroup.MatchKind.values) == cfg.MATCH_KINDS
 
 
 def test_first_matching_pattern_wins() -> None:

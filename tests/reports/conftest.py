@@ -47,13 +47,13 @@ class Sink:
     received: list[Received] = field(default_factory=list)
     refuse: set[str] = field(default_factory=set)
 
-    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):  # noqa: ANN001, ANN201
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
         if address in self.refuse:
             return "550 5.1.1 no such user"
         envelope.rcpt_tos.append(address)
         return "250 OK"
 
-    async def handle_DATA(self, server, session, envelope):  # noqa: ANN001, ANN201
+    async def handle_DATA(self, server, session, envelope):
         parsed = email.message_from_bytes(envelope.content, policy=email.policy.default)
         self.received.append(Received(list(envelope.rcpt_tos), parsed))  # type: ignore[arg-type]
         return "250 Message accepted for delivery"
@@ -63,7 +63,7 @@ class Sink:
 
 
 @pytest.fixture
-def smtp(settings) -> Iterator[Sink]:  # noqa: ANN001
+def smtp(settings) -> Iterator[Sink]:
     logging.getLogger("mail.log").setLevel(logging.WARNING)  # aiosmtpd logs every SMTP command at INFO
     sink = Sink()
     port = free_port()
@@ -82,7 +82,7 @@ def smtp(settings) -> Iterator[Sink]:  # noqa: ANN001
         controller.stop()
 
 
-def shared_gpu(fleet: Fleet, *, gpu: Gpu, hours: int, start) -> tuple[Job, Job]:  # noqa: ANN001
+def shared_gpu(fleet: Fleet, *, gpu: Gpu, hours: int, start) -> tuple[Job, Job]:
     """A busy job and a memory hog on one GPU: the hog holds 10 GiB at 0 % SM, gets ~1 % of the energy
     and half the GPU-hours."""
     busy = Job.objects.create(cluster=fleet.cluster, job_key="slurm/busy-shared", team=fleet.team, start=start)
@@ -117,7 +117,7 @@ class World:
 
 
 @pytest.fixture
-def world(db) -> World:  # noqa: ANN001
+def world(db) -> World:
     fleet = fleet_build(servers=1)
     intensity_set("TEST", [0.3] * (15 * 24), start=PREVIOUS)
     jobs = {

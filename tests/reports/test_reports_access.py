@@ -25,13 +25,13 @@ def sent(world: World, smtp: Sink) -> World:
     return world
 
 
-def _client(user) -> Client:  # noqa: ANN001
+def _client(user) -> Client:
     client = Client()
     client.force_login(user)
     return client
 
 
-def _api(user) -> APIClient:  # noqa: ANN001
+def _api(user) -> APIClient:
     client = APIClient()
     client.force_authenticate(user)
     return client

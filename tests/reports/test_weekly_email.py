@@ -49,7 +49,7 @@ def _api_week(world: World, start: str, end: str) -> dict:
     }
 
 
-def _parts(received) -> tuple[str, str]:  # noqa: ANN001
+def _parts(received) -> tuple[str, str]:
     message = received.message
     assert message.get_content_type() == "multipart/alternative"
     types = [part.get_content_type() for part in message.iter_parts()]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -11,7 +13,7 @@ from apps.telemetry.counters import CounterWindow, counter_increase, merge_copie
 def _window(samples: list[tuple[float, float]], anchor: float | None, t0: float) -> CounterWindow:
     in_hour = [(t, v) for t, v in samples if t > t0]
     values = [v for _, v in in_hour]
-    resets = sum(1 for a, b in zip(values, values[1:], strict=False) if b < a)
+    resets = sum(1 for a, b in itertools.pairwise(values) if b < a)
     return CounterWindow(
         last=values[-1] if values else None,
         anchor=anchor,

@@ -1,6 +1,6 @@
 from rest_framework import serializers
 
-from apps.carbon.models import JobGroup
+from apps.carbon.models import JobGroup, Site
 from apps.fleet.models import Cluster, Gpu, Team
 
 
@@ -43,7 +43,7 @@ class TeamSerializer(serializers.ModelSerializer):
 
 
 class ClusterSerializer(serializers.ModelSerializer):
-    site = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    site: "serializers.SlugRelatedField[Site]" = serializers.SlugRelatedField(slug_field="name", read_only=True)
 
     class Meta:
         model = Cluster

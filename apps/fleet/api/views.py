@@ -4,10 +4,10 @@ import django_filters
 from django.db.models import Count, F, FloatField, Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce
 from drf_spectacular.utils import extend_schema, extend_schema_view
-from rest_framework import permissions, serializers, viewsets
+from rest_framework import serializers, viewsets
 
 from apps.carbon.models import JobGroup
-from apps.core.authentication import IsAdminOrFinance, ReadOnlyForApiTokens
+from apps.core.authentication import FLEET_WIDE
 from apps.fleet.models import Cluster, Gpu, Team
 
 from .serializers import ClusterSerializer, GpuSerializer, JobGroupSerializer, TeamSerializer
@@ -31,8 +31,10 @@ class GpuPeriodSerializer(serializers.Serializer):
 
 @extend_schema_view(list=extend_schema(parameters=[GpuPeriodSerializer]))
 class GpuViewSet(viewsets.ReadOnlyModelViewSet):
-    """GPUs with their hours, energy, idle energy and utilisation over `?start=&end=` (ISO 8601)."""
+    """GPUs with their hours, energy, idle energy and utilisation over `?start=&end=` (ISO 8601): the whole
+    fleet's, so admins and finance only."""
 
+    permission_classes = FLEET_WIDE
     serializer_class = GpuSerializer
     filterset_class = GpuFilterSet
 
@@ -71,7 +73,7 @@ class ClusterViewSet(viewsets.ReadOnlyModelViewSet):
     """Clusters (admins and finance; their rollups: apps.rollups.api)."""
 
     serializer_class = ClusterSerializer
-    permission_classes = [permissions.IsAuthenticated, IsAdminOrFinance, ReadOnlyForApiTokens]
+    permission_classes = FLEET_WIDE
     queryset = Cluster.objects.select_related("site").order_by("name")
 
 
@@ -79,5 +81,5 @@ class JobGroupViewSet(viewsets.ReadOnlyModelViewSet):
     """Job groups: campaigns, models (finance, admins; their rollups: apps.rollups.api)."""
 
     serializer_class = JobGroupSerializer
-    permission_classes = [permissions.IsAuthenticated, IsAdminOrFinance, ReadOnlyForApiTokens]
+    permission_classes = FLEET_WIDE
     queryset = JobGroup.objects.order_by("name")

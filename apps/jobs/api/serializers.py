@@ -8,14 +8,20 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.carbon.arithmetic import sci_kg
+from apps.carbon.models import JobGroup
 from apps.core.serializers import PlannedRepresentationMixin
+from apps.fleet.models import Cluster, Team
 from apps.jobs.methods import METHODS
 from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy
 
 
 class JobSerializer(PlannedRepresentationMixin, serializers.ModelSerializer):
-    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True, help_text="Cluster name.")
-    team = serializers.SlugRelatedField(slug_field="name", read_only=True, help_text="Team the job is charged to.")
+    cluster: serializers.SlugRelatedField[Cluster] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True, help_text="Cluster name."
+    )
+    team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True, help_text="Team the job is charged to."
+    )
     gpu_hours = serializers.FloatField(help_text="GPU-hours occupied, shared with jobs present at the same time (h).")
     energy_j = serializers.FloatField(help_text="GPU energy measured for the job (J).")
     server_kwh = serializers.FloatField(help_text="GPU energy x the server type's node overhead (kWh).")
@@ -36,7 +42,7 @@ class JobSerializer(PlannedRepresentationMixin, serializers.ModelSerializer):
     intensity_basis = serializers.CharField(help_text="location, market or marginal.")
     intensity_source = serializers.CharField(help_text="Where the hourly intensity came from.")
     intensity_estimated = serializers.BooleanField(help_text="Some hours had no intensity and were filled in.")
-    job_group = serializers.SlugRelatedField(
+    job_group: serializers.SlugRelatedField[JobGroup] = serializers.SlugRelatedField(
         slug_field="name", read_only=True, allow_null=True, help_text="Campaign or model."
     )
     shift_saving_kg = serializers.FloatField(

@@ -35,9 +35,10 @@ class JobViewSet(viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(request=WorkSerializer, responses=JobSerializer)
     @action(detail=True, methods=["post"])
-    def work(self, request: Request, pk: str | None = None) -> Response:
+    def work(self, request: Request, pk: str | None = None, format: str | None = None) -> Response:
         """The job reports its work (e.g. 1,000 tokens, requests) so SCI is per unit of work, not per run.
-        Its team's members and admins may report it; API tokens only read."""
+        Its team's members (and leads) and admins may report it; finance and API tokens only read (403, the
+        default permissions), and another team's job is not found (404)."""
         job = self.get_object()  # 404 for another team's job
         body = WorkSerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -45,7 +46,10 @@ class JobViewSet(viewsets.ReadOnlyModelViewSet):
         job.save(update_fields=["work_units", "work_unit"])
         return Response(JobSerializer(job).data)
 
-    def list(self, request: Request, *args: object, **kwargs: object) -> Response | StreamingHttpResponse:
+    # DRF sends whatever response a handler returns; the stubs narrow list() to Response.
+    def list(  # type: ignore[override]
+        self, request: Request, *args: object, **kwargs: object
+    ) -> Response | StreamingHttpResponse:
         """`?format=csv` without `page_size` or `cursor`: every matching job, streamed (finance exports of
         long ranges)."""
         paged = "cursor" in request.query_params or "page_size" in request.query_params

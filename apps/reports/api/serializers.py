@@ -2,11 +2,14 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from apps.fleet.models import Team
 from apps.reports.models import WeeklyReport
 
 
 class WeeklyReportSerializer(serializers.ModelSerializer):
-    team = serializers.SlugRelatedField(slug_field="name", read_only=True, help_text="null: the fleet summary.")
+    team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True, help_text="null: the fleet summary."
+    )
     recipient_count = serializers.SerializerMethodField()
     # A plain string in the schema: an enum named "status" would collide with the flags' (drf-spectacular W001).
     status = serializers.CharField(
@@ -28,7 +31,8 @@ class WeeklyReportSerializer(serializers.ModelSerializer):
 
 
 class WeeklyReportDetailSerializer(WeeklyReportSerializer):
-    data = serializers.JSONField(
+    # DRF's metaclass takes declared fields out of the class, so Serializer.data stays a property.
+    data = serializers.JSONField(  # type: ignore[assignment]
         help_text="The report's numbers as sent: week, previous, changes, waste (GPU-hours, kWh, kg CO2e, money "
         "as a decimal string in `currency`), worst_jobs, days, intensity basis and sources."
     )

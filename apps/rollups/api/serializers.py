@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, timedelta
+from typing import Any
 
 from rest_framework import serializers
 
@@ -14,13 +16,13 @@ class RollupQuerySerializer(serializers.Serializer):
     end = serializers.DateTimeField(help_text="Period end, exclusive.")
     granularity = serializers.ChoiceField(choices=["day", "week", "month"], default="day")
 
-    def to_internal_value(self, data: object) -> dict:
-        data = dict(data.items()) if hasattr(data, "items") else data  # type: ignore[union-attr]
+    def to_internal_value(self, data: Mapping[str, Any]) -> dict:
+        values = dict(data.items())  # the request's query parameters, copied to be rewritten
         for key in ("start", "end"):
-            value = data.get(key)  # type: ignore[union-attr]
+            value = values.get(key)
             if isinstance(value, str) and len(value) == 10:  # a plain date
-                data[key] = f"{value}T00:00:00Z"  # type: ignore[index]
-        return super().to_internal_value(data)
+                values[key] = f"{value}T00:00:00Z"
+        return super().to_internal_value(values)
 
     def validate(self, attrs: dict) -> dict:
         for key in ("start", "end"):

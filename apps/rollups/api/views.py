@@ -13,7 +13,7 @@ from django.core.cache import cache
 from django.db.models import QuerySet
 from django.http import HttpResponse, HttpResponseBase
 from drf_spectacular.utils import extend_schema
-from rest_framework import permissions, viewsets
+from rest_framework import viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.renderers import JSONRenderer
@@ -21,7 +21,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.carbon.models import JobGroup
-from apps.core.authentication import IsAdminOrFinance, ReadOnlyForApiTokens
+from apps.core.authentication import FLEET_WIDE
 from apps.fleet.models import Cluster, Team
 from apps.rollups.selectors import (
     ROLLUP_CACHE_SECONDS,
@@ -104,7 +104,7 @@ class TeamRollupViewSet(_RollupMixin, viewsets.GenericViewSet):
 
     @extend_schema(parameters=[RollupQuerySerializer], responses=RollupSerializer)
     @action(detail=True, methods=["get"])
-    def rollup(self, request: Request, pk: str | None = None) -> HttpResponseBase:
+    def rollup(self, request: Request, pk: str | None = None, format: str | None = None) -> HttpResponseBase:
         team = self.get_object()
         return self._rollup(
             request,
@@ -114,14 +114,14 @@ class TeamRollupViewSet(_RollupMixin, viewsets.GenericViewSet):
 
     @extend_schema(parameters=[RollupQuerySerializer], responses=DailyEnergySerializer(many=True))
     @action(detail=False, methods=["get"], url_path="daily-energy", pagination_class=None)
-    def daily_energy(self, request: Request) -> Response:
+    def daily_energy(self, request: Request, format: str | None = None) -> Response:
         """GPU energy per day, team and split method (J) for the teams the user may see."""
         start, end, _ = _period_query(request)
         return Response(team_daily_energy(user=request.user, start=start, end=end))
 
     @extend_schema(parameters=[RollupQuerySerializer], responses=TeamTotalsSerializer(many=True))
     @action(detail=False, methods=["get"], url_path="compare", pagination_class=None)
-    def compare(self, request: Request) -> Response:
+    def compare(self, request: Request, format: str | None = None) -> Response:
         """The teams the user may see, side by side over the period: GPU-hours, energy, cost, CO2e."""
         start, end, _ = _period_query(request)
         try:
@@ -133,12 +133,12 @@ class TeamRollupViewSet(_RollupMixin, viewsets.GenericViewSet):
 class ClusterRollupViewSet(_RollupMixin, viewsets.GenericViewSet):
     """Each cluster's jobs and idle line per period (admins and finance)."""
 
-    permission_classes = [permissions.IsAuthenticated, IsAdminOrFinance, ReadOnlyForApiTokens]
+    permission_classes = FLEET_WIDE
     queryset = Cluster.objects.select_related("site").order_by("name")
 
     @extend_schema(parameters=[RollupQuerySerializer], responses=RollupSerializer)
     @action(detail=True, methods=["get"])
-    def rollup(self, request: Request, pk: str | None = None) -> HttpResponseBase:
+    def rollup(self, request: Request, pk: str | None = None, format: str | None = None) -> HttpResponseBase:
         cluster = self.get_object()
         return self._rollup(
             request,
@@ -150,11 +150,11 @@ class ClusterRollupViewSet(_RollupMixin, viewsets.GenericViewSet):
 class JobGroupRollupViewSet(_RollupMixin, viewsets.GenericViewSet):
     """A job group's runs (failed and abandoned ones included) per period (finance, admins)."""
 
-    permission_classes = [permissions.IsAuthenticated, IsAdminOrFinance, ReadOnlyForApiTokens]
+    permission_classes = FLEET_WIDE
     queryset = JobGroup.objects.order_by("name")
 
     @extend_schema(parameters=[RollupQuerySerializer], responses=RollupSerializer)
     @action(detail=True, methods=["get"])
-    def rollup(self, request: Request, pk: str | None = None) -> HttpResponseBase:
+    def rollup(self, request: Request, pk: str | None = None, format: str | None = None) -> HttpResponseBase:
         group = self.get_object()
         return self._rollup(request, lambda **q: job_group_rollup(group=group, **q))

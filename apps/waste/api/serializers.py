@@ -5,13 +5,16 @@ from rest_framework import serializers
 from apps.carbon.models import JobGroup
 from apps.core.fields import NameField
 from apps.core.serializers import PlannedRepresentationMixin
-from apps.fleet.models import Team
+from apps.fleet.models import Cluster, Team
+from apps.jobs.models import Job
 from apps.waste.models import AuditEntry, Flag
 
 
 class FlagSerializer(PlannedRepresentationMixin, serializers.ModelSerializer):
-    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    job = serializers.PrimaryKeyRelatedField(read_only=True, help_text="Job id, or null for a GPU-hour finding.")
+    cluster: serializers.SlugRelatedField[Cluster] = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    job: serializers.PrimaryKeyRelatedField[Job] = serializers.PrimaryKeyRelatedField(
+        read_only=True, help_text="Job id, or null for a GPU-hour finding."
+    )
     job_key = serializers.CharField(source="job.job_key", default=None, read_only=True, allow_null=True)
     team = serializers.CharField(source="job.team.name", default=None, read_only=True, allow_null=True)
     gpu_uuid = serializers.CharField(source="gpu.uuid", default=None, read_only=True, allow_null=True)

@@ -8,7 +8,8 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.core.authentication import IsAdminOrFinance, ReadOnlyForApiTokens
+from apps.core.access import acting_user
+from apps.core.authentication import FLEET_WIDE, ReadOnlyForApiTokens
 from apps.core.models import ApiToken
 from apps.core.pagination import FlagCursorPagination
 from apps.jobs.models import Job
@@ -62,12 +63,12 @@ class FlagViewSet(viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(request=ReasonSerializer, responses=AuditEntrySerializer)
     @action(detail=True, methods=["post"])
-    def acknowledge(self, request: Request, pk: str | None = None) -> Response:
+    def acknowledge(self, request: Request, pk: str | None = None, format: str | None = None) -> Response:
         return self._review(request, "acknowledge")
 
     @extend_schema(request=ReasonSerializer, responses=AuditEntrySerializer)
     @action(detail=True, methods=["post"])
-    def dispute(self, request: Request, pk: str | None = None) -> Response:
+    def dispute(self, request: Request, pk: str | None = None, format: str | None = None) -> Response:
         return self._review(request, "dispute")
 
 
@@ -79,13 +80,13 @@ class JobActionViewSet(viewsets.GenericViewSet):
 
     @extend_schema(request=ExcludeSerializer, responses=AuditEntrySerializer)
     @action(detail=True, methods=["post"])
-    def exclude(self, request: Request, pk: str | None = None) -> Response:
+    def exclude(self, request: Request, pk: str | None = None, format: str | None = None) -> Response:
         body = ExcludeSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
         try:
             entry = decisions.job_exclude(
-                actor=request.user, job=self.get_object(), exclude=data["exclude"], reason=data["reason"],
+                actor=acting_user(request.user), job=self.get_object(), exclude=data["exclude"], reason=data["reason"],
                 flag=data.get("flag"),
             )  # fmt: skip
         except audit.AuditError as exc:
@@ -94,13 +95,13 @@ class JobActionViewSet(viewsets.GenericViewSet):
 
     @extend_schema(request=ReassignSerializer, responses=AuditEntrySerializer)
     @action(detail=True, methods=["post"])
-    def reassign(self, request: Request, pk: str | None = None) -> Response:
+    def reassign(self, request: Request, pk: str | None = None, format: str | None = None) -> Response:
         body = ReassignSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
         try:
             entry = decisions.job_reassign(
-                actor=request.user, job=self.get_object(), reason=data["reason"], team=data.get("team"),
+                actor=acting_user(request.user), job=self.get_object(), reason=data["reason"], team=data.get("team"),
                 job_group=data.get("job_group"), flag=data.get("flag"),
             )  # fmt: skip
         except audit.AuditError as exc:
@@ -112,6 +113,6 @@ class AuditLogViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     """The append-only audit log (admins and finance, read-only; `?format=csv` to export)."""
 
     serializer_class = AuditEntrySerializer
-    permission_classes = [permissions.IsAuthenticated, IsAdminOrFinance, ReadOnlyForApiTokens]
+    permission_classes = FLEET_WIDE
     queryset = AuditEntry.objects.select_related("actor", "job").order_by("-at", "-id")
     filterset_fields = ["action", "job"]

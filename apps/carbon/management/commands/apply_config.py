@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.carbon.config import ConfigError, config_load
@@ -22,12 +23,17 @@ class Command(BaseCommand):
     def handle(self, *args: object, **options: object) -> None:
         path = options["file"]
         assert isinstance(path, Path)
+        limit = settings.FLEETWATT_CONFIG_MAX_BYTES
         try:
+            if (size := path.stat().st_size) > limit:  # before reading it into memory
+                raise CommandError(
+                    f"{path}: {size:,} bytes; a config is at most {limit:,} (FLEETWATT_CONFIG_MAX_BYTES)"
+                )
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise CommandError(f"{path}: cannot read it: {exc}") from None
         try:
-            config = config_load(text, known=known_names_read())
+            config = config_load(text, known=known_names_read(), max_bytes=limit)
             report = config_apply(config=config, dry_run=bool(options["dry_run"]))
         except ConfigError as exc:
             raise CommandError(f"{path}: {exc}\nNothing was written.") from None

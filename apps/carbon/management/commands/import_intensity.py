@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.carbon.config import BASES
@@ -33,14 +34,19 @@ class Command(BaseCommand):
         path = options["file"]
         assert isinstance(path, Path)
         zone, source, basis = str(options["zone"]), str(options["source"]), str(options["basis"])
+        limit = settings.FLEETWATT_INTENSITY_MAX_BYTES
         try:
+            if (size := path.stat().st_size) > limit:  # before reading it into memory
+                raise CommandError(
+                    f"{path}: {size:,} bytes; an intensity file is at most {limit:,} (FLEETWATT_INTENSITY_MAX_BYTES)"
+                )
             text = path.read_bytes().decode("utf-8-sig")
         except OSError as exc:
             raise CommandError(f"{path}: cannot read it: {exc}") from None
         except UnicodeDecodeError as exc:
             raise CommandError(f"{path}: not UTF-8 text ({exc}); nothing was imported") from None
         try:
-            parsed = intensity_parse(text, zone=zone, ema_column=str(options["ema_column"]))
+            parsed = intensity_parse(text, zone=zone, ema_column=str(options["ema_column"]), max_bytes=limit)
             if parsed.layout == "electricitymaps" and basis != "location":
                 self.stderr.write(
                     f"warning: Electricity Maps hourly exports are location-based figures; importing as {basis}"

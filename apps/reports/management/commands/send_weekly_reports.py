@@ -56,7 +56,7 @@ class Command(BaseCommand):
         for team in teams:
             start = week or due_week(now=timezone.now(), team=team)
             try:
-                doc, rendered = report_preview(team=team, week_start=start)
+                _doc, rendered = report_preview(team=team, week_start=start)
             except MixedBasisError as exc:
                 self.stdout.write(f"{team.name} week of {start}: cannot be built: {exc}")
                 continue

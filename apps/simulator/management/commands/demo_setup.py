@@ -1,16 +1,20 @@
-"""python manage.py demo_setup: the demo cluster's Prometheus and the demo logins (idempotent)."""
+"""python manage.py demo_setup: the demo cluster's Prometheus and the demo logins (idempotent). Only on the
+demo's own database, with DEBUG on (apps/simulator/demo_database.py): the logins' passwords are public."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from apps.core.access import FINANCE_GROUP
 from apps.fleet.models import Cluster, Team, TeamMembership
 from apps.reports.models import ReportRecipient
+from apps.simulator.demo_database import NotTheDemoDatabase, demo_database_check
 
 
 class Command(BaseCommand):
@@ -24,7 +28,11 @@ class Command(BaseCommand):
         parser.add_argument("--scrape-interval", type=int, default=60)
 
     @transaction.atomic
-    def handle(self, *args: object, **options: object) -> None:
+    def handle(self, *args: object, **options: Any) -> None:
+        try:
+            demo_database_check()
+        except NotTheDemoDatabase as exc:
+            raise CommandError(str(exc)) from exc
         Cluster.objects.update_or_create(
             name=settings.FLEETWATT_CLUSTER,
             defaults={"prometheus_url": options["prometheus_url"], "scrape_interval_s": options["scrape_interval"]},

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -39,7 +40,7 @@ class Command(BaseCommand):
         serve_p = sub.choices["serve"]
         serve_p.add_argument("--listen", default="127.0.0.1:9400")
 
-    def handle(self, *args: object, **options: object) -> None:
+    def handle(self, *args: object, **options: Any) -> None:
         try:
             now = datetime.fromisoformat(str(options["start"]).replace("Z", "+00:00")) if options["start"] else None
             scenario = scenario_load(str(options["scenario"]), now=now)
@@ -59,11 +60,11 @@ class Command(BaseCommand):
         if options["until"]:
             until = datetime.fromisoformat(str(options["until"]).replace("Z", "+00:00")).timestamp() - scenario.t0
             times = times[times < until]
-        labels = dict(item.split("=", 1) for item in options["label"])  # type: ignore[union-attr]
+        labels = dict(item.split("=", 1) for item in options["label"])
         started = time.perf_counter()
-        out: Path = options["out"]  # type: ignore[assignment]
+        out: Path = options["out"]
         out.parent.mkdir(parents=True, exist_ok=True)
-        chunk_s = int(options["chunk_hours"]) * 3600  # type: ignore[call-overload]
+        chunk_s = int(options["chunk_hours"]) * 3600
         if chunk_s:
             written = 0
             for k, first in enumerate(range(0, int(times[-1]) + 1, chunk_s)):
@@ -74,7 +75,7 @@ class Command(BaseCommand):
             with out.open("w") as f:
                 written = openmetrics_write(sim.series(np.asarray(times)), f, extra_labels=labels)
         if options["truth"]:
-            truth_write(sim, options["truth"])  # type: ignore[arg-type]
+            truth_write(sim, options["truth"])
         self.stdout.write(
             f"{scenario.name}: {len(scenario.nodes)} nodes, {sum(n.gpus for n in scenario.nodes)} GPUs, "
             f"{len(scenario.jobs)} jobs; {written} samples in {time.perf_counter() - started:.1f}s -> {out}"

@@ -1,0 +1,59 @@
+"""Never delete what the source forgot (pure): whether replacing a stored hour by the source's answer now
+would lose data, because the source no longer holds the hour (retention) or holds far less of it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from apps.core.footprint import kwh
+
+_UNITS = {"y": 365 * 86400, "w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0.001}
+_DURATION = re.compile(r"(\d+)(ms|y|w|d|h|m|s)")
+_DURATIONS = re.compile(r"(?:\d+(?:ms|y|w|d|h|m|s))+")
+
+
+@dataclass(frozen=True)
+class HourTotals:
+    """How much of a cluster-hour there is: GPU-hours, job rows and the GPUs' energy."""
+
+    gpu_hours: int = 0
+    job_rows: int = 0
+    device_energy_j: float = 0.0
+
+    @property
+    def empty(self) -> bool:
+        return self.gpu_hours == 0 and self.job_rows == 0
+
+
+def retention_parse(text: str) -> timedelta | None:
+    """A Prometheus retention as its runtime info says it ("15d", "1y2w", "30d or 512MiB"): the time part,
+    None when there is none or it is 0 (no time limit)."""
+    head = text.split(" or ")[0].replace(" ", "")
+    if not _DURATIONS.fullmatch(head):
+        return None
+    seconds = sum(int(n) * _UNITS[unit] for n, unit in _DURATION.findall(head))
+    return timedelta(seconds=seconds) if seconds > 0 else None
+
+
+def beyond_retention(*, hour: datetime, now: datetime, retention: timedelta | None) -> bool:
+    """Whether the source may already have deleted the hour (its start is older than the retention)."""
+    return retention is not None and hour < now - retention
+
+
+def source_loss(*, stored: HourTotals, fresh: HourTotals, beyond: bool, min_ratio: float) -> str | None:
+    """Why replacing `stored` by `fresh` would lose data, or None when it is safe: nothing is stored, or the
+    source still holds the hour and at least `min_ratio` of what is stored (GPU-hours and energy)."""
+    if stored.empty:
+        return None
+    if beyond:
+        return "the hour is older than the source's retention: the stored rows may be the only copy"
+    if fresh.gpu_hours < min_ratio * stored.gpu_hours:
+        return f"the source now gives {fresh.gpu_hours} GPU-hours where {stored.gpu_hours} are stored"
+    if fresh.device_energy_j < min_ratio * stored.device_energy_j:
+        return (
+            f"the source now gives {kwh(fresh.device_energy_j):.2f} kWh of GPU energy "
+            f"where {kwh(stored.device_energy_j):.2f} kWh are stored"
+        )
+    return None
