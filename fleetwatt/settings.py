@@ -254,9 +254,9 @@ FLEETWATT_COUNTER_LOOKBACK_S = env.int("FLEETWATT_COUNTER_LOOKBACK_S", default=3
 FLEETWATT_CATCHUP_MAX_HOURS = env.int("FLEETWATT_CATCHUP_MAX_HOURS", default=24 * 7)
 # `manage.py ingest` covers at most this many hours per cluster in one run (a typo of a year is refused).
 FLEETWATT_INGEST_MAX_HOURS = env.int("FLEETWATT_INGEST_MAX_HOURS", default=24 * 366)
-# A stored hour is not replaced by a source answer with less than this share of its GPU-hours or energy
-# (the source lost data: retention, a wrong URL), unless `ingest --force`.
-FLEETWATT_INGEST_MIN_SOURCE_RATIO = env.float("FLEETWATT_INGEST_MIN_SOURCE_RATIO", default=0.5)
+# A stored hour is not replaced by a source answer that lacks one of its GPUs or has less than this share
+# of its energy (the source lost data: retention, a wrong URL, a dead exporter), unless `ingest --force`.
+FLEETWATT_INGEST_MIN_SOURCE_RATIO = env.float("FLEETWATT_INGEST_MIN_SOURCE_RATIO", default=0.99)
 # Largest files `apply_config` and `import_intensity` read (bytes).
 FLEETWATT_CONFIG_MAX_BYTES = env.int("FLEETWATT_CONFIG_MAX_BYTES", default=2 * 1024 * 1024)
 FLEETWATT_INTENSITY_MAX_BYTES = env.int("FLEETWATT_INTENSITY_MAX_BYTES", default=32 * 1024 * 1024)

@@ -9,9 +9,9 @@ from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.contrib.postgres.aggregates import BoolOr
-from django.db.models import Max, Min, Sum
+from django.db.models import Max, Min
 
-from apps.core.aggregates import footprint_sums
+from apps.core.aggregates import exact_sum, footprint_sums
 from apps.core.footprint import Footprint
 from apps.fleet.models import Team
 
@@ -44,8 +44,8 @@ def job_gpu_totals(*, job_ids: Iterable[int]) -> dict[int, list[JobGpuTotals]]:
         .values("job_id", "gpu_id", "gpu__uuid", "source")
         .annotate(
             **footprint_sums(),
-            sampled_s=Sum("sampled_s"),
-            sm_s=Sum("sm_s"),
+            sampled_s=exact_sum("sampled_s"),
+            sm_s=exact_sum("sm_s"),
             peak_memory_bytes=Max("peak_memory_bytes"),
             job_start=Min("job_start"),
             first_seen=Min("first_seen"),
@@ -85,7 +85,7 @@ def job_energy_by_method(*, job_ids: Iterable[int]) -> dict[int, dict[str, float
     for row in (
         JobGpuHourEnergy.objects.filter(job_id__in=sorted(set(job_ids)))
         .values("job_id", "method")
-        .annotate(j=Sum("energy_j"))
+        .annotate(j=exact_sum("energy_j"))
         .order_by()
     ):
         energy[row["job_id"]][row["method"]] = row["j"]

@@ -1,4 +1,7 @@
-"""Writes of the stored sums rollups read (teams' daily sums) and of the rollups' cache generation."""
+"""Writes of the stored sums rollups read (teams' daily sums) and of the rollups' cache generation.
+
+Float sums go through `numeric` so that they do not depend on the order Postgres meets the rows in
+(apps/core/aggregates.py)."""
 
 from __future__ import annotations
 
@@ -23,14 +26,15 @@ WITH rows AS (
     WHERE n.cluster_id = ANY(%(clusters)s) AND (jh.hour AT TIME ZONE 'UTC')::date = ANY(%(days)s)
       AND NOT j.excluded_from_bill
 ), methods AS (
-    SELECT r.team_id, r.cluster_id, r.day, e.method, SUM(e.energy_j) AS energy_j
+    SELECT r.team_id, r.cluster_id, r.day, e.method, SUM(e.energy_j::numeric)::float8 AS energy_j
     FROM rows r JOIN jobs_jobgpuhourenergy e ON e.job_id = r.job_id AND e.gpu_id = r.gpu_id AND e.hour = r.hour
     GROUP BY r.team_id, r.cluster_id, r.day, e.method
 )
 INSERT INTO {table} (team_id, cluster_id, day, energy_j, occupancy_s, facility_kwh, operational_kg,
                      embodied_kg, cost, energy_by_method_j)
-SELECT r.team_id, r.cluster_id, r.day, SUM(r.energy_j), SUM(r.occupancy_s), SUM(r.facility_kwh),
-       SUM(r.operational_kg), SUM(r.embodied_kg), SUM(r.cost),
+SELECT r.team_id, r.cluster_id, r.day, SUM(r.energy_j::numeric)::float8, SUM(r.occupancy_s::numeric)::float8,
+       SUM(r.facility_kwh::numeric)::float8, SUM(r.operational_kg::numeric)::float8,
+       SUM(r.embodied_kg::numeric)::float8, SUM(r.cost),
        COALESCE((SELECT jsonb_object_agg(m.method, m.energy_j) FROM methods m
                  WHERE m.team_id = r.team_id AND m.cluster_id = r.cluster_id AND m.day = r.day), '{{}}'::jsonb)
 FROM rows r

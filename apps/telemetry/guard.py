@@ -16,15 +16,19 @@ _DURATIONS = re.compile(r"(?:\d+(?:ms|y|w|d|h|m|s))+")
 
 @dataclass(frozen=True)
 class HourTotals:
-    """How much of a cluster-hour there is: GPU-hours, job rows and the GPUs' energy."""
+    """How much of a cluster-hour there is: its GPUs, job rows and the GPUs' energy."""
 
-    gpu_hours: int = 0
+    gpus: frozenset[str] = frozenset()  # UUIDs of the GPUs with a GPU-hour
     job_rows: int = 0
     device_energy_j: float = 0.0
 
     @property
+    def gpu_hours(self) -> int:
+        return len(self.gpus)
+
+    @property
     def empty(self) -> bool:
-        return self.gpu_hours == 0 and self.job_rows == 0
+        return not self.gpus and self.job_rows == 0
 
 
 def retention_parse(text: str) -> timedelta | None:
@@ -44,13 +48,19 @@ def beyond_retention(*, hour: datetime, now: datetime, retention: timedelta | No
 
 def source_loss(*, stored: HourTotals, fresh: HourTotals, beyond: bool, min_ratio: float) -> str | None:
     """Why replacing `stored` by `fresh` would lose data, or None when it is safe: nothing is stored, or the
-    source still holds the hour and at least `min_ratio` of what is stored (GPU-hours and energy)."""
+    source still holds the hour, every GPU stored for it, and at least `min_ratio` of the stored energy.
+    (The same data gives the same answer to the joule: a source that gives less has lost something.)"""
     if stored.empty:
         return None
     if beyond:
         return "the hour is older than the source's retention: the stored rows may be the only copy"
-    if fresh.gpu_hours < min_ratio * stored.gpu_hours:
-        return f"the source now gives {fresh.gpu_hours} GPU-hours where {stored.gpu_hours} are stored"
+    if not fresh.gpus and stored.gpus:
+        return f"the source now gives 0 GPU-hours where {stored.gpu_hours} are stored"
+    if missing := sorted(stored.gpus - fresh.gpus):
+        return (
+            f"the source no longer gives {len(missing)} of the {stored.gpu_hours} GPU-hours stored "
+            f"(e.g. {missing[0]}): a node or exporter it lost"
+        )
     if fresh.device_energy_j < min_ratio * stored.device_energy_j:
         return (
             f"the source now gives {kwh(fresh.device_energy_j):.2f} kWh of GPU energy "

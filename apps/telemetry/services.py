@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Count, Sum
+from django.db.models import Sum
 from django.utils import timezone
 
 from apps.core.bulk import rows_update, rows_upsert
@@ -89,18 +89,19 @@ def ingest_range_validate(start: datetime, end: datetime, *, now: datetime | Non
 
 
 def stored_hour_totals(*, cluster: Cluster, hour: datetime) -> HourTotals:
-    """What is stored for the cluster-hour: GPU-hours, job rows and the GPUs' energy."""
-    gpu_hours = GpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour).aggregate(
-        n=Count("id"), energy_j=Sum("device_energy_j")
-    )
+    """What is stored for the cluster-hour: its GPUs, job rows and the GPUs' energy."""
+    hours = GpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour)
+    energy = hours.aggregate(energy_j=Sum("device_energy_j"))["energy_j"] or 0.0
     job_rows = JobGpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour).count()
-    return HourTotals(gpu_hours=gpu_hours["n"], job_rows=job_rows, device_energy_j=gpu_hours["energy_j"] or 0.0)
+    return HourTotals(
+        gpus=frozenset(hours.values_list("gpu__uuid", flat=True)), job_rows=job_rows, device_energy_j=energy
+    )
 
 
 def fresh_hour_totals(result: HourResult) -> HourTotals:
     """What the source answered for the hour, counted as stored_hour_totals counts."""
     return HourTotals(
-        gpu_hours=len(result.gpu_hours),
+        gpus=frozenset(g.uuid for g in result.gpu_hours),
         job_rows=len(result.job_hours),
         device_energy_j=sum(g.device_energy_j for g in result.gpu_hours),
     )

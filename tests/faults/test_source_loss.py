@@ -104,23 +104,32 @@ def test_retention_as_prometheus_writes_it(text: str, expected: timedelta | None
     assert retention_parse(text) == expected
 
 
-STORED = HourTotals(gpu_hours=100, job_rows=300, device_energy_j=1e9)
+GPUS = frozenset(f"GPU-{i}" for i in range(100))
+STORED = HourTotals(gpus=GPUS, job_rows=300, device_energy_j=1e9)
 
 
 @pytest.mark.parametrize(
     ("fresh", "beyond", "refused"),
     [
         (STORED, False, False),  # the same answer again
-        (HourTotals(gpu_hours=100, job_rows=310, device_energy_j=1.02e9), False, False),  # a late scrape
+        (HourTotals(gpus=GPUS | {"GPU-new"}, job_rows=310, device_energy_j=1.02e9), False, False),  # more
         (HourTotals(), False, True),  # the source forgot the hour
-        (HourTotals(gpu_hours=49, job_rows=150, device_energy_j=1e9), False, True),  # lost half its GPUs
-        (HourTotals(gpu_hours=100, job_rows=300, device_energy_j=4.9e8), False, True),  # lost half its energy
+        (HourTotals(gpus=GPUS - {"GPU-7"}, job_rows=297, device_energy_j=1e9), False, True),  # lost one GPU
+        (HourTotals(gpus=GPUS, job_rows=300, device_energy_j=0.98e9), False, True),  # lost 2 % of the energy
+        (HourTotals(gpus=GPUS, job_rows=300, device_energy_j=0.995e9), False, False),  # within the tolerance
         (STORED, True, True),  # past the source's retention: only we hold it
     ],
 )
 def test_what_counts_as_a_loss(fresh: HourTotals, beyond: bool, refused: bool) -> None:
-    reason = source_loss(stored=STORED, fresh=fresh, beyond=beyond, min_ratio=0.5)
+    reason = source_loss(stored=STORED, fresh=fresh, beyond=beyond, min_ratio=0.99)
     assert (reason is not None) == refused
+
+
+def test_a_lost_gpu_is_named() -> None:
+    reason = source_loss(
+        stored=STORED, fresh=HourTotals(gpus=GPUS - {"GPU-7"}, device_energy_j=1e9), beyond=False, min_ratio=0.99
+    )
+    assert reason is not None and "1 of the 100 GPU-hours" in reason and "GPU-7" in reason
 
 
 def test_nothing_stored_is_never_a_loss() -> None:
