@@ -6,6 +6,7 @@ the same figures, not the same figures but for their last digit."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.db import models
@@ -29,10 +30,13 @@ def exact_sum(name: str, *, filter: Q | None = None) -> Expression:  # `filter`:
     return Cast(Sum(Cast(F(name), output_field=_Numeric()), filter=filter), output_field=models.FloatField())
 
 
-def footprint_sums(*, path: str = "", filter: Q | None = None) -> dict[str, Expression]:  # `filter`: Django's
-    """`{column: sum}` for every footprint column, to pass to `.annotate()` or `.aggregate()`; read the row
-    back with `Footprint.from_sums`. `path` reaches the job rows from another model (e.g. "gpu_hours_rows__")."""
+def footprint_sums(
+    *, path: str = "", filter: Q | None = None, columns: Iterable[str] = FOOTPRINT_COLUMNS
+) -> dict[str, Expression]:  # `filter`: Django's name
+    """`{column: sum}` for every footprint column (or those of `columns` a table has), to pass to `.annotate()`
+    or `.aggregate()`; read the row back with `Footprint.from_sums`. `path` reaches the job rows from another
+    model (e.g. "gpu_hours_rows__")."""
     return {
         name: Sum(path + name, filter=filter) if name in _MONEY_COLUMNS else exact_sum(path + name, filter=filter)
-        for name in FOOTPRINT_COLUMNS
+        for name in columns
     }

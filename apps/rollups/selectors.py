@@ -28,6 +28,8 @@ from apps.telemetry.models import GpuHour
 
 from .models import TeamDay
 
+# The footprint columns a team's day keeps (it has no server energy).
+TEAM_DAY_COLUMNS = ("energy_j", "occupancy_s", "facility_kwh", "operational_kg", "embodied_kg", "cost")
 TRUNC = {"day": TruncDay, "week": TruncWeek, "month": TruncMonth}
 
 
@@ -286,17 +288,7 @@ def team_totals(*, user: User, start: datetime, end: datetime) -> list[dict[str,
     intensity bases is left out (its rollup refuses to mix them)."""
     days = TeamDay.objects.filter(team__in=Team.objects.visible_to(user), day__gte=start.date(), day__lt=day_after(end))
     sums = {
-        r["team_id"]: r
-        for r in days.values("team_id")
-        .annotate(
-            energy_j=Sum("energy_j"),
-            occupancy_s=Sum("occupancy_s"),
-            facility_kwh=Sum("facility_kwh"),
-            operational_kg=Sum("operational_kg"),
-            embodied_kg=Sum("embodied_kg"),
-            cost=Sum("cost"),
-        )
-        .order_by()
+        r["team_id"]: r for r in days.values("team_id").annotate(**footprint_sums(columns=TEAM_DAY_COLUMNS)).order_by()
     }
     bases: dict[int, set[str]] = defaultdict(set)
     zoned = days.filter(cluster__site__isnull=False).exclude(cluster__site__grid_zone="")
