@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "apps.simulator",
     "apps.dashboard",
     "apps.reports",
+    "apps.schedulers",
 ]
 
 MIDDLEWARE = [
@@ -311,3 +312,15 @@ FLEETWATT_HEALTHZ_TIMEOUT_S = env.float("FLEETWATT_HEALTHZ_TIMEOUT_S", default=2
 # A cluster whose ingest is more hours behind the last closed hour than this fails /healthz (beat ingests
 # each hour a few minutes past the next, so 1 is normal).
 FLEETWATT_INGEST_MAX_LAG_H = env.int("FLEETWATT_INGEST_MAX_LAG_H", default=3)
+
+# --- Scheduler accounting (apps.schedulers, docs/schedulers.md): each job's state, exit code, allocation. ---
+# Each run re-reads this many hours before a cluster's watermark, so that jobs which were running or pending
+# at the last read get their final state.
+FLEETWATT_SCHEDULER_LOOKBACK_H = env.int("FLEETWATT_SCHEDULER_LOOKBACK_H", default=48)
+# How long one sacct run (or slurmrestd request) may take before the cluster's sync fails for this run.
+FLEETWATT_SCHEDULER_TIMEOUT_S = env.float("FLEETWATT_SCHEDULER_TIMEOUT_S", default=120.0)
+# Hourly, before the ingest's minute, so an hour's ingest finds the states of the jobs that ended in it.
+CELERY_BEAT_SCHEDULE["sync-schedulers"] = {
+    "task": "apps.schedulers.tasks.sync_schedulers_task",
+    "schedule": crontab(minute=env.int("FLEETWATT_SCHEDULER_MINUTE", default=2)),
+}

@@ -25,6 +25,7 @@ APPS = ROOT / "apps"
 PURE = {
     "apps.core.footprint",
     "apps.jobs.methods",
+    "apps.jobs.states",
     "apps.jobs.summary",
     "apps.waste.kinds",
     "apps.waste.findings",

@@ -5,7 +5,16 @@ from .models import Cluster, Gpu, Node, Team, TeamMembership, TeamRule
 
 @admin.register(Cluster)
 class ClusterAdmin(admin.ModelAdmin):
-    list_display = ("name", "prometheus_url", "selector", "scrape_interval_s")
+    list_display = (
+        "name",
+        "prometheus_url",
+        "selector",
+        "scrape_interval_s",
+        "scheduler",
+        "scheduler_synced_through",
+        "scheduler_status",
+    )
+    readonly_fields = ("scheduler_synced_through", "scheduler_status")
 
 
 @admin.register(Node)

@@ -13,7 +13,13 @@ _Q = TypeVar("_Q", bound=models.QuerySet)
 
 
 class Cluster(models.Model):
-    """A set of series in one Prometheus-compatible endpoint, selected by an optional label matcher."""
+    """A set of series in one Prometheus-compatible endpoint, selected by an optional label matcher, and
+    optionally its scheduler's accounting (docs/schedulers.md, "Configuring a cluster's accounting")."""
+
+    class Scheduler(models.TextChoices):
+        NONE = "", "none"
+        SLURM_SACCT = "slurm_sacct", "Slurm: sacct"
+        SLURM_REST = "slurm_rest", "Slurm: slurmrestd"
 
     name = models.SlugField(max_length=100, unique=True)
     prometheus_url = models.URLField(help_text="Query endpoint, e.g. http://prometheus:9090")
@@ -35,6 +41,39 @@ class Cluster(models.Model):
     )
     source_retention_s = models.PositiveBigIntegerField(
         null=True, blank=True, help_text="How long its endpoint keeps samples, as it last said (empty: unknown)."
+    )
+    scheduler = models.CharField(
+        max_length=20,
+        choices=Scheduler.choices,
+        blank=True,
+        default=Scheduler.NONE,
+        db_default=Scheduler.NONE,
+        help_text="Where its jobs' accounting is read: states, exit codes, allocations. Empty: not read.",
+    )
+    sacct_command = models.CharField(
+        max_length=500,
+        default="sacct",
+        db_default="sacct",
+        help_text="sacct as the worker runs it (a path, or a command and its arguments; no shell). "
+        "The worker's environment is passed on, e.g. SLURM_CONF.",
+    )
+    slurmrest_url = models.URLField(
+        blank=True, db_default="", help_text="slurmrestd's base URL, e.g. http://slurm-ctl:6820"
+    )
+    slurmrest_token_env = models.CharField(
+        max_length=100,
+        blank=True,
+        db_default="",
+        help_text="NAME of the worker's environment variable that holds slurmrestd's JWT (never the token).",
+    )
+    slurmrest_user = models.CharField(
+        max_length=100, blank=True, db_default="", help_text="X-SLURM-USER-NAME sent to slurmrestd; empty: not sent."
+    )
+    scheduler_synced_through = models.DateTimeField(
+        null=True, blank=True, help_text="The scheduler's accounting has been read up to here."
+    )
+    scheduler_status = models.TextField(
+        blank=True, db_default="", help_text="The last sync's error; empty when it went well."
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -13,6 +13,7 @@ from rest_framework.exceptions import ValidationError
 from apps.fleet.models import Cluster, Team
 
 from .models import Job, JobQuerySet
+from .states import STATE_CHOICES
 
 MAX_RANGE_DAYS = 400
 
@@ -47,10 +48,18 @@ class JobFilterSet(django_filters.FilterSet):
         method="filter_flagged", help_text="Only jobs with (true) or without (false) flags."
     )
     flag = django_filters.CharFilter(method="filter_flag", help_text="Only jobs with this kind of flag.")
+    job_id = django_filters.CharFilter(help_text="The scheduler's job id (exact).")
+    user = django_filters.CharFilter(help_text="User who ran the job (exact).")
+    state = django_filters.ChoiceFilter(choices=STATE_CHOICES, help_text="The scheduler's state of the job.")
+    partition = django_filters.CharFilter(help_text="Scheduler partition (exact).")
+    account = django_filters.CharFilter(help_text="Slurm account (exact).")
 
     class Meta:
         model = Job
-        fields = ["cluster", "team", "start", "end", "flagged", "flag", "attribution", "scheduler"]
+        fields = [
+            "cluster", "team", "start", "end", "flagged", "flag", "attribution", "scheduler",
+            "job_id", "user", "state", "partition", "account",
+        ]  # fmt: skip
 
     @property
     def qs(self) -> QuerySet[Job]:

@@ -10,6 +10,7 @@ from django.db import models
 from apps.fleet.models import Cluster, Gpu, Team, team_scoped
 
 from .methods import METHOD_CHOICES
+from .states import STATE_CHOICES, JobState
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 class Source(models.TextChoices):
     AGENT = "agent", "fleetwatt-agent"
     DCGM = "dcgm", "dcgm-exporter only"
+    SCHEDULER = "scheduler", "scheduler accounting only"
 
 
 class JobQuerySet(models.QuerySet["Job"]):
@@ -51,6 +53,32 @@ class Job(models.Model):
     start = models.DateTimeField(null=True, blank=True)
     end = models.DateTimeField(null=True, blank=True, help_text="Empty while the job may still run.")
     last_seen = models.DateTimeField(null=True, blank=True)
+
+    # The scheduler's record (apps.schedulers.services.scheduler_records_write; DESIGN section 8). Empty or
+    # null where no record describes the job; `state` is then "unknown". The columns have database defaults
+    # too, so that the previous release's code can still insert jobs while they are added.
+    state = models.CharField(
+        max_length=20, choices=STATE_CHOICES, default=JobState.UNKNOWN, db_default=JobState.UNKNOWN.value
+    )
+    exit_code = models.IntegerField(null=True, blank=True, help_text="Exit status; null: killed by a signal, unknown.")
+    signal = models.IntegerField(null=True, blank=True, help_text="Signal that killed it; 0: none; null: unknown.")
+    partition = models.CharField(max_length=255, blank=True, db_default="")
+    qos = models.CharField(max_length=255, blank=True, db_default="")
+    display_id = models.CharField(
+        max_length=255, blank=True, db_default="", help_text="The scheduler's name: 6_2 for an array task."
+    )
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    scheduler_start = models.DateTimeField(null=True, blank=True, help_text="When its allocation began.")
+    scheduler_end = models.DateTimeField(null=True, blank=True, help_text="When its allocation ended.")
+    gpus_requested = models.PositiveIntegerField(null=True, blank=True)
+    gpus_allocated = models.PositiveIntegerField(null=True, blank=True)
+    node_list = models.TextField(blank=True, db_default="", help_text="Nodes of its allocation, comma-separated.")
+    scheduler_seen_at = models.DateTimeField(null=True, blank=True, help_text="When a record last described it.")
+    scheduler_missing = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Seen by the agent, but absent from a whole window of its scheduler's accounting.",
+    )
 
     # Summary over all ingested hours; recomputed from the hour rows after every ingest.
     energy_j = models.FloatField(default=0.0)
@@ -104,6 +132,12 @@ class Job(models.Model):
             models.Index(fields=["team", "last_seen"], name="job_team_last_seen"),
             # The fleet page: jobs of every team that ran in a period.
             models.Index(fields=["last_seen"], name="job_last_seen"),
+            # /api/jobs/?state= (failed runs across the fleet), newest first.
+            models.Index(fields=["state", "start"], name="job_state_start"),
+            # /api/jobs/?partition=, newest first.
+            models.Index(fields=["partition", "start"], name="job_partition_start"),
+            # /api/jobs/?account=, newest first.
+            models.Index(fields=["account", "start"], name="job_account_start"),
         ]
 
     def __str__(self) -> str:

@@ -42,6 +42,7 @@ class Fact(StrEnum):
     FACTORS = "factors"  # PUE, node overhead, intensity, prices, embodied carbon, nodes' server types
     BILLING = "billing"  # a job's team or its exclusion from the bill (an admin's decision)
     JOB_GROUP = "job_group"  # a job's group set by an admin
+    SCHEDULER = "scheduler"  # jobs' scheduler records (state, exit code, allocation) written by a sync
     # Produced by the steps:
     GROUPS = "groups"
     ROW_FOOTPRINTS = "row_footprints"
@@ -186,6 +187,10 @@ def _waste_findings(run: DeriveRun) -> None:
     flags.job_findings_sync(totals=run.totals(), jobs=run.jobs())
 
 
+def _failed_run_findings(run: DeriveRun) -> None:
+    flags.failed_run_flags_sync(jobs=run.jobs())
+
+
 def _job_flag_lists(run: DeriveRun) -> None:
     flags.job_flag_lists_sync(job_ids=run.job_ids)
 
@@ -231,6 +236,8 @@ STEPS: tuple[Step, ...] = (
           "whether an hour's intensity was filled in comes from the footprints"),
     _step("waste_findings", _waste_findings, {F.ROW_FOOTPRINTS, F.SUMMARIES}, F.FLAGS,
           "memory hogs and idle allocations: their evidence carries the footprints' kWh, kg and money"),
+    _step("failed_run_findings", _failed_run_findings, {F.SCHEDULER, F.JOB_FOOTPRINTS}, F.FLAGS,
+          "a failed run's evidence is its whole footprint, so after the job footprints"),
     _step("job_flag_lists", _job_flag_lists, {F.FLAGS}, None,
           "each job's list of flag kinds, once, after every flag of the run is settled"),
     _step("team_days", _team_days, {F.ROW_FOOTPRINTS, F.BILLING}, F.TEAM_DAYS,

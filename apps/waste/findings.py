@@ -73,6 +73,23 @@ def findings(totals: Sequence[JobGpuTotals], t: Thresholds) -> dict[str, dict[st
     return out
 
 
+def failed_run_evidence(
+    *, state: str, exit_code: int | None, signal: int | None, job_group: str, spent: Footprint
+) -> dict[str, Any]:
+    """What a failed run cost: the whole run's GPU-hours, energy, CO2e and money, with the scheduler's word."""
+    return {
+        "state": state,
+        "exit_code": exit_code,
+        "signal": signal,
+        "job_group": job_group,
+        "gpu_hours_blocked": spent.gpu_hours,  # as the other waste kinds: the GPU time it held
+        "energy_kwh": kwh(spent.energy_j),
+        "facility_kwh": spent.facility_kwh,
+        "co2e_kg": spent.co2e_kg,
+        "cost": str(spent.cost.quantize(Decimal("0.01"))),
+    }
+
+
 def _evidence(uses: list[JobGpuTotals]) -> dict[str, Any]:
     spent = Footprint.total(u.footprint for u in uses)
     return {

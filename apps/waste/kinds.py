@@ -27,6 +27,7 @@ class FlagKind(StrEnum):
     CONSERVATION = "conservation"
     ESTIMATED_INTENSITY = "estimated_intensity"
     ESTIMATED_OCCUPANCY = "estimated_occupancy"
+    FAILED_RUN = "failed_run"
 
     @property
     def info(self) -> KindInfo:
@@ -69,6 +70,13 @@ KIND_INFO: dict[FlagKind, KindInfo] = {
         "An older agent exports no occupancy series: this hour's GPU-hours were estimated from sampled seconds.",
         False,
         True,
+    ),
+    FlagKind.FAILED_RUN: KindInfo(
+        "Failed Run",
+        "Its scheduler says it failed, timed out, ran out of memory or lost a node: its GPU time bought no result.",
+        True,
+        False,
+        "Failed runs (failed, timed out, out of memory, node failure)",
     ),
 }
 

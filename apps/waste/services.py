@@ -12,12 +12,14 @@ from django.conf import settings
 from django.db.models import Q
 
 from apps.core.bulk import rows_update
+from apps.core.footprint import Footprint
 from apps.fleet.models import Cluster
 from apps.jobs.models import Job, JobGpuHour
+from apps.jobs.states import JobState
 from apps.jobs.summary import JobGpuTotals
 from apps.telemetry.models import GpuHour
 
-from .findings import FINDING_KINDS, Thresholds, findings
+from .findings import FINDING_KINDS, Thresholds, failed_run_evidence, findings
 from .kinds import GPU_HOUR_KINDS
 from .models import Flag
 
@@ -144,6 +146,39 @@ def _job_flags_put(*, kind: str, evidence: Mapping[Job, dict[str, Any]]) -> None
         update_conflicts=True,
         unique_fields=["kind", "cluster", "job", "gpu", "hour"],
         update_fields=["evidence", "updated_at"],
+    )
+
+
+def failed_run_flags_sync(*, jobs: Sequence[Job]) -> None:
+    """`failed_run` on the jobs whose scheduler says they failed (apps.jobs.states), with what they cost;
+    withdrawn, unless reviewed, from a job whose state changed (a requeued job that then completed)."""
+    _job_flag_hold(
+        kind=Flag.Kind.FAILED_RUN,
+        jobs=jobs,
+        raised={
+            job: failed_run_evidence(
+                state=job.state,
+                exit_code=job.exit_code,
+                signal=job.signal,
+                job_group=job.job_group.name if job.job_group else "",
+                spent=Footprint.from_sums(
+                    {
+                        name: getattr(job, name)
+                        for name in (
+                            "energy_j",
+                            "gpu_hours",
+                            "server_kwh",
+                            "facility_kwh",
+                            "operational_kg",
+                            "embodied_kg",
+                            "cost",
+                        )
+                    }
+                ),
+            )
+            for job in jobs
+            if JobState(job.state).is_failed_run
+        },
     )
 
 

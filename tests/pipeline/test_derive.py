@@ -38,7 +38,7 @@ def ingested() -> Job:
 
 
 def test_every_step_reads_something_that_a_caller_or_an_earlier_step_changes() -> None:
-    made = {Fact.JOB_ROWS, Fact.GROUP_RULES, Fact.FACTORS, Fact.BILLING, Fact.JOB_GROUP, Fact.GROUPS}
+    made = {Fact.JOB_ROWS, Fact.GROUP_RULES, Fact.FACTORS, Fact.BILLING, Fact.JOB_GROUP, Fact.SCHEDULER, Fact.GROUPS}
     for step in STEPS:
         assert step.reads & made, f"{step.name} can never run"
         assert step.why, f"{step.name} does not say why it stands where it does"
@@ -52,11 +52,15 @@ def test_every_step_reads_something_that_a_caller_or_an_earlier_step_changes() -
         ({Fact.JOB_ROWS}, ALL_STEPS),
         (
             {Fact.FACTORS},
-            ["row_footprints", "job_footprints", "estimated_intensity_flags", "waste_findings", "job_flag_lists",
-             "team_days", "rollup_caches"],
+            ["row_footprints", "job_footprints", "estimated_intensity_flags", "waste_findings",
+             "failed_run_findings", "job_flag_lists", "team_days", "rollup_caches"],
         ),
         ({Fact.BILLING}, ["team_days", "rollup_caches"]),
-        ({Fact.JOB_GROUP}, ["job_footprints", "estimated_intensity_flags", "job_flag_lists", "rollup_caches"]),
+        (
+            {Fact.JOB_GROUP},
+            ["job_footprints", "estimated_intensity_flags", "failed_run_findings", "job_flag_lists", "rollup_caches"],
+        ),
+        ({Fact.SCHEDULER}, ["failed_run_findings", "job_flag_lists"]),
     ],
 )  # fmt: skip
 def test_a_change_runs_the_steps_that_follow_from_it_in_order(

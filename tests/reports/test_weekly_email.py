@@ -120,7 +120,8 @@ def test_waste_lines_use_the_findings_units_and_the_worst_jobs_link_to_their_pag
     idle_line = next(line for line in text.splitlines() if line.startswith("- Idle allocations"))
     assert f"{idle.evidence['gpu_hours_blocked']:,.1f} h" in idle_line and _money(idle.evidence["cost"]) in idle_line
     assert "- Low-coverage jobs (energy partly measured: mean coverage 80 %): 1 job, 4.0 h" in text
-    assert "Failed" not in text  # no finding kind for failed runs yet: the line is left out
+    # no scheduler record says any of the week's jobs failed: the failed-runs line counts none
+    assert "- Failed runs (failed, timed out, out of memory, node failure): 0 jobs, 0.0 h" in text
     waste_cost = Decimal(hog.evidence["cost"]) + Decimal(idle.evidence["cost"])
     assert f"Waste total: {hog.evidence['gpu_hours_blocked'] + idle.evidence['gpu_hours_blocked']:,.1f} h" in text
     assert f'data-metric="waste_cost">{_money(waste_cost)} EUR<' in html

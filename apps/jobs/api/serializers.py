@@ -13,6 +13,7 @@ from apps.core.serializers import PlannedRepresentationMixin
 from apps.fleet.models import Cluster, Team
 from apps.jobs.methods import METHODS
 from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy
+from apps.jobs.states import STATE_CHOICES, state_help
 
 
 class JobSerializer(PlannedRepresentationMixin, serializers.ModelSerializer):
@@ -49,6 +50,27 @@ class JobSerializer(PlannedRepresentationMixin, serializers.ModelSerializer):
         allow_null=True, help_text="Hint: CO2e the cleanest window within the deadline would have saved (kg)."
     )
     flags = serializers.ListField(child=serializers.CharField(), help_text="Kinds of open flags on the job.")
+    # The scheduler's record (DESIGN section 8): empty or null where no record describes the job.
+    state = serializers.ChoiceField(choices=STATE_CHOICES, help_text="The scheduler's last word on it: " + state_help())
+    exit_code = serializers.IntegerField(
+        allow_null=True,
+        help_text="Exit status of its script (0..255); null: killed by a signal, unknown, or not ended.",
+    )
+    signal = serializers.IntegerField(
+        allow_null=True, help_text="Number of the signal that ended it (e.g. 9: SIGKILL); 0: none; null: unknown."
+    )
+    partition = serializers.CharField(help_text="Scheduler partition it ran in; empty: no scheduler record.")
+    qos = serializers.CharField(help_text="Scheduler quality of service; empty: no scheduler record.")
+    display_id = serializers.CharField(
+        help_text="The scheduler's name for it, as squeue shows it: 6_2 for task 2 of array 6, 10+1 for a "
+        "heterogeneous job's component; empty: no scheduler record."
+    )
+    gpus_requested = serializers.IntegerField(
+        allow_null=True, help_text="GPUs it asked its scheduler for (count); null: no scheduler record."
+    )
+    gpus_allocated = serializers.IntegerField(
+        allow_null=True, help_text="GPUs its scheduler gave it (count); null: no scheduler record."
+    )
 
     class Meta:
         model = Job
@@ -58,6 +80,7 @@ class JobSerializer(PlannedRepresentationMixin, serializers.ModelSerializer):
             "server_kwh", "facility_kwh", "attribution", "attribution_j", "coverage", "sampled_s", "expected_s",
             "sm_s", "peak_memory_bytes", "operational_kg", "embodied_kg", "sci_kg", "functional_unit", "cost",
             "currency", "intensity_basis", "intensity_source", "intensity_estimated", "shift_saving_kg", "flags",
+            "state", "exit_code", "signal", "partition", "qos", "display_id", "gpus_requested", "gpus_allocated",
         ]  # fmt: skip
         read_only_fields = fields
 

@@ -1,0 +1,68 @@
+"""A job's state as its scheduler last reported it (pure; DESIGN section 8).
+
+Defined once here: the model's choices, the API's filter and help, and which states count as a failed run
+all come from this list. `unknown` is the state of a job no scheduler record describes (the agent saw it,
+the scheduler was not read, or has no record of it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+@dataclass(frozen=True)
+class StateInfo:
+    label: str
+    meaning: str
+
+
+class JobState(StrEnum):
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMEOUT = "timeout"
+    OUT_OF_MEMORY = "out_of_memory"
+    NODE_FAIL = "node_fail"
+    PREEMPTED = "preempted"
+    RUNNING = "running"
+    PENDING = "pending"
+    UNKNOWN = "unknown"
+
+    @property
+    def info(self) -> StateInfo:
+        return STATE_INFO[self]
+
+    @property
+    def label(self) -> str:
+        return self.info.label
+
+    @property
+    def is_failed_run(self) -> bool:
+        return self in FAILED_RUN_STATES
+
+
+STATE_INFO: dict[JobState, StateInfo] = {
+    JobState.COMPLETED: StateInfo("Completed", "Ran to the end and exited 0."),
+    JobState.FAILED: StateInfo("Failed", "Its script exited with a non-zero code."),
+    JobState.CANCELLED: StateInfo("Cancelled", "Cancelled by its user or an admin (scancel)."),
+    JobState.TIMEOUT: StateInfo("Timed out", "Killed at the end of its time limit."),
+    JobState.OUT_OF_MEMORY: StateInfo("Out of memory", "Killed for using more memory than it was given."),
+    JobState.NODE_FAIL: StateInfo("Node failure", "Ended because a node it ran on failed."),
+    JobState.PREEMPTED: StateInfo("Preempted", "Stopped to make room for a job of higher priority."),
+    JobState.RUNNING: StateInfo("Running", "Holds its allocation now."),
+    JobState.PENDING: StateInfo("Pending", "Waiting in the queue for resources."),
+    JobState.UNKNOWN: StateInfo("Unknown", "No scheduler record describes it (yet)."),
+}
+
+# Runs whose GPU time bought no result: the job's own failure, or the cluster's. A cancelled or preempted
+# job was stopped on purpose, a completed one succeeded.
+FAILED_RUN_STATES = frozenset({JobState.FAILED, JobState.TIMEOUT, JobState.OUT_OF_MEMORY, JobState.NODE_FAIL})
+
+STATE_CHOICES = [(s.value, s.label) for s in JobState]
+STATES = tuple(s.value for s in JobState)
+
+
+def state_help() -> str:
+    """One line per state, for the API's description of the field and its filter."""
+    return "; ".join(f"{s.value}: {s.info.meaning.rstrip('.')}" for s in JobState) + "."

@@ -1,0 +1,148 @@
+"""Reading a cluster's scheduler accounting: run `sacct` (or ask slurmrestd) for the jobs of a window and
+parse what it says (`apps.schedulers.slurm`). Anything that goes wrong, from a missing command to output
+that is not JSON, raises `SchedulerUnavailable` with one line naming the cluster; nothing here writes.
+
+The window [start, end) is what sacct's `-S`/`-E` select without `--state`: every job that was eligible
+before `end` and had not ended before `start`, so a job that started before the window and ran into it is
+in it. Jobs that never became eligible (submitted with a future `--begin` and cancelled) are not
+(docs/schedulers.md, "gotchas")."""
+
+from __future__ import annotations
+
+import math
+import os
+import shlex
+import subprocess
+from datetime import UTC, datetime
+
+import requests
+from django.conf import settings
+from django.utils import timezone
+
+from apps.fleet.models import Cluster
+
+from .slurm import SchedulerDataError, SchedulerJob, exit_codes_apply, sacct_json_parse, sacct_parsable_exit_codes
+
+SLURMDB_JOBS_PATH = "/slurmdb/v0.0.38/jobs"
+_STDERR_CHARS = 300
+
+
+class SchedulerUnavailable(Exception):
+    """The cluster's accounting could not be read; the message is one line that names the cluster."""
+
+
+def sacct_time(moment: datetime) -> str:
+    """A moment as sacct's `-S`/`-E` read it: wall-clock time without a zone, in UTC (sacct runs with
+    TZ=UTC: it reads times in its local zone and takes neither epoch seconds nor an offset)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def sacct_arguments(*, start: datetime, end: datetime) -> tuple[list[str], list[str]]:
+    """sacct's arguments for the window's jobs as JSON (steps included: the batch step's exit code stands in
+    where the job's is missing) and for their exit codes (the job lines alone: 22.05's JSON gets them wrong)."""
+    window = ["-a", "-S", sacct_time(start), "-E", sacct_time(end)]
+    return (
+        ["--json", *window],
+        ["--parsable2", "--noheader", "-X", "-o", "JobIDRaw,ExitCode", *window],
+    )
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= _STDERR_CHARS else line[: _STDERR_CHARS - 3] + "..."
+
+
+def _sacct_run(cluster: Cluster, command: list[str], *, timeout_s: float) -> str:
+    """sacct's standard output; SchedulerUnavailable on any failure to get it."""
+    where = f"cluster {cluster.name}: {shlex.join(command[:2])}"
+    try:
+        done = subprocess.run(  # a fixed argument list, no shell
+            command,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+            env={**os.environ, "TZ": "UTC"},
+        )
+    except FileNotFoundError:
+        raise SchedulerUnavailable(f"{where}: command not found (sacct_command {cluster.sacct_command!r})") from None
+    except PermissionError:
+        raise SchedulerUnavailable(f"{where}: not executable (sacct_command {cluster.sacct_command!r})") from None
+    except subprocess.TimeoutExpired:
+        raise SchedulerUnavailable(f"{where}: no answer within {timeout_s:g} s") from None
+    except OSError as exc:
+        raise SchedulerUnavailable(f"{where}: {_one_line(str(exc))}") from None
+    if done.returncode != 0:
+        said = _one_line(done.stderr or done.stdout) or "no message"
+        raise SchedulerUnavailable(f"{where}: exited {done.returncode}: {said}")
+    return done.stdout
+
+
+def sacct_records_read(*, cluster: Cluster, start: datetime, end: datetime) -> list[SchedulerJob]:
+    """The jobs of [start, end) from `sacct` as the worker runs it, with exit codes from its parsable output."""
+    try:
+        base = shlex.split(cluster.sacct_command or "sacct")
+    except ValueError as exc:
+        raise SchedulerUnavailable(f"cluster {cluster.name}: sacct_command cannot be read: {exc}") from None
+    if not base:
+        raise SchedulerUnavailable(f"cluster {cluster.name}: sacct_command is empty")
+    json_args, parsable_args = sacct_arguments(start=start, end=end)
+    timeout_s = settings.FLEETWATT_SCHEDULER_TIMEOUT_S
+    # The JSON first: a job that ends between the two reads then finds its exit code in the second.
+    document = _sacct_run(cluster, [*base, *json_args], timeout_s=timeout_s)
+    parsable = _sacct_run(cluster, [*base, *parsable_args], timeout_s=timeout_s)
+    try:
+        return exit_codes_apply(sacct_json_parse(document), sacct_parsable_exit_codes(parsable))
+    except SchedulerDataError as exc:
+        raise SchedulerUnavailable(f"cluster {cluster.name}: {_one_line(str(exc))}") from None
+
+
+def _slurmrest_time(moment: datetime, now: datetime) -> str:
+    """slurmrestd reads a time in its own zone, which the client cannot set; `now-N` (seconds) reads the
+    same in every zone, as far off as the two clocks are."""
+    seconds = math.floor((now - moment).total_seconds())
+    return f"now-{seconds}" if seconds >= 0 else f"now+{-seconds}"
+
+
+def slurmrest_records_read(*, cluster: Cluster, start: datetime, end: datetime) -> list[SchedulerJob]:
+    """The jobs of [start, end) from slurmrestd's accounting endpoint (the same document as `sacct --json`;
+    on 22.05 with the same exit-code bug, and no parsable output to correct it: a failed job's code stays
+    unknown)."""
+    if not cluster.slurmrest_url:
+        raise SchedulerUnavailable(f"cluster {cluster.name}: slurmrest_url is empty")
+    if not cluster.slurmrest_token_env:
+        raise SchedulerUnavailable(f"cluster {cluster.name}: slurmrest_token_env names no environment variable")
+    token = os.environ.get(cluster.slurmrest_token_env)
+    if not token:
+        raise SchedulerUnavailable(
+            f"cluster {cluster.name}: environment variable {cluster.slurmrest_token_env} (slurmrestd's JWT) is not set"
+        )
+    headers = {"X-SLURM-USER-TOKEN": token, "Accept": "application/json"}
+    if cluster.slurmrest_user:
+        headers["X-SLURM-USER-NAME"] = cluster.slurmrest_user
+    now = timezone.now()
+    params = {"start_time": _slurmrest_time(start, now), "end_time": _slurmrest_time(end, now)}
+    url = cluster.slurmrest_url.rstrip("/") + SLURMDB_JOBS_PATH
+    where = f"cluster {cluster.name}: GET {url}"
+    try:
+        response = requests.get(url, params=params, headers=headers, timeout=settings.FLEETWATT_SCHEDULER_TIMEOUT_S)
+    except requests.Timeout:
+        raise SchedulerUnavailable(f"{where}: no answer within {settings.FLEETWATT_SCHEDULER_TIMEOUT_S:g} s") from None
+    except requests.RequestException as exc:
+        raise SchedulerUnavailable(f"{where}: {_one_line(str(exc))}") from None
+    if response.status_code != 200:
+        raise SchedulerUnavailable(f"{where}: HTTP {response.status_code}: {_one_line(response.text)}")
+    try:
+        return sacct_json_parse(response.text)
+    except SchedulerDataError as exc:
+        raise SchedulerUnavailable(f"{where}: {_one_line(str(exc))}") from None
+
+
+def scheduler_records_read(*, cluster: Cluster, start: datetime, end: datetime) -> list[SchedulerJob]:
+    """The jobs of [start, end) from the cluster's scheduler, by the way its `scheduler` field names."""
+    match cluster.scheduler:
+        case Cluster.Scheduler.SLURM_SACCT:
+            return sacct_records_read(cluster=cluster, start=start, end=end)
+        case Cluster.Scheduler.SLURM_REST:
+            return slurmrest_records_read(cluster=cluster, start=start, end=end)
+    raise SchedulerUnavailable(f"cluster {cluster.name}: no scheduler configured")
