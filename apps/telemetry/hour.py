@@ -310,12 +310,15 @@ def _contract_fallback(
     GPU's sampled time (exact for a job alone on its GPU), and a job's last sample from the hour's end.
     Fills `gpu_sampled` and the rows in place; returns, per GPU, the extensions that were missing."""
     gaps: dict[str, list[str]] = {}
+    by_gpu: dict[str, list[JobGpuHourRow]] = defaultdict(list)
+    for (u, _), r in rows.items():
+        by_gpu[u].append(r)
     for uuid in agent_uuids:
         missing = []
         if (uuid,) not in gpu_sampled:
             missing.append(promql.GPU_SAMPLED)
             gpu_sampled[(uuid,)] = min(3600.0, ticks.get((gpus[uuid].hostname,), 0.0))
-        on_gpu = [r for (u, _), r in rows.items() if u == uuid]
+        on_gpu = by_gpu.get(uuid, [])
         if any((uuid, r.job_key) not in occupancy for r in on_gpu):
             missing.append(promql.JOB_OCCUPANCY)
             seen_s = gpu_sampled[(uuid,)] or max((r.sampled_s for r in on_gpu), default=0.0)
