@@ -90,6 +90,8 @@ def ingest_range_validate(start: datetime, end: datetime, *, now: datetime | Non
 
 def stored_hour_totals(*, cluster: Cluster, hour: datetime) -> HourTotals:
     """What is stored for the cluster-hour: its GPUs, job rows and the GPUs' energy."""
+    if not IngestedHour.objects.filter(cluster=cluster, hour=hour).exists():
+        return HourTotals()  # rows are only ever written with this record, in one transaction
     hours = GpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour)
     energy = hours.aggregate(energy_j=Sum("device_energy_j"))["energy_j"] or 0.0
     job_rows = JobGpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour).count()
