@@ -281,6 +281,8 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("FLEETWATT_LOG_LEVEL", default="INFO")},
+    # django-axes says hello at every process start and logs each login at INFO: lockouts are WARNING.
+    "loggers": {"axes": {"level": "WARNING"}},
 }
 
 # Weekly waste reports by email (apps.reports). SMTP from the environment; console backend by default.
