@@ -15,7 +15,7 @@
 # Settings (environment, read by start; env/status/stop read what start wrote):
 #   FLEETWATT_SLURM_PORT     first of the three ports (slurmctld, slurmd, slurmdbd); default 16817, the next free
 #                            triple above it is taken when one of them is busy
-#   FLEETWATT_SLURM_DB       accounting database name (default fleetwatt_slurm_acct)
+#   FLEETWATT_SLURM_DB       accounting database name (default fleetwatt_slurm_acct_<checkout hash>)
 #   FLEETWATT_SLURM_CPUS     CPUs the node claims (default 4, so that a few 1-CPU jobs run side by side on 2 cores)
 #   FLEETWATT_SLURM_TIMEOUT  seconds to wait for each daemon (default 90)
 #   MYSQL_HOST, MYSQL_PORT   the MariaDB server (default 127.0.0.1, 3306), reached as root without password
@@ -38,7 +38,9 @@ export SLURM_CONF=$SLURM_CONF_FILE
 CLUSTER=fwlocal
 ACCOUNT=fwteam
 PARTITION=gpu
-DB_NAME=${FLEETWATT_SLURM_DB:-fleetwatt_slurm_acct}
+# One accounting database per checkout: two checkouts on one machine (a developer's and CI's) each number
+# their jobs from 1, and must not find each other's records under the same ids.
+DB_NAME=${FLEETWATT_SLURM_DB:-fleetwatt_slurm_acct_$(printf %s "$ROOT" | md5sum | cut -c1-8)}
 DB_USER=$DB_NAME # slurmdbd's own MariaDB user, one per accounting database
 MYSQL_HOST=${MYSQL_HOST:-127.0.0.1}
 MYSQL_PORT=${MYSQL_PORT:-3306}
@@ -261,6 +263,12 @@ database_prepare() {
   local pass host sql=""
   pass=$(db_password)
   wait_for 30 "MariaDB at $MYSQL_HOST:$MYSQL_PORT" mysql_root -e 'SELECT 1' || die "MariaDB is not answering"
+  # A controller without saved state numbers jobs from 1 again: accounting records of an earlier life would
+  # answer for the new jobs' ids, so the accounting starts afresh with it.
+  if [ ! -e "$STATE/job_state" ] && [ ! -e "$STATE/job_state.old" ]; then
+    log "no saved controller state: the accounting database $DB_NAME starts afresh"
+    sql+="DROP DATABASE IF EXISTS \`$DB_NAME\`;"
+  fi
   sql+="CREATE DATABASE IF NOT EXISTS \`$DB_NAME\`;"
   for host in localhost 127.0.0.1; do
     sql+="CREATE USER IF NOT EXISTS '$DB_USER'@'$host' IDENTIFIED BY '$pass';"
