@@ -104,3 +104,16 @@ def test_the_schema_describes_the_state_filter(world: dict[str, Any]) -> None:
     assert {"job_id", "user", "partition", "account"} <= parameters.keys()
     job = schema["components"]["schemas"]["Job"]["properties"]
     assert "(count)" in job["gpus_allocated"]["description"] and "failed:" in job["state"]["description"]
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv"])
+def test_an_unknown_query_parameter_is_a_400_naming_it(fmt: str) -> None:
+    from django.contrib.auth.models import User
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_authenticate(User.objects.create_user("root", is_staff=True))
+    answer = client.get("/api/jobs/", {"stat": "failed", "format": fmt})  # a typo of `state`
+    assert answer.status_code == 400
+    assert "Unknown query parameter: stat" in answer.content.decode()
+    assert client.get("/api/jobs/", {"state": "failed", "page_size": 5, "format": fmt}).status_code == 200

@@ -9,6 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.core.pagination import JobCursorPagination
+from apps.core.query_params import StrictQueryParamsMixin
 from apps.core.renderers import csv_stream
 from apps.jobs.filtersets import JobFilterSet
 from apps.jobs.methods import METHODS
@@ -17,7 +18,7 @@ from apps.jobs.models import Job
 from .serializers import JobDetailSerializer, JobSerializer, WorkSerializer
 
 
-class JobViewSet(viewsets.ReadOnlyModelViewSet):
+class JobViewSet(StrictQueryParamsMixin, viewsets.ReadOnlyModelViewSet):
     """Jobs with their GPU energy, split method and coverage. Members see their teams' jobs."""
 
     filterset_class = JobFilterSet
