@@ -7,9 +7,9 @@ from urllib.parse import urlsplit, urlunsplit
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.db.models import Max, Min, Sum
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.db.models import Max, Min, Q, Sum
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_safe
 
@@ -210,3 +210,55 @@ def gpu(request: HttpRequest, gpu_id: int) -> HttpResponse:
     ]
     context = {"gpu": gpu, "hours": hours, "jobs": jobs, "start": start.date(), "end": end.date()}
     return render(request, "dashboard/gpu.html", context)
+
+
+JOB_SEARCH_LIMIT = 100
+
+
+@require_safe
+@bad_query_is_400
+@login_required
+def jobs(request: HttpRequest) -> HttpResponse:
+    """Find a job: by the scheduler's id (`123`, an array task `6_2`), its key (`slurm/123`) or a part of
+    its name; `?mine=1`: the jobs the user ran (the scheduler's user name equal to the login's). Newest
+    first, at most JOB_SEARCH_LIMIT, of the teams the user may see."""
+    q = request.GET.get("q", "").strip()
+    if len(q) > 200:
+        raise QueryError("q: at most 200 characters.")
+    mine = request.GET.get("mine", "")
+    if mine not in ("", "0", "1"):
+        raise QueryError("mine: 1 for the jobs you ran, else leave it out.")
+    found = Job.objects.visible_to(request.user)
+    if mine == "1":
+        found = found.filter(user=request.user.get_username())
+    if q:
+        found = found.filter(Q(job_id=q) | Q(display_id=q) | Q(job_key=q) | Q(name__icontains=q))
+    elif mine != "1":
+        found = found.none()
+    results = list(found.select_related("team", "cluster").order_by("-start", "id")[: JOB_SEARCH_LIMIT + 1])
+    context = {
+        "q": q,
+        "mine": mine == "1",
+        "jobs": [_with_split(job) for job in results[:JOB_SEARCH_LIMIT]],
+        "more": len(results) > JOB_SEARCH_LIMIT,
+        "limit": JOB_SEARCH_LIMIT,
+    }
+    return render(request, "dashboard/jobs.html", context)
+
+
+@require_safe
+@login_required
+def job_by_scheduler_id(request: HttpRequest, scheduler: str, scheduler_job_id: str) -> HttpResponse:
+    """`/jobs/slurm/123/`: the job's page, as its users know it; a list where the id is on several clusters."""
+    found = list(
+        Job.objects.visible_to(request.user)
+        .filter(scheduler=scheduler, job_id=scheduler_job_id)
+        .select_related("team", "cluster")
+        .order_by("-start", "id")[:JOB_SEARCH_LIMIT]
+    )
+    if not found:
+        raise Http404("No such job among those you may see.")
+    if len(found) == 1:
+        return redirect("dashboard:job", found[0].pk)
+    context = {"q": f"{scheduler}/{scheduler_job_id}", "mine": False, "jobs": [_with_split(j) for j in found]}
+    return render(request, "dashboard/jobs.html", {**context, "more": False, "limit": JOB_SEARCH_LIMIT})

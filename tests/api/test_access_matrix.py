@@ -91,6 +91,9 @@ RULES: dict[str, Rule] = {
     "dashboard:fleet": Rule(get=PAGE_ALL, other=NO_METHOD),
     "dashboard:team": Rule(get=PAGE_TEAM_B, other=NO_METHOD, query=P),
     "dashboard:job": Rule(get=PAGE_TEAM_B, other=NO_METHOD),
+    "dashboard:jobs": Rule(get=PAGE_ALL, other=NO_METHOD, query="?q=1"),
+    # Team B's job by its scheduler id: its page (a redirect) for those who see team B, else not found.
+    "dashboard:job-by-scheduler-id": Rule(get="login 404 404 302 302 404", other=NO_METHOD),
     "dashboard:gpu": Rule(get=PAGE_FLEET, other=NO_METHOD, query=P),
     "dashboard:audit": Rule(get="login login login login 200 login", other=NO_METHOD),
     "dashboard:audit-act": Rule(
@@ -160,7 +163,8 @@ def _kwargs(route: Route, world: World) -> dict[str, object]:
                  "gpus": world.gpu_b, "flags": world.flag_b, "reports": world.report_b}  # fmt: skip
     by_name = {"team_id": world.team_b.pk, "job_id": world.job_b.pk, "gpu_id": world.gpu_b.pk,
                "flag_id": world.flag_b.pk, "report_id": world.report_b.pk, "token_id": world.finance_token.pk,
-               "token": world.recipient_b.token, "format": "json"}  # fmt: skip
+               "token": world.recipient_b.token, "format": "json",
+               "scheduler": world.job_b.scheduler, "scheduler_job_id": world.job_b.job_id}  # fmt: skip
     kwargs: dict[str, object] = {}
     for param in route.params:
         if param == "pk":

@@ -49,6 +49,8 @@ def world_build() -> World:
     group = JobGroup.objects.create(name="campaign", match_kind="name_prefix", match_value="campaign")
     job_a = job_run(fleet, key="slurm/a", gpus=fleet.gpus[:1], hours=2, power_w=500)
     job_b = job_run(fleet, key="slurm/b", gpus=fleet.gpus[1:2], hours=2, power_w=500)
+    job_b.scheduler, job_b.job_id = "slurm", "b"  # found by its scheduler id too (/jobs/slurm/b/)
+    job_b.save(update_fields=["scheduler", "job_id"])
     job_b.team = team_b
     job_b.save()
     footprints_recompute()
