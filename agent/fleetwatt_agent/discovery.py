@@ -1,8 +1,14 @@
 """Which job a GPU process belongs to, from /proc (cgroup v1 and v2, environment, stat).
 
 job_key formats (DESIGN.md section 2), first match wins:
-- `slurm/<jobid>`: `job_<id>` in the cgroup path (cgroup v1 and v2 plugins), else SLURM_JOB_ID in the
-  process environment (Slurm without its cgroup plugin);
+- `slurm/<jobid>`: `job_<id>` in the cgroup path (cgroup v1 `/slurm/uid_<uid>/job_<id>/...`; cgroup v2
+  `.../[<node>_]slurmstepd.scope/job_<id>/...`, Slurm before 26.05 or with `CgroupJobIdPaths=yes`);
+  for a cgroup v2 job directory named by the job's SLUID (`.../slurmstepd.scope/<SLUID>/...`, the
+  Slurm 26.05 default), SLURM_JOB_ID from the process environment, used only when the environment's
+  SLURM_JOB_SLUID (where set) names the same SLUID; else SLURM_JOB_ID in the environment of a process
+  outside any Slurm cgroup (Slurm without its cgroup plugin). A job id is never derived from a SLUID;
+- `slurm/sluid-<SLUID>`: a process in a SLUID-named job directory whose environment does not give its
+  job id (unreadable, or without a matching SLURM_JOB_ID);
 - `k8s/<namespace>/<pod>`: `pod<uid>` under kubepods (cgroupfs or systemd driver); namespace and name
   from the kubelet (see kubelet.py), else `k8s/pod-uid/<uid>`;
 - `container/<id12>`: Docker, containerd, CRI-O, Podman (a 64-hex container id in the cgroup path);
@@ -26,12 +32,19 @@ from fleetwatt_agent.model import JobInfo
 log = logging.getLogger(__name__)
 
 _SLURM_JOB = re.compile(r"/job_(\d+)(?=/|$|\.)")
+# cgroup v2: slurmstepd's scope (`<node>_slurmstepd.scope` with multiple slurmd; under the slice that
+# CgroupSlice names) and the component right under it: `job_<id>`, the job's SLUID (Slurm 26.05 default,
+# e.g. `sEKNKTV3WPV500`), or `system` (slurmstepd's own infinity process, not a job).
+_STEPD_SCOPE = re.compile(r"/(?:[^/]+_)?slurmstepd\.scope/([^/]+)")
+_SCOPE_JOB_ID = re.compile(r"job_(\d+)")
+_SCOPE_NOT_A_JOB = frozenset({"system"})
 _POD_UID = re.compile(r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})(?=\.slice|/|$)")
 _CONTAINER = re.compile(
     r"(?:^|[/-])(?:(docker|cri-containerd|containerd|crio|libpod|nerdctl)[-/:])?([0-9a-f]{64})(?:\.scope)?(?=/|$)"
 )
 _ENV_KEYS = (
     "SLURM_JOB_ID",
+    "SLURM_JOB_SLUID",
     "SLURM_JOB_USER",
     "SLURM_JOB_ACCOUNT",
     "SLURM_JOB_NAME",
@@ -45,7 +58,8 @@ _MAX_ANCESTORS = 32
 class CgroupIdentity:
     """What a process's cgroup paths say about it."""
 
-    slurm_job: str = ""
+    slurm_job: str = ""  # the numeric id from a `job_<id>` directory
+    slurm_sluid: str = ""  # a v2 job directory not named `job_<id>`: the job's SLUID, verbatim
     pod_uid: str = ""
     container_id: str = ""
     runtime: str = ""
@@ -53,20 +67,28 @@ class CgroupIdentity:
 
 def parse_cgroup(text: str) -> CgroupIdentity:
     """Parse /proc/<pid>/cgroup (v1: one line per hierarchy; v2: `0::/path`; hybrid: both)."""
-    slurm = pod = container = runtime = ""
+    slurm = sluid = pod = container = runtime = ""
     for line in text.splitlines():
         parts = line.split(":", 2)
         if len(parts) != 3:
             continue
         path = parts[2]
-        if not slurm and (m := _SLURM_JOB.search(path)):
-            slurm = m.group(1)
+        if not (slurm or sluid):
+            if scope := _STEPD_SCOPE.search(path):
+                # Under slurmstepd's scope only the job directory counts, never a `job_<n>` deeper down.
+                name = scope.group(1)
+                if m := _SCOPE_JOB_ID.fullmatch(name):
+                    slurm = m.group(1)
+                elif name not in _SCOPE_NOT_A_JOB:
+                    sluid = name
+            elif m := _SLURM_JOB.search(path):
+                slurm = m.group(1)
         if "kubepods" in path and not pod and (m := _POD_UID.search(path)):
             pod = m.group(1).replace("_", "-")
         if not container:
             for m in _CONTAINER.finditer(path):
                 container, runtime = m.group(2), m.group(1) or ""
-    return CgroupIdentity(slurm, pod, container, runtime)
+    return CgroupIdentity(slurm, sluid, pod, container, runtime)
 
 
 def parse_stat(text: str) -> tuple[int, int, str]:
@@ -175,16 +197,17 @@ class ProcResolver:
     def _classify(
         self, pid: int, starttime: int, comm: str, cg: CgroupIdentity, env: dict[str, str], user: str
     ) -> JobInfo:
-        slurm_id = cg.slurm_job or env.get("SLURM_JOB_ID", "")
-        if slurm_id:
-            start = _float(env.get("SLURM_JOB_START_TIME"))
+        slurm = _slurm_job(cg, env)
+        if slurm is not None:
+            key, slurm_id, job_env = slurm
+            start = _float(job_env.get("SLURM_JOB_START_TIME"))
             return JobInfo(
-                job_key=f"slurm/{slurm_id}",
+                job_key=key,
                 scheduler="slurm",
                 job_id=slurm_id,
-                user=env.get("SLURM_JOB_USER") or user,
-                account=env.get("SLURM_JOB_ACCOUNT", ""),
-                name=env.get("SLURM_JOB_NAME", ""),
+                user=job_env.get("SLURM_JOB_USER") or user,
+                account=job_env.get("SLURM_JOB_ACCOUNT", ""),
+                name=job_env.get("SLURM_JOB_NAME", ""),
                 start_time=start,
                 scheduler_start=start is not None,
             )
@@ -259,9 +282,36 @@ class ProcResolver:
         return self.start_wall(oldest)
 
 
+def _slurm_job(cg: CgroupIdentity, env: dict[str, str]) -> tuple[str, str, dict[str, str]] | None:
+    """(job_key, job_id, the environment to take the job's metadata from) for a Slurm job, else None.
+
+    In a SLUID-named cgroup the job id comes only from the process's own SLURM_JOB_ID (for an array
+    task that is the task's own raw id, as in its `job_<id>` directory with CgroupJobIdPaths=yes, so the
+    key does not depend on that setting); an environment whose SLURM_JOB_SLUID names another job is not
+    this job's. Without a usable SLURM_JOB_ID the key is the SLUID itself: a job id is not derived from it.
+    """
+    if cg.slurm_job:
+        return f"slurm/{cg.slurm_job}", cg.slurm_job, env
+    if cg.slurm_sluid:
+        env_sluid = env.get("SLURM_JOB_SLUID", "")
+        if env_sluid and env_sluid.casefold() != cg.slurm_sluid.casefold():
+            log.debug("SLURM_JOB_SLUID %s is not the cgroup's SLUID %s: environment ignored", env_sluid, cg.slurm_sluid)
+            env = {}
+        job_id = env.get("SLURM_JOB_ID", "")
+        if job_id:
+            return f"slurm/{job_id}", job_id, env
+        return f"slurm/sluid-{cg.slurm_sluid}", "", env
+    job_id = env.get("SLURM_JOB_ID", "")
+    if job_id:
+        return f"slurm/{job_id}", job_id, env
+    return None
+
+
 def _same_job(cg: CgroupIdentity, env: dict[str, str]) -> Callable[[CgroupIdentity, dict[str, str]], bool]:
     if cg.slurm_job:
         return lambda c, e: c.slurm_job == cg.slurm_job
+    if cg.slurm_sluid:
+        return lambda c, e: c.slurm_sluid == cg.slurm_sluid
     if env.get("SLURM_JOB_ID"):
         return lambda c, e: (c.slurm_job or e.get("SLURM_JOB_ID", "")) == env["SLURM_JOB_ID"]
     if cg.pod_uid:

@@ -349,7 +349,7 @@ def experiment(run: Run) -> int:
     # `container/<id>` job), so there the two programs are tagged as Slurm jobs through SLURM_JOB_ID,
     # the agent's own fallback for Slurm without cgroups.
     own = parse_cgroup(Path("/proc/self/cgroup").read_text() if Path("/proc/self/cgroup").exists() else "")
-    tag = bool(own.slurm_job or own.pod_uid or own.container_id)
+    tag = bool(own.slurm_job or own.slurm_sluid or own.pod_uid or own.container_id)
     heavy_env = {"SLURM_JOB_ID": "9001", "SLURM_JOB_NAME": "heavy"} if tag else {}
     light_env = {"SLURM_JOB_ID": "9002", "SLURM_JOB_NAME": "light"} if tag else {}
     run.log(f"own cgroup identity {own}; tagging as Slurm jobs: {tag}")

@@ -1,5 +1,5 @@
 """Job discovery on fake /proc trees: Slurm, Kubernetes, Docker/containerd, plain processes;
-cgroup v1 and v2."""
+cgroup v1 and v2, and Slurm 26.05's SLUID-named cgroup v2 job directories."""
 
 from __future__ import annotations
 
@@ -7,12 +7,13 @@ import os
 from pathlib import Path
 
 import pytest
-from fleetwatt_agent.discovery import ProcResolver, parse_cgroup, parse_stat
+from fleetwatt_agent.discovery import CgroupIdentity, ProcResolver, parse_cgroup, parse_stat
 
 BTIME = 1_800_000_000
 HZ = os.sysconf("SC_CLK_TCK")
 UID = "3f1c2b3a-1111-2222-3333-444455556666"
 CID = "0123456789abcdef" * 4
+SLUID = "sEKNKTV3WPV500"  # the example of cgroup.conf(5), CgroupJobIdPaths
 
 
 def make_proc(
@@ -106,6 +107,143 @@ def test_slurm_from_the_environment_and_scheduler_start(proc: Path) -> None:
     info = resolver(proc).resolve(80)
     assert info.job_key == "slurm/991"
     assert info.start_time == 1_800_000_123.0 and info.scheduler_start
+
+
+# -- Slurm job layouts ------------------------------------------------------------------------------
+# Where a Slurm job's processes sit, by layout: (slurmstepd's cgroup, the task's cgroup) for job 4321.
+SLURM_LAYOUTS = {
+    # cgroup v1 plugin: one line per controller
+    "v1": (
+        "4:freezer:/slurm/uid_1000/job_4321/step_0\n12:memory:/slurm/uid_1000/job_4321/step_0",
+        "4:freezer:/slurm/uid_1000/job_4321/step_0/task_0\n12:memory:/slurm/uid_1000/job_4321/step_0/task_0",
+    ),
+    # cgroup v2 plugin before Slurm 26.05, or 26.05 with CgroupJobIdPaths=yes
+    "v2-job-id": (
+        "0::/system.slice/slurmstepd.scope/job_4321/step_0/slurm",
+        "0::/system.slice/slurmstepd.scope/job_4321/step_0/user/task_0",
+    ),
+    # cgroup v2 plugin, Slurm 26.05 default: the job directory is the job's SLUID
+    "v2-sluid": (
+        f"0::/system.slice/slurmstepd.scope/{SLUID}/step_0/slurm",
+        f"0::/system.slice/slurmstepd.scope/{SLUID}/step_0/user/task_0",
+    ),
+    # the same on a build with multiple slurmd per host (the scope carries the node name)
+    "v2-sluid-multiple-slurmd": (
+        f"0::/system.slice/gpu01_slurmstepd.scope/{SLUID}/step_0/slurm",
+        f"0::/system.slice/gpu01_slurmstepd.scope/{SLUID}/step_0/user/task_0",
+    ),
+}
+JOB_ENV = {
+    "SLURM_JOB_ID": "4321",
+    "SLURM_JOB_SLUID": SLUID,
+    "SLURM_JOB_USER": "ada",
+    "SLURM_JOB_ACCOUNT": "physics",
+    "SLURM_JOB_NAME": "train",
+}
+
+
+def slurm_job(proc: Path, layout: str, env: dict[str, str] | None = JOB_ENV) -> int:
+    """A Slurm job on a fake /proc: slurmd (outside the job), its slurmstepd, and the user's GPU
+    process with `env` as its environment (None: unreadable). Returns the GPU process's PID."""
+    stepd_cgroup, task_cgroup = SLURM_LAYOUTS[layout]
+    make_proc(proc, 40, ppid=1, start=10, cgroup="0::/system.slice/slurmd.service", uid=0, comm="slurmd")
+    make_proc(proc, 50, ppid=40, start=100, cgroup=stepd_cgroup, uid=0, comm="slurmstepd")
+    make_proc(proc, 60, ppid=50, start=200, cgroup=task_cgroup, env=env)
+    return 60
+
+
+@pytest.fixture(params=sorted(SLURM_LAYOUTS))
+def slurm_layout(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def test_every_slurm_layout_gives_the_same_job(proc: Path, slurm_layout: str) -> None:
+    # given job 4321 laid out by the v1 plugin, the v2 plugin with job_<id>, or the v2 plugin with its SLUID
+    pid = slurm_job(proc, slurm_layout)
+    # when
+    info = resolver(proc).resolve(pid)
+    # then one key whatever the layout (so CgroupJobIdPaths does not change it), and the job's start is
+    # slurmstepd's: the walk up stays in the job's cgroup and stops before slurmd
+    assert info.job_key == "slurm/4321"
+    assert (info.scheduler, info.job_id, info.user, info.account, info.name) == (
+        "slurm",
+        "4321",
+        "ada",
+        "physics",
+        "train",
+    )
+    assert info.start_time == pytest.approx(BTIME + 100 / HZ)
+
+
+@pytest.mark.parametrize("layout", ["v1", "v2-job-id"])
+def test_a_job_id_directory_needs_no_environment(proc: Path, layout: str) -> None:
+    assert resolver(proc).resolve(slurm_job(proc, layout, env=None)).job_key == "slurm/4321"
+
+
+@pytest.mark.parametrize("layout", ["v2-sluid", "v2-sluid-multiple-slurmd"])
+def test_sluid_job_with_unreadable_environment_is_keyed_by_its_sluid(proc: Path, layout: str) -> None:
+    # given a 26.05 job whose GPU process's environ cannot be read (no CAP_SYS_PTRACE)
+    pid = slurm_job(proc, layout, env=None)
+    # when
+    info = resolver(proc).resolve(pid)
+    # then it is still a Slurm job, under its SLUID; no job id is made up
+    assert info.job_key == f"slurm/sluid-{SLUID}"
+    assert (info.scheduler, info.job_id, info.user, info.account) == ("slurm", "", "ada", "")
+    assert info.start_time == pytest.approx(BTIME + 100 / HZ)
+
+
+def test_sluid_job_ignores_an_environment_of_another_job(proc: Path) -> None:
+    # given a process in job SLUID's cgroup whose environment names another job (inherited or set by hand)
+    pid = slurm_job(proc, "v2-sluid", env={**JOB_ENV, "SLURM_JOB_ID": "777", "SLURM_JOB_SLUID": "s0000000000000"})
+    # when
+    info = resolver(proc).resolve(pid)
+    # then neither its job id nor its metadata are taken
+    assert (info.job_key, info.job_id, info.account, info.name) == (f"slurm/sluid-{SLUID}", "", "", "")
+
+
+def test_sluid_job_without_sluid_in_the_environment_uses_slurm_job_id(proc: Path) -> None:
+    env = {k: v for k, v in JOB_ENV.items() if k != "SLURM_JOB_SLUID"}
+    assert resolver(proc).resolve(slurm_job(proc, "v2-sluid", env=env)).job_key == "slurm/4321"
+
+
+def test_sluid_array_task_is_keyed_by_its_raw_job_id(proc: Path) -> None:
+    # given task 3 of array job 4318, whose own (raw) job id is 4321
+    env = {**JOB_ENV, "SLURM_ARRAY_JOB_ID": "4318", "SLURM_ARRAY_TASK_ID": "3"}
+    assert resolver(proc).resolve(slurm_job(proc, "v2-sluid", env=env)).job_key == "slurm/4321"
+    # and without SLURM_JOB_ID the array ids do not stand in for it (the raw id cannot be derived)
+    make_proc(
+        proc,
+        61,
+        ppid=50,
+        start=210,
+        cgroup=SLURM_LAYOUTS["v2-sluid"][1],
+        env={"SLURM_ARRAY_JOB_ID": "4318", "SLURM_ARRAY_TASK_ID": "3"},
+    )
+    assert resolver(proc).resolve(61).job_key == f"slurm/sluid-{SLUID}"
+
+
+def test_slurmstepd_system_directory_is_not_a_job(proc: Path) -> None:
+    make_proc(proc, 70, start=300, cgroup="0::/system.slice/slurmstepd.scope/system", uid=0, comm="slurmstepd")
+    assert resolver(proc).resolve(70).job_key == "proc/70-300"
+
+
+def test_only_the_directory_under_slurmstepds_scope_names_the_job() -> None:
+    scope = "0::/system.slice/slurmstepd.scope"
+    assert parse_cgroup(f"{scope}/{SLUID}/step_0/user/task_0") == CgroupIdentity(slurm_sluid=SLUID)
+    assert parse_cgroup(f"{scope}/job_4321/step_batch/slurm") == CgroupIdentity(slurm_job="4321")
+    # a `job_<n>` deeper down (a sub-cgroup the job made) does not override the SLUID
+    assert parse_cgroup(f"{scope}/{SLUID}/step_0/user/task_0/job_99") == CgroupIdentity(slurm_sluid=SLUID)
+    # a scope moved by CgroupSlice
+    assert parse_cgroup(f"0::/gpu.slice/slurmstepd.scope/{SLUID}/step_0/slurm").slurm_sluid == SLUID
+    assert parse_cgroup(f"{scope}/system") == CgroupIdentity()
+
+
+def test_sluid_jobs_start_walk_stops_at_another_sluid(proc: Path) -> None:
+    # given a GPU process whose parent sits in another job's SLUID directory (not a real tree, but the
+    # walk must not cross it)
+    make_proc(proc, 80, ppid=1, start=50, cgroup="0::/system.slice/slurmstepd.scope/sAAAAAAAAAAAA0/step_0/slurm")
+    make_proc(proc, 81, ppid=80, start=90, cgroup=SLURM_LAYOUTS["v2-sluid"][1])
+    assert resolver(proc).resolve(81).start_time == pytest.approx(BTIME + 90 / HZ)
 
 
 class Pods:
