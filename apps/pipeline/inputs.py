@@ -18,7 +18,7 @@ from .derive import DeriveReport, Fact, Scope, derive
 
 
 def _footprints_derive(
-    *, cluster_ids: Iterable[int], regroup: bool = False, window: tuple | None = None
+    *, cluster_ids: Iterable[int], regroup: bool = False, window: tuple[datetime, datetime] | None = None
 ) -> DeriveReport | None:
     clusters = frozenset(cluster_ids)
     if not clusters and not regroup:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +16,7 @@ from fleetwatt_agent.model import JobInfo
 from prometheus_client.parser import text_string_to_metric_families
 
 from .conftest import AGENT_SRC
+from .httpkit import agent_env, running_agent
 from .testkit import gpu, tick, write_trace
 
 GPU_LABELS = {"hostname", "gpu", "uuid"}
@@ -71,50 +70,9 @@ def make_trace(path: Path) -> Path:
 @pytest.fixture(scope="module")
 def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     trace = make_trace(tmp_path_factory.mktemp("trace") / "two_gpus.jsonl")
-    env = {**os.environ, "PYTHONPATH": str(AGENT_SRC), "FLEETWATT_AGENT_LINGER": "600"}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "fleetwatt_agent",
-            "--backend",
-            "replay",
-            "--replay",
-            str(trace),
-            "--replay-speed",
-            "0",
-            "--replay-keep-time",
-            "--listen",
-            "127.0.0.1:0",
-            "--hostname",
-            "node-7",
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        match = re.search(r"listening on (http://\S+)", line)
-        assert match, (line, proc.stderr.read() if proc.poll() is not None else "")
-        url = match.group(1)
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            try:
-                health = json.loads(get(url + "/healthz"))
-                if health["replay_done"]:
-                    break
-            except OSError:
-                pass
-            time.sleep(0.05)
-        else:
-            pytest.fail("the agent never finished its replay")
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    args = ["--replay-keep-time", "--listen", "127.0.0.1:0", "--hostname", "node-7"]
+    with running_agent(trace, args, env=agent_env(FLEETWATT_AGENT_LINGER="600")) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def get(url: str, accept: str | None = None) -> str:

@@ -2,25 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from apps.core.command_args import aware_time_arg
 from apps.pipeline.scheduler import SchedulerSyncError, scheduler_clusters_select, scheduler_sync, sync_windows
 from apps.schedulers.sources import SchedulerUnavailable
 
 MAX_RANGE = timedelta(days=366)
-
-
-def _iso(value: str, flag: str) -> datetime:
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise CommandError(f"{flag} {value!r} is not an ISO 8601 time such as 2026-11-02T00:00:00Z.") from None
-    if moment.tzinfo is None:
-        raise CommandError(f"{flag} {value} has no time zone; add Z or an offset such as +01:00.")
-    return moment
 
 
 class Command(BaseCommand):
@@ -35,7 +26,7 @@ class Command(BaseCommand):
         parser.add_argument("--cluster", default=None, help="cluster name (default: every cluster with a scheduler)")
 
     def handle(self, *args: object, **options: Any) -> None:
-        start, end = _iso(options["start"], "--start"), _iso(options["end"], "--end")
+        start, end = aware_time_arg(options["start"], "--start"), aware_time_arg(options["end"], "--end")
         if start >= end:
             raise CommandError(f"--start {options['start']} must be before --end {options['end']}.")
         if end - start > MAX_RANGE:

@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from apps.core.command_args import aware_time_arg
 from apps.pipeline.ingest import clusters_select, range_ingest
 from apps.telemetry.prometheus import PrometheusUnavailable
 from apps.telemetry.services import HourReport, IngestError
-
-
-def _iso(value: str, flag: str) -> datetime:
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise CommandError(f"{flag} {value!r} is not an ISO 8601 time such as 2026-11-02T00:00:00Z.") from None
-    if moment.tzinfo is None:
-        raise CommandError(f"{flag} {value} has no time zone; add Z or an offset such as +01:00.")
-    return moment
 
 
 class Command(BaseCommand):
@@ -36,7 +26,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: object, **options: Any) -> None:
-        start, end = _iso(options["start"], "--start"), _iso(options["end"], "--end")
+        start, end = aware_time_arg(options["start"], "--start"), aware_time_arg(options["end"], "--end")
         verbosity = int(options.get("verbosity", 1))
         try:
             clusters = clusters_select(options["cluster"])
