@@ -197,7 +197,7 @@ def _job_flag_lists(run: DeriveRun) -> None:
 
 def _team_days(run: DeriveRun) -> None:
     pairs = run.cluster_days()
-    for cluster_id in {c for c, _ in pairs}:
+    for cluster_id in sorted({c for c, _ in pairs}):  # the order team_days_refresh locks them in
         rollups.team_days_refresh(cluster_ids=[cluster_id], days={d for c, d in pairs if c == cluster_id})
 
 

@@ -42,12 +42,21 @@ GROUP BY r.team_id, r.cluster_id, r.day
 """
 
 
+_TEAM_DAYS_LOCK = 0x66770001  # advisory lock namespace: a cluster's teams' daily sums
+
+
 def team_days_refresh(*, cluster_ids: Iterable[int], days: Iterable[date]) -> None:
     """Rebuild the teams' daily sums of these clusters and days from the job-GPU-hour rows (jobs excluded
     from their team's bill left out)."""
     clusters, wanted = sorted(set(cluster_ids)), sorted(set(days))
     if not clusters or not wanted:
         return
+    with connection.cursor() as cursor:
+        # Two ingests of one cluster's hours of one day would both delete and re-insert the same rows (the
+        # second's insert then breaks the unique key): one at a time per cluster, until commit, taken in
+        # the order of the ids so that two writers of several clusters cannot wait on each other.
+        for cluster_id in clusters:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_TEAM_DAYS_LOCK, cluster_id])
     TeamDay.objects.filter(cluster_id__in=clusters, day__in=wanted).delete()
     with connection.cursor() as cursor:
         cursor.execute(_TEAM_DAYS_SQL.format(table=TeamDay._meta.db_table), {"clusters": clusters, "days": wanted})
