@@ -20,6 +20,7 @@ class Cluster(models.Model):
         NONE = "", "none"
         SLURM_SACCT = "slurm_sacct", "Slurm: sacct"
         SLURM_REST = "slurm_rest", "Slurm: slurmrestd"
+        KUBERNETES = "kube_state_metrics", "Kubernetes: kube-state-metrics"
 
     name = models.SlugField(max_length=100, unique=True)
     prometheus_url = models.URLField(help_text="Query endpoint, e.g. http://prometheus:9090")
@@ -181,6 +182,7 @@ class TeamRule(models.Model):
         SLURM_USER = "slurm_user", "Slurm user"
         K8S_NAMESPACE = "k8s_namespace", "Kubernetes namespace"
         USER = "user", "User (any scheduler)"
+        K8S_POD_LABEL = "k8s_pod_label", "Kubernetes pod label (name=value)"
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="rules")
     cluster = models.ForeignKey(

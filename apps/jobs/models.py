@@ -22,6 +22,9 @@ class Source(models.TextChoices):
     AGENT = "agent", "fleetwatt-agent"
     DCGM = "dcgm", "dcgm-exporter only"
     SCHEDULER = "scheduler", "scheduler accounting only"
+    # Derived, not measured: occupancy and energy of time the scheduler says a job held a GPU that no
+    # observer of jobs saw (apps.jobs.unobserved; DESIGN section 8).
+    ESTIMATED = "estimated", "estimated for time nobody saw"
 
 
 class JobQuerySet(models.QuerySet["Job"]):
@@ -73,6 +76,19 @@ class Job(models.Model):
     gpus_requested = models.PositiveIntegerField(null=True, blank=True)
     gpus_allocated = models.PositiveIntegerField(null=True, blank=True)
     node_list = models.TextField(blank=True, db_default="", help_text="Nodes of its allocation, comma-separated.")
+    gpu_indices = models.JSONField(
+        default=dict, blank=True, db_default={}, help_text="GPU indices per node of its allocation, where known."
+    )
+    group_key = models.CharField(
+        max_length=255,
+        blank=True,
+        db_default="",
+        help_text="What the scheduler groups it under: a Slurm array (slurm-array/<id>), a Kubernetes owner "
+        "(k8s/<namespace>/<Kind>/<name>).",
+    )
+    labels = models.JSONField(
+        default=dict, blank=True, db_default={}, help_text="The scheduler's allow-listed labels (Kubernetes pod labels)."
+    )
     scheduler_seen_at = models.DateTimeField(null=True, blank=True, help_text="When a record last described it.")
     scheduler_missing = models.BooleanField(
         default=False,
@@ -170,7 +186,8 @@ class JobGpuHour(models.Model):
 
     class Meta:
         ordering = ["hour", "gpu_id"]
-        constraints = [models.UniqueConstraint(fields=["job", "gpu", "hour"], name="jobgpuhour_unique")]
+        # A job can have a measured row and an estimated one (time nobody saw) in one GPU-hour.
+        constraints = [models.UniqueConstraint(fields=["job", "gpu", "hour", "source"], name="jobgpuhour_unique")]
         indexes = [
             # Replacing one cluster-hour on re-ingest, and the GPU page's hours.
             models.Index(fields=["gpu", "hour"], name="jobgpuhour_gpu_hour"),

@@ -75,6 +75,18 @@ class JobSpec:
     namespace: str = ""
     pod: str = ""
     name: str = ""
+    # What its scheduler says of it (Slurm's accounting, kube-state-metrics): the state it ends in (a job
+    # still running at the scenario's end or at `now` is running), its exit, its queue and what it asked for.
+    state: str = "completed"  # completed, failed, cancelled, timeout, out_of_memory, node_fail, preempted
+    exit_code: int | None = None  # None: 0 when completed, 1 when failed
+    signal: int = 0
+    partition: str = "gpu"
+    qos: str = "normal"
+    gpus_requested: int | None = None  # None: the GPUs it runs on
+    submit_s: int | None = None  # None: a minute before its start
+    labels: dict[str, str] = field(default_factory=dict)  # Kubernetes pod labels
+    owner_kind: str = ""  # Kubernetes owner: Job, CronJob, Deployment, StatefulSet, JobSet...
+    owner_name: str = ""
 
     @property
     def job_key(self) -> str:
@@ -246,7 +258,47 @@ def _job(j: dict[str, Any], where: str, sc: Scenario) -> JobSpec:
         namespace=str(j.get("namespace", "")),
         pod=str(j.get("pod", "")),
         name=str(j.get("name", "")),
+        state=_state(j.get("state", "completed"), f"{where}.state"),
+        exit_code=None if j.get("exit_code") is None else int(j["exit_code"]),
+        signal=int(j.get("signal", 0)),
+        partition=str(j.get("partition", "gpu")),
+        qos=str(j.get("qos", "normal")),
+        gpus_requested=None if j.get("gpus_requested") is None else int(j["gpus_requested"]),
+        submit_s=None if j.get("submit") is None else parse_duration(j["submit"], f"{where}.submit"),
+        labels=_labels(j.get("labels", {}), f"{where}.labels"),
+        owner_kind=str(j.get("owner_kind", "")),
+        owner_name=str(j.get("owner_name", "")),
     )
+
+
+JOB_STATES = ("completed", "failed", "cancelled", "timeout", "out_of_memory", "node_fail", "preempted")
+
+
+def _state(value: Any, where: str) -> str:
+    state = str(value).lower()
+    if state not in JOB_STATES:
+        raise ScenarioError(f"{where}: {value!r} is not one of {', '.join(JOB_STATES)}")
+    return state
+
+
+def _labels(value: Any, where: str) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise ScenarioError(f"{where}: a mapping of label names to values")
+    return {str(k): str(v) for k, v in value.items()}
+
+
+# How generated runs end (fractions, in this order); drawn from a generator of their own, so adding states
+# did not move the generated jobs themselves.
+_GENERATED_ENDINGS = (("failed", 0.08), ("cancelled", 0.05), ("timeout", 0.03), ("out_of_memory", 0.02))
+
+
+def _generated_ending(seed: Any, job_id: int) -> str:
+    draw, edge = random.Random(f"{seed}/state/{job_id}").random(), 0.0
+    for state, fraction in _GENERATED_ENDINGS:
+        edge += fraction
+        if draw < edge:
+            return state
+    return "completed"
 
 
 def _generated_jobs(gen: dict[str, Any], sc: Scenario) -> list[JobSpec]:
@@ -281,7 +333,11 @@ def _generated_jobs(gen: dict[str, Any], sc: Scenario) -> list[JobSpec]:
                     "namespace": team.get("namespace", ""),
                     "pod": f"{team.get('namespace', 'ns')}-run-{next_id}",
                     "name": rnd.choice(["train", "finetune", "eval", "sweep", "infer"]) + f"-{next_id}",
+                    "state": _generated_ending(gen.get("seed", 1), next_id),
                 }
+                if k8s:
+                    spec["labels"] = {"team": team.get("namespace", ""), "app": str(spec["name"]).split("-")[0]}
+                    spec["owner_kind"], spec["owner_name"] = "Job", str(spec["name"])
                 jobs.append(_job(spec, f"generate job {next_id}", sc))
                 next_id += 1
                 t += length + rnd.randint(60, 4 * 3600)

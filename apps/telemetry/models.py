@@ -19,7 +19,22 @@ class GpuHour(models.Model):
     dcgm_energy_j = models.FloatField(null=True, blank=True)
     jobs_energy_j = models.FloatField(default=0.0)
     idle_energy_j = models.FloatField(default=0.0)
-    unattributed_j = models.FloatField(default=0.0, help_text="device - jobs - idle: zero when the split adds up.")
+    unattributed_j = models.FloatField(
+        default=0.0, help_text="device - jobs - idle - unobserved: zero when the split adds up."
+    )
+    unobserved_j = models.FloatField(
+        default=0.0,
+        db_default=0.0,
+        help_text="Energy of time no observer of jobs saw (agent down, dcgm-exporter without job labels): DCGM's "
+        "meter less the agent's.",
+    )
+    unobserved_s = models.FloatField(default=0.0, db_default=0.0, help_text="Seconds of the hour nobody saw jobs.")
+    estimated_j = models.FloatField(
+        default=0.0, db_default=0.0, help_text="The part of unobserved_j charged to jobs the scheduler says held the GPU."
+    )
+    estimated_s = models.FloatField(
+        default=0.0, db_default=0.0, help_text="GPU-seconds of unobserved time charged to those jobs."
+    )
     residual_j = models.FloatField(null=True, blank=True, help_text="agent - DCGM energy.")
     residual_ratio = models.FloatField(null=True, blank=True, help_text="residual / DCGM energy.")
     sampled_s = models.FloatField(default=0.0, help_text="Seconds of the hour the agent sampled.")

@@ -243,7 +243,7 @@ def hour_rows_write(*, cluster: Cluster, hour: datetime, result: HourResult, tea
     JobGpuHourEnergy.objects.filter(pk__in=stale).delete()
     rows_upsert(
         hour_rows,
-        unique_fields=["job", "gpu", "hour"],
+        unique_fields=["job", "gpu", "hour", "source"],
         update_fields=[
             "source",
             "energy_j",
