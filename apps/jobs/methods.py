@@ -13,7 +13,7 @@ from enum import StrEnum
 @dataclass(frozen=True)
 class MethodInfo:
     label: str
-    exactness: str  # exact, close, rough
+    exactness: str  # exact, close, rough, estimate
     meaning: str
     colour: str  # the pages' chart colour
 
@@ -24,6 +24,7 @@ class Method(StrEnum):
     BUSY_TIME = "busy_time"
     MEMORY = "memory"
     EQUAL = "equal"
+    ESTIMATED = "estimated"
 
     @property
     def info(self) -> MethodInfo:
@@ -49,6 +50,13 @@ METHOD_INFO: dict[Method, MethodInfo] = {
     ),
     Method.EQUAL: MethodInfo(
         "Equal shares (rough)", "rough", "Several jobs, no per-job signal: equal shares.", "#d1495b"
+    ),
+    Method.ESTIMATED: MethodInfo(
+        "Estimated (not measured)",
+        "estimate",
+        "Time the agent did not see while the scheduler says the job held the GPU: DCGM's meter for that time, "
+        "split like the job's seen part.",
+        "#8d8d8d",
     ),
 }
 

@@ -87,7 +87,10 @@ class Job(models.Model):
         "(k8s/<namespace>/<Kind>/<name>).",
     )
     labels = models.JSONField(
-        default=dict, blank=True, db_default={}, help_text="The scheduler's allow-listed labels (Kubernetes pod labels)."
+        default=dict,
+        blank=True,
+        db_default={},
+        help_text="The scheduler's allow-listed labels (Kubernetes pod labels).",
     )
     scheduler_seen_at = models.DateTimeField(null=True, blank=True, help_text="When a record last described it.")
     scheduler_missing = models.BooleanField(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.contrib.postgres.aggregates import BoolOr
@@ -15,10 +15,11 @@ from apps.core.aggregates import exact_sum, footprint_sums
 from apps.core.footprint import Footprint
 from apps.fleet.models import Team
 
-from .models import Job, JobGpuHour, JobGpuHourEnergy
+from .models import Job, JobGpuHour, JobGpuHourEnergy, Source
 from .summary import JobGpuTotals
 
 User = AbstractBaseUser | AnonymousUser
+HOUR = timedelta(hours=1)
 
 
 def low_coverage_jobs(
@@ -90,3 +91,26 @@ def job_energy_by_method(*, job_ids: Iterable[int]) -> dict[int, dict[str, float
     ):
         energy[row["job_id"]][row["method"]] = row["j"]
     return energy
+
+
+def scheduler_hours(*, job_ids: Iterable[int]) -> tuple[datetime, datetime] | None:
+    """The whole hours the jobs' scheduler spans touch, with those of their estimated rows so far (a span
+    that shrank leaves estimates behind to remove); None when they have neither."""
+    ids = sorted(set(job_ids))
+    if not ids:
+        return None
+    spans = Job.objects.filter(pk__in=ids, scheduler_start__isnull=False).aggregate(
+        first=Min("scheduler_start"), last_end=Max("scheduler_end"), last_seen=Max("scheduler_seen_at")
+    )
+    rows = JobGpuHour.objects.filter(job_id__in=ids, source=Source.ESTIMATED).aggregate(
+        first=Min("hour"), last=Max("hour")
+    )
+    starts = [t for t in (spans["first"], rows["first"]) if t is not None]
+    ends = [t for t in (spans["last_end"], spans["last_seen"]) if t is not None]
+    ends += [rows["last"] + HOUR] if rows["last"] is not None else []
+    if not starts or not ends:
+        return None
+    start = min(starts).replace(minute=0, second=0, microsecond=0)
+    end = max(ends)
+    end_hour = end.replace(minute=0, second=0, microsecond=0)
+    return start, end_hour if end_hour == end else end_hour + HOUR

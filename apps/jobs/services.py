@@ -8,7 +8,7 @@ from datetime import datetime
 from apps.core.bulk import rows_update
 
 from .models import Job
-from .summary import JobGpuTotals, job_summarize
+from .summary import JobGpuTotals, SchedulerSpan, job_summarize
 
 SUMMARY_FIELDS = [
     "energy_j",
@@ -27,6 +27,18 @@ SUMMARY_FIELDS = [
 ]
 
 
+def scheduler_span(job: Job) -> SchedulerSpan | None:
+    """The span the job's scheduler recorded, where it recorded one."""
+    if job.scheduler_start is None:
+        return None
+    return SchedulerSpan(
+        start=job.scheduler_start,
+        end=job.scheduler_end,
+        seen_at=job.scheduler_seen_at,
+        gpus=job.gpus_allocated or 0,
+    )
+
+
 def jobs_summary_refresh(
     *,
     jobs: Sequence[Job],
@@ -34,11 +46,13 @@ def jobs_summary_refresh(
     energy_by_method: Mapping[int, Mapping[str, float]],
     gpu_sampled: Mapping[tuple[int, datetime], float],
     ingested_through: datetime | None,
+    cluster_ingested_through: Mapping[int, datetime] | None = None,
 ) -> None:
     """Recompute the summary of each job from the sums of all its hour rows (so the order of ingest never
     matters): energy and split, coverage, GPU-hours, span; in place on `jobs` (their cluster loaded), then
     stored. `gpu_sampled`: the agent's sampled seconds per
-    (GPU, hour) over the jobs' spans (apps.telemetry.selectors.gpu_sampled_seconds)."""
+    (GPU, hour) over the jobs' spans (apps.telemetry.selectors.gpu_sampled_seconds). `ingested_through`: how
+    far the ingest of the jobs' cluster has gone (an ingest knows it), else `cluster_ingested_through`."""
     if not jobs:
         return
     for job in jobs:
@@ -46,8 +60,9 @@ def jobs_summary_refresh(
             gpus=totals.get(job.pk, []),
             energy_by_method=dict(energy_by_method.get(job.pk, {})),
             scrape_interval_s=job.cluster.scrape_interval_s,
-            ingested_through=ingested_through,
+            ingested_through=ingested_through or (cluster_ingested_through or {}).get(job.cluster_id),
             gpu_sampled=gpu_sampled,
+            scheduler=scheduler_span(job),
         )
         for name in SUMMARY_FIELDS:
             setattr(job, name, getattr(s, name))

@@ -91,6 +91,23 @@ def unobserved_s(
     return missed
 
 
+@dataclass(frozen=True)
+class SchedulerSpan:
+    """When a job's scheduler says it held its GPUs, and how many (DESIGN section 8)."""
+
+    start: datetime
+    end: datetime | None  # None: it still held them when the record was read
+    seen_at: datetime | None  # when the record was read
+    gpus: int  # GPUs allocated; 0: not recorded
+
+    def held_until(self, ingested_through: datetime | None) -> datetime | None:
+        """The end of the span as far as the hours ingested go."""
+        until = self.end or self.seen_at
+        if until is None:
+            return ingested_through
+        return min(until, ingested_through) if ingested_through else until
+
+
 def job_summarize(
     *,
     gpus: Iterable[JobGpuTotals],
@@ -98,17 +115,24 @@ def job_summarize(
     scrape_interval_s: float,
     ingested_through: datetime | None,
     gpu_sampled: Mapping[tuple[int, datetime], float] | None = None,
+    scheduler: SchedulerSpan | None = None,
 ) -> JobSummary:
-    """Coverage = sampled GPU-seconds / expected GPU-seconds. With the agent, expected on each GPU is what
-    it sampled plus what it did not watch between the job's start and its last sample there (outages,
-    restarts): a job that had not reached the GPU yet while the agent watched is not "unseen". With
-    dcgm-exporter only, expected runs from the first sample to the last. Never above 1.
+    """Coverage = sampled GPU-seconds / expected GPU-seconds, never above 1.
 
-    `end` is the last sample once the ingest has gone a couple of scrapes past it without seeing the
-    job again; before that the job may still be running and has no end.
+    Where the scheduler recorded the job's span, it is the truth: expected = its GPUs (allocated, else
+    those measured) x the span, as far as the ingest has gone, so an agent that died before the job ended
+    shows; start and end are the scheduler's. Without a record, with the agent, expected on each GPU is
+    what it sampled plus what it did not watch between the job's start and its last sample there
+    (outages, restarts): a job that had not reached the GPU yet while the agent watched is not "unseen".
+    With dcgm-exporter only, expected runs from the first sample to the last. `end` is then the last
+    sample once the ingest has gone a couple of scrapes past it without seeing the job again; before that
+    the job may still be running and has no end.
     """
     gpus = list(gpus)
     s = JobSummary()
+    if scheduler is not None and not gpus:
+        _scheduler_span_apply(s, scheduler, ingested_through)
+        s.gpu_count = scheduler.gpus
     s.attribution_j = {m: j for m, j in sorted(energy_by_method.items()) if j > 0}
     s.energy_j = sum(s.attribution_j.values())
     if s.attribution_j:
@@ -132,6 +156,9 @@ def job_summarize(
         elif g.first_seen is not None:
             s.expected_s += (g.last_seen - g.first_seen).total_seconds()
     s.gpu_count = len({g.gpu_id for g in gpus})  # a GPU seen by the agent and by dcgm-exporter counts once
+    if scheduler is not None:
+        _scheduler_span_apply(s, scheduler, ingested_through)
+        return s
     if s.expected_s > 0:
         s.coverage = min(1.0, s.sampled_s / s.expected_s)
     elif s.sampled_s > 0:
@@ -143,3 +170,19 @@ def job_summarize(
     ):
         s.end = s.last_seen
     return s
+
+
+def _scheduler_span_apply(s: JobSummary, span: SchedulerSpan, ingested_through: datetime | None) -> None:
+    """Start, end and coverage's denominator from the scheduler's span (in place)."""
+    s.start, s.end = span.start, span.end
+    if span.end is not None:
+        s.last_seen = max(s.last_seen, span.end) if s.last_seen else span.end
+    until = span.held_until(ingested_through)
+    held_s = max(0.0, (until - span.start).total_seconds()) if until else 0.0
+    # The GPUs it was measured on (an allocated GPU it never used is an idle allocation, not unseen time),
+    # else those allocated.
+    s.expected_s = (s.gpu_count or span.gpus) * held_s
+    if s.expected_s > 0:
+        s.coverage = min(1.0, s.sampled_s / s.expected_s)
+    else:
+        s.coverage = 1.0 if s.sampled_s > 0 else 0.0

@@ -27,6 +27,7 @@ from apps.jobs.models import Job, JobGpuHour
 from apps.jobs.summary import JobGpuTotals, agent_spans
 from apps.rollups import services as rollups
 from apps.telemetry import selectors as telemetry_reads
+from apps.telemetry import services as telemetry
 from apps.telemetry.models import GpuHour
 from apps.waste import services as flags
 
@@ -45,6 +46,7 @@ class Fact(StrEnum):
     SCHEDULER = "scheduler"  # jobs' scheduler records (state, exit code, allocation) written by a sync
     # Produced by the steps:
     GROUPS = "groups"
+    ESTIMATES = "estimates"  # occupancy and energy of time nobody saw, charged by the scheduler's allocation
     ROW_FOOTPRINTS = "row_footprints"
     SUMMARIES = "summaries"
     JOB_FOOTPRINTS = "job_footprints"
@@ -91,6 +93,7 @@ class DeriveRun:
     refreshed: FootprintRefresh | None = None
     factor_book: FactorBook | None = None
     regrouped: int = 0
+    window: tuple[datetime, datetime] | None = None  # hours whose estimates changed (a scheduler sync's jobs)
     timings_s: dict[str, float] = field(default_factory=dict)
     _totals: dict[int, list[JobGpuTotals]] | None = None
     _jobs: list[Job] | None = None
@@ -149,10 +152,29 @@ def _gpu_hour_flags(run: DeriveRun) -> None:
             hour += HOUR
 
 
+def _unobserved_estimates(run: DeriveRun) -> None:
+    """The hours to re-derive: the scope's (an ingested hour), else those a scheduler sync's jobs held or
+    held before (their spans now, and their estimated rows so far)."""
+    start, end = run.scope.start, run.scope.end
+    if start is None or end is None:
+        span = job_reads.scheduler_hours(job_ids=run.scope.job_ids)
+        if span is None:
+            return
+        start, end = span
+        run.window = span
+    clusters = Cluster.objects.all() if run.cluster_ids is None else Cluster.objects.filter(pk__in=run.cluster_ids)
+    for cluster in clusters.order_by("pk"):
+        refreshed = telemetry.unobserved_estimates_refresh(cluster=cluster, start=start, end=end)
+        run.job_ids |= refreshed.job_ids
+
+
 def _row_footprints(run: DeriveRun) -> None:
     if run.cluster_ids is not None and not run.cluster_ids:
         return
-    window = {k: v for k, v in (("start", run.scope.start), ("end", run.scope.end)) if v is not None}
+    start, end = run.scope.start, run.scope.end
+    if start is None and end is None and run.window is not None and Fact.FACTORS not in run.changed:
+        start, end = run.window  # a scheduler sync: the hours its jobs' estimates moved in
+    window = {k: v for k, v in (("start", start), ("end", end)) if v is not None}
     run.refreshed = carbon.footprints_refresh(
         cluster_ids=None if run.cluster_ids is None else sorted(run.cluster_ids), **window
     )
@@ -168,6 +190,9 @@ def _job_summaries(run: DeriveRun) -> None:
         energy_by_method=job_reads.job_energy_by_method(job_ids=run.job_ids),
         gpu_sampled=telemetry_reads.gpu_sampled_seconds(spans=agent_spans(totals.get(j, []) for j in run.job_ids)),
         ingested_through=run.scope.ingested_through,
+        cluster_ingested_through=telemetry_reads.clusters_ingested_through(
+            cluster_ids={job.cluster_id for job in run.jobs()}
+        ),
     )
 
 
@@ -185,6 +210,10 @@ def _estimated_intensity_flags(run: DeriveRun) -> None:
 
 def _waste_findings(run: DeriveRun) -> None:
     flags.job_findings_sync(totals=run.totals(), jobs=run.jobs())
+
+
+def _unobserved_flags(run: DeriveRun) -> None:
+    flags.unobserved_flags_sync(jobs=run.jobs(), totals=run.totals())
 
 
 def _failed_run_findings(run: DeriveRun) -> None:
@@ -220,14 +249,16 @@ def _step(name: str, fn: Callable[[DeriveRun], None], reads: set[Fact], makes: F
 
 F = Fact
 STEPS: tuple[Step, ...] = (
-    _step("job_groups", _job_groups, {F.JOB_ROWS, F.GROUP_RULES}, None,
+    _step("job_groups", _job_groups, {F.JOB_ROWS, F.GROUP_RULES, F.SCHEDULER}, None,
           "first: a job's group decides its carbon-shift hint (job footprints) and its group rollup"),
     _step("gpu_hour_flags", _gpu_hour_flags, {F.JOB_ROWS}, F.FLAGS,
           "counter resets and conservation residuals are facts of the GPU-hour rows alone"),
-    _step("row_footprints", _row_footprints, {F.JOB_ROWS, F.FACTORS}, F.ROW_FOOTPRINTS,
+    _step("unobserved_estimates", _unobserved_estimates, {F.JOB_ROWS, F.SCHEDULER}, F.ESTIMATES,
+          "time nobody saw, charged to the jobs the scheduler says held the GPU: rows the footprints price"),
+    _step("row_footprints", _row_footprints, {F.JOB_ROWS, F.FACTORS, F.ESTIMATES}, F.ROW_FOOTPRINTS,
           "kWh, kg and money of each job-GPU-hour and each GPU-hour's idle line: all sums below add these"),
-    _step("job_summaries", _job_summaries, {F.JOB_ROWS}, F.SUMMARIES,
-          "energy, split, coverage and span from the rows; after the footprints, to share their aggregate"),
+    _step("job_summaries", _job_summaries, {F.JOB_ROWS, F.ESTIMATES, F.SCHEDULER}, F.SUMMARIES,
+          "energy, split, coverage and span from the rows and the scheduler's span; after the footprints"),
     _step("job_footprints", _job_footprints, {F.ROW_FOOTPRINTS, F.GROUPS, F.JOB_GROUP}, F.JOB_FOOTPRINTS,
           "a job's footprint is the sum of its rows' footprints, with the hint its group allows"),
     _step("low_coverage_flags", _low_coverage_flags, {F.SUMMARIES}, F.FLAGS,
@@ -236,6 +267,8 @@ STEPS: tuple[Step, ...] = (
           "whether an hour's intensity was filled in comes from the footprints"),
     _step("waste_findings", _waste_findings, {F.ROW_FOOTPRINTS, F.SUMMARIES}, F.FLAGS,
           "memory hogs and idle allocations: their evidence carries the footprints' kWh, kg and money"),
+    _step("unobserved_flags", _unobserved_flags, {F.SUMMARIES}, F.FLAGS,
+          "a job charged for time nobody saw says so; its estimated share comes from the summaries' rows"),
     _step("failed_run_findings", _failed_run_findings, {F.SCHEDULER, F.JOB_FOOTPRINTS}, F.FLAGS,
           "a failed run's evidence is its whole footprint, so after the job footprints"),
     _step("job_flag_lists", _job_flag_lists, {F.FLAGS}, None,

@@ -4,6 +4,11 @@ Agent GPUs: the agent already split every second's energy, so the hour's rows ar
 its counters. GPUs that only dcgm-exporter reports: one job label on the GPU takes the energy it drew
 while present (`whole_gpu`); pods sharing a GPU split it once, by their own utilisation (`sm_time`),
 else their own memory (`memory`), else equally (`equal`), never summing the copied series.
+
+Time nobody saw (DESIGN section 8): where the agent missed part of the hour that DCGM's meter covered,
+the difference is the GPU-hour's `unobserved_j` (not idle), so jobs + idle + unobserved = the meter; a
+dcgm-only GPU-hour with no job label is unobserved whole. Which jobs held the GPU then is the scheduler's
+word, applied later (apps.jobs.unobserved).
 """
 
 from __future__ import annotations
@@ -56,6 +61,8 @@ class GpuHourRow:
     jobs_energy_j: float = 0.0
     idle_energy_j: float = 0.0
     unattributed_j: float = 0.0
+    unobserved_j: float = 0.0  # energy of time no observer of jobs saw (DCGM's meter less the agent's)
+    unobserved_s: float = 0.0  # seconds of the hour no observer of jobs saw
     residual_j: float | None = None
     residual_ratio: float | None = None
     sampled_s: float = 0.0
@@ -259,20 +266,25 @@ def hour_compute(data: HourInput) -> HourResult:
         jobs_j = jobs_j_by_gpu[uuid]
         idle_j = idle.get((uuid,), 0.0)
         dcgm_j = dcgm_energy.get(uuid)
-        residual = agent_j - dcgm_j if dcgm_j is not None else None
+        sampled_s = gpu_sampled.get((uuid,), 0.0)
+        unseen_s, unseen_j = unobserved_part(agent_j=agent_j, dcgm_j=dcgm_j, sampled_s=sampled_s)
+        device_j = agent_j + unseen_j
+        residual = device_j - dcgm_j if dcgm_j is not None else None
         gpu_hours.append(
             GpuHourRow(
                 uuid=uuid,
                 source="agent",
-                device_energy_j=agent_j,
+                device_energy_j=device_j,
                 agent_energy_j=agent_j,
                 dcgm_energy_j=dcgm_j,
                 jobs_energy_j=jobs_j,
                 idle_energy_j=idle_j,
                 unattributed_j=agent_j - jobs_j - idle_j,
+                unobserved_j=unseen_j,
+                unobserved_s=unseen_s,
                 residual_j=residual,
                 residual_ratio=(residual / dcgm_j) if residual is not None and dcgm_j else None,
-                sampled_s=gpu_sampled.get((uuid,), 0.0),
+                sampled_s=sampled_s,
                 occupied_s=occupied_by_gpu[uuid],
                 counter_resets=round(resets.get((uuid,), 0.0)),
                 agent_version=versions.get(gpus[uuid].hostname, ""),
@@ -292,6 +304,23 @@ def hour_compute(data: HourInput) -> HourResult:
     job_rows += dcgm_rows
     jobs = _job_metas(data.job_info, {r.job_key for r in job_rows})
     return HourResult(gpus=gpus, gpu_hours=gpu_hours, job_hours=job_rows, jobs=jobs)
+
+
+# Seconds of an hour the agent may miss before the meter's difference counts as unobserved energy: below
+# it, the difference is the two meters' disagreement (the conservation check's business), not a gap.
+UNSEEN_MIN_S = 18.0  # 0.5 % of the hour
+
+
+def unobserved_part(*, agent_j: float, dcgm_j: float | None, sampled_s: float) -> tuple[float, float]:
+    """(seconds, joules) of an agent GPU-hour that the agent did not see. The joules are DCGM's meter less the
+    agent's, where DCGM saw the hour and the agent missed at least UNSEEN_MIN_S of it; 0 where DCGM did not
+    (nothing measured them: the time stays, its energy is unknown)."""
+    unseen_s = max(0.0, 3600.0 - sampled_s)
+    if unseen_s < UNSEEN_MIN_S:
+        return 0.0, 0.0
+    if dcgm_j is None:
+        return unseen_s, 0.0
+    return unseen_s, max(0.0, dcgm_j - agent_j)
 
 
 def _contract_fallback(
@@ -388,7 +417,8 @@ def _dcgm_attribution(
         )
         gpu_rows[uuid] = gpu_row
         if not present:
-            gpu_row.unattributed_j = total_j  # nothing says which job, if any, used it
+            # Nothing says which job, if any, used it: unobserved (the scheduler may say, later).
+            gpu_row.unobserved_j, gpu_row.unobserved_s = total_j, 3600.0
             continue
         intervals = {k: _presence(p, t0, step) for k, p in present.items()}
         union_s = _union_length(list(intervals.values()))

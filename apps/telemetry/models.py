@@ -30,7 +30,7 @@ class GpuHour(models.Model):
     )
     unobserved_s = models.FloatField(default=0.0, db_default=0.0, help_text="Seconds of the hour nobody saw jobs.")
     estimated_j = models.FloatField(
-        default=0.0, db_default=0.0, help_text="The part of unobserved_j charged to jobs the scheduler says held the GPU."
+        default=0.0, db_default=0.0, help_text="Part of unobserved_j charged to jobs the scheduler says held the GPU."
     )
     estimated_s = models.FloatField(
         default=0.0, db_default=0.0, help_text="GPU-seconds of unobserved time charged to those jobs."

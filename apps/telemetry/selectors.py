@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from datetime import datetime
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
 
-from .models import GpuHour
+from django.db.models import Max
+
+from .models import GpuHour, IngestedHour
 
 
 def gpu_sampled_seconds(*, spans: Mapping[int, tuple[datetime, datetime]]) -> dict[tuple[int, datetime], float]:
@@ -18,3 +20,14 @@ def gpu_sampled_seconds(*, spans: Mapping[int, tuple[datetime, datetime]]) -> di
         "gpu_id", "hour", "sampled_s"
     )
     return {(gpu_id, hour): sampled for gpu_id, hour, sampled in rows}
+
+
+def clusters_ingested_through(*, cluster_ids: Iterable[int]) -> dict[int, datetime]:
+    """Per cluster, the end of the latest hour ingested."""
+    rows = (
+        IngestedHour.objects.filter(cluster_id__in=sorted(set(cluster_ids)))
+        .values("cluster_id")
+        .annotate(latest=Max("hour"))
+        .order_by()
+    )
+    return {r["cluster_id"]: r["latest"] + timedelta(hours=1) for r in rows}

@@ -11,17 +11,20 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Sum
+from django.db.models import Q, Sum
 from django.utils import timezone
 
+from apps.core.aggregates import exact_sum
 from apps.core.bulk import rows_update, rows_upsert
 from apps.fleet.models import Cluster, Gpu, Node
 from apps.fleet.selectors import JobIdentity, TeamResolver
-from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy
+from apps.jobs.methods import Method
+from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy, Source
 
 from .guard import HourTotals
 from .hour import HourResult, JobMeta
 from .models import GpuHour, IngestedHour, IngestWatermark
+from .unobserved import GpuHourGap, SeenPart, gap_estimates, gap_totals, held_seconds
 
 log = logging.getLogger(__name__)
 
@@ -206,6 +209,9 @@ def hour_rows_write(*, cluster: Cluster, hour: datetime, result: HourResult, tea
 
     in_hour_rows = JobGpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour)
     previous_job_ids = set(in_hour_rows.values_list("job_id", flat=True))
+    # The hour's estimates (time nobody saw) follow from what is measured: dropped here, derived again.
+    JobGpuHourEnergy.objects.filter(gpu__node__cluster=cluster, hour=hour, method=Method.ESTIMATED).delete()
+    in_hour_rows.filter(source=Source.ESTIMATED).delete()
 
     hour_rows = [
         JobGpuHour(
@@ -230,9 +236,13 @@ def hour_rows_write(*, cluster: Cluster, hour: datetime, result: HourResult, tea
         for method, joules in sorted(r.energy_by_method.items())
     ]
     # Replace the hour: drop what the new answer no longer has, upsert the rest on natural keys.
-    keep_hours = {(row.job.pk, row.gpu.pk) for row in hour_rows}
+    keep_hours = {(row.job.pk, row.gpu.pk, row.source) for row in hour_rows}
     keep_energy = {(row.job.pk, row.gpu.pk, row.method) for row in energy_rows}
-    stale = [pk for pk, j, g in in_hour_rows.values_list("pk", "job_id", "gpu_id") if (j, g) not in keep_hours]
+    stale = [
+        pk
+        for pk, j, g, source in in_hour_rows.values_list("pk", "job_id", "gpu_id", "source")
+        if (j, g, source) not in keep_hours
+    ]
     JobGpuHour.objects.filter(pk__in=stale).delete()
     energy_in_hour = JobGpuHourEnergy.objects.filter(gpu__node__cluster=cluster, hour=hour)
     stale = [
@@ -269,6 +279,10 @@ def hour_rows_write(*, cluster: Cluster, hour: datetime, result: HourResult, tea
             jobs_energy_j=g.jobs_energy_j,
             idle_energy_j=g.idle_energy_j,
             unattributed_j=g.unattributed_j,
+            unobserved_j=g.unobserved_j,
+            unobserved_s=g.unobserved_s,
+            estimated_j=0.0,
+            estimated_s=0.0,
             residual_j=g.residual_j,
             residual_ratio=g.residual_ratio,
             sampled_s=g.sampled_s,
@@ -293,6 +307,10 @@ def hour_rows_write(*, cluster: Cluster, hour: datetime, result: HourResult, tea
             "jobs_energy_j",
             "idle_energy_j",
             "unattributed_j",
+            "unobserved_j",
+            "unobserved_s",
+            "estimated_j",
+            "estimated_s",
             "residual_j",
             "residual_ratio",
             "sampled_s",
@@ -358,3 +376,153 @@ def last_closed_hour(now: datetime | None = None) -> datetime:
     now = now or timezone.now()
     settle = timedelta(seconds=max(60, 2 * settings.FLEETWATT_SCRAPE_INTERVAL_S))
     return hour_floor(now - settle) - HOUR
+
+
+# --- Time nobody saw: the scheduler's allocation applied to the GPU-hours (DESIGN section 8) -------------
+
+_ESTIMATES_LOCK = 0x66770003  # advisory lock namespace: one writer of a cluster's estimates at a time
+
+
+@dataclass(frozen=True)
+class EstimatesRefresh:
+    """What re-deriving a window's estimates touched."""
+
+    job_ids: set[int]  # jobs with an estimate in the window, before or after
+    rows: int  # estimated job-GPU-hour rows written
+
+
+def _held_gpus(cluster: Cluster, jobs: list[Job]) -> dict[int, set[int]]:
+    """Which of the cluster's GPUs each scheduler job held: those it was measured on (any hour), with its
+    allocation's GPU indices per node where recorded, or every GPU of its nodes where its GPU count is
+    theirs (a whole-node allocation). Otherwise only those measured, or none (docs/arithmetic.md)."""
+    measured: dict[int, set[int]] = {}
+    for job_id, gpu_id in (
+        JobGpuHour.objects.filter(job_id__in=[j.pk for j in jobs])
+        .exclude(source=Source.ESTIMATED)
+        .values_list("job_id", "gpu_id")
+        .distinct()
+        .order_by()
+    ):
+        measured.setdefault(job_id, set()).add(gpu_id)
+    by_node: dict[str, dict[int, int]] = {}
+    for gpu_id, hostname, index in Gpu.objects.filter(node__cluster=cluster).values_list(
+        "pk", "node__hostname", "index"
+    ):
+        by_node.setdefault(hostname, {})[index] = gpu_id
+    held: dict[int, set[int]] = {}
+    for job in jobs:
+        gpus = set(measured.get(job.pk, set()))
+        indices = job.gpu_indices if isinstance(job.gpu_indices, dict) else {}
+        nodes = [n for n in job.node_list.split(",") if n]
+        whole_nodes = bool(job.gpus_allocated) and job.gpus_allocated == sum(len(by_node.get(n, {})) for n in nodes)
+        for node in nodes:
+            on_node = by_node.get(node, {})
+            if indices.get(node):
+                gpus |= {on_node[i] for i in indices[node] if i in on_node}
+            elif whole_nodes:
+                gpus |= set(on_node.values())
+        if gpus:
+            held[job.pk] = gpus
+    return held
+
+
+def unobserved_estimates_refresh(*, cluster: Cluster, start: datetime, end: datetime) -> EstimatesRefresh:
+    """Re-derive the estimates of the cluster's ingested hours in [start, end) (apps.telemetry.unobserved):
+    the estimated job-GPU-hour rows and their `estimated` energy, and each GPU-hour's estimated_j/_s.
+    Replaces what was there; the same inputs give the same rows."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_ESTIMATES_LOCK, cluster.pk])
+    hours = sorted(
+        IngestedHour.objects.filter(cluster=cluster, hour__gte=start, hour__lt=end).values_list("hour", flat=True)
+    )
+    in_cluster = {"gpu__node__cluster": cluster}
+    old_rows = JobGpuHour.objects.filter(**in_cluster, hour__gte=start, hour__lt=end, source=Source.ESTIMATED)
+    touched = set(old_rows.values_list("job_id", flat=True))
+    JobGpuHourEnergy.objects.filter(**in_cluster, hour__gte=start, hour__lt=end, method=Method.ESTIMATED).delete()
+    old_rows.delete()
+    GpuHour.objects.filter(**in_cluster, hour__gte=start, hour__lt=end).exclude(estimated_j=0, estimated_s=0).update(
+        estimated_j=0.0, estimated_s=0.0
+    )
+    if not hours:
+        return EstimatesRefresh(job_ids=touched, rows=0)
+    first, last = hours[0], hours[-1] + HOUR
+    holders = list(
+        Job.objects.filter(cluster=cluster, scheduler_start__lt=last)
+        .filter(Q(scheduler_end__gt=first) | Q(scheduler_end__isnull=True, scheduler_seen_at__gt=first))
+        .only(
+            "pk", "scheduler_start", "scheduler_end", "scheduler_seen_at", "gpu_indices", "node_list", "gpus_allocated"
+        )
+    )
+    held_gpus = _held_gpus(cluster, holders)
+    gpu_ids = set().union(*held_gpus.values()) if held_gpus else set()
+    if not gpu_ids:
+        return EstimatesRefresh(job_ids=touched, rows=0)
+    gaps = {
+        (g.gpu_id, g.hour): g
+        for g in GpuHour.objects.filter(gpu_id__in=gpu_ids, hour__in=hours).only(
+            "pk", "gpu_id", "hour", "occupied_s", "unobserved_s", "unobserved_j"
+        )
+    }
+    seen: dict[tuple[int, datetime], dict[int, SeenPart]] = {}
+    for job_id, gpu_id, hour, sampled_s, occupancy_s, energy_j in (
+        JobGpuHour.objects.filter(gpu_id__in=gpu_ids, hour__in=hours)
+        .exclude(source=Source.ESTIMATED)
+        .values_list("job_id", "gpu_id", "hour", "sampled_s", "occupancy_s", "energy_j")
+    ):
+        seen.setdefault((gpu_id, hour), {})[job_id] = SeenPart(sampled_s, occupancy_s, energy_j)
+    seen_power_w = {
+        r["job_id"]: r["energy"] / r["occupancy"]
+        for r in JobGpuHour.objects.filter(job_id__in=[j.pk for j in holders])
+        .exclude(source=Source.ESTIMATED)
+        .values("job_id")
+        .annotate(energy=exact_sum("energy_j"), occupancy=exact_sum("occupancy_s"))
+        .order_by()
+        if r["occupancy"]
+    }
+    held: dict[tuple[int, datetime], dict[int, float]] = {}
+    for job in holders:
+        until = job.scheduler_end or job.scheduler_seen_at
+        if job.pk not in held_gpus or job.scheduler_start is None or until is None:
+            continue
+        for hour in hours:
+            seconds = held_seconds(start=job.scheduler_start, end=until, hour=hour)
+            if seconds > 0:
+                for gpu_id in held_gpus[job.pk]:
+                    held.setdefault((gpu_id, hour), {})[job.pk] = seconds
+    rows, energy_rows, gpu_hours = [], [], []
+    for (gpu_id, hour), holds in sorted(held.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        record = gaps.get((gpu_id, hour))
+        gap = (
+            GpuHourGap(
+                unoccupied_s=max(0.0, 3600.0 - record.occupied_s),
+                unseen_s=record.unobserved_s,
+                unobserved_j=record.unobserved_j,
+            )
+            if record is not None
+            else GpuHourGap.unmeasured()
+        )
+        estimates = gap_estimates(gap=gap, held_s=holds, seen=seen.get((gpu_id, hour), {}), seen_power_w=seen_power_w)
+        for e in estimates:
+            rows.append(
+                JobGpuHour(
+                    job_id=e.job_id,
+                    gpu_id=gpu_id,
+                    hour=hour,
+                    source=Source.ESTIMATED,
+                    energy_j=e.energy_j,
+                    occupancy_s=e.occupancy_s,
+                )
+            )
+            if e.energy_j > 0:
+                energy_rows.append(
+                    JobGpuHourEnergy(
+                        job_id=e.job_id, gpu_id=gpu_id, hour=hour, method=Method.ESTIMATED, energy_j=e.energy_j
+                    )
+                )
+        if record is not None and estimates:
+            record.estimated_s, record.estimated_j = gap_totals(estimates)
+            gpu_hours.append(record)
+    JobGpuHour.objects.bulk_create(rows, batch_size=2000)
+    JobGpuHourEnergy.objects.bulk_create(energy_rows, batch_size=2000)
+    rows_update(gpu_hours, ["estimated_s", "estimated_j"])
+    return EstimatesRefresh(job_ids=touched | {r.job_id for r in rows}, rows=len(rows))

@@ -28,6 +28,7 @@ class FlagKind(StrEnum):
     ESTIMATED_INTENSITY = "estimated_intensity"
     ESTIMATED_OCCUPANCY = "estimated_occupancy"
     FAILED_RUN = "failed_run"
+    UNOBSERVED = "unobserved"
 
     @property
     def info(self) -> KindInfo:
@@ -70,6 +71,13 @@ KIND_INFO: dict[FlagKind, KindInfo] = {
         "An older agent exports no occupancy series: this hour's GPU-hours were estimated from sampled seconds.",
         False,
         True,
+    ),
+    FlagKind.UNOBSERVED: KindInfo(
+        "Unobserved Time",
+        "Its scheduler says it held GPUs for time it was not seen on them (the agent down, a GPU without an "
+        "agent, an allocated GPU it never used): that time's GPU-hours, and energy from DCGM's meter, are estimated.",
+        False,
+        False,
     ),
     FlagKind.FAILED_RUN: KindInfo(
         "Failed Run",

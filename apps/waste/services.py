@@ -19,7 +19,7 @@ from apps.jobs.states import JobState
 from apps.jobs.summary import JobGpuTotals
 from apps.telemetry.models import GpuHour
 
-from .findings import FINDING_KINDS, Thresholds, failed_run_evidence, findings
+from .findings import FINDING_KINDS, Allocation, Thresholds, failed_run_evidence, findings, unobserved_evidence
 from .kinds import GPU_HOUR_KINDS
 from .models import Flag
 
@@ -149,6 +149,17 @@ def _job_flags_put(*, kind: str, evidence: Mapping[Job, dict[str, Any]]) -> None
     )
 
 
+def unobserved_flags_sync(*, jobs: Sequence[Job], totals: Mapping[int, Sequence[JobGpuTotals]]) -> None:
+    """`unobserved` on the jobs charged for time they held GPUs without being seen there (the agent down,
+    a GPU without an agent), with how much of their GPU-hours and energy is that estimate."""
+    raised = {}
+    for job in jobs:
+        evidence = unobserved_evidence(totals.get(job.pk, []))
+        if evidence is not None:
+            raised[job] = evidence
+    _job_flag_hold(kind=Flag.Kind.UNOBSERVED, jobs=jobs, raised=raised)
+
+
 def failed_run_flags_sync(*, jobs: Sequence[Job]) -> None:
     """`failed_run` on the jobs whose scheduler says they failed (apps.jobs.states), with what they cost;
     withdrawn, unless reviewed, from a job whose state changed (a requeued job that then completed)."""
@@ -182,6 +193,14 @@ def failed_run_flags_sync(*, jobs: Sequence[Job]) -> None:
     )
 
 
+def _allocation(job: Job) -> Allocation | None:
+    """The GPUs the job's scheduler gave it and for how long, where it recorded both."""
+    until = job.scheduler_end or job.scheduler_seen_at
+    if not job.gpus_allocated or job.scheduler_start is None or until is None:
+        return None
+    return Allocation(gpus=job.gpus_allocated, held_s=max(0.0, (until - job.scheduler_start).total_seconds()))
+
+
 def job_findings_sync(*, totals: Mapping[int, Sequence[JobGpuTotals]], jobs: Sequence[Job]) -> None:
     """memory_hog and idle_allocation for the jobs, from their per-GPU totals: raised or updated while the
     condition holds (never duplicated), withdrawn if nobody reviewed them once it no longer does."""
@@ -195,7 +214,7 @@ def job_findings_sync(*, totals: Mapping[int, Sequence[JobGpuTotals]], jobs: Seq
         idle_min_seconds=settings.FLEETWATT_IDLE_MIN_SECONDS,
     )
     kinds: tuple[str, ...] = FINDING_KINDS
-    found = {job.pk: findings(totals.get(job.pk, []), thresholds) for job in jobs}
+    found = {job.pk: findings(totals.get(job.pk, []), thresholds, _allocation(job)) for job in jobs}
     # Withdraw the open findings whose condition no longer holds: one statement per kind.
     for kind in kinds:
         gone = [job.pk for job in jobs if kind not in found[job.pk]]

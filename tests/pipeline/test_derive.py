@@ -60,7 +60,12 @@ def test_every_step_reads_something_that_a_caller_or_an_earlier_step_changes() -
             {Fact.JOB_GROUP},
             ["job_footprints", "estimated_intensity_flags", "failed_run_findings", "job_flag_lists", "rollup_caches"],
         ),
-        ({Fact.SCHEDULER}, ["failed_run_findings", "job_flag_lists"]),
+        (
+            {Fact.SCHEDULER},
+            ["job_groups", "unobserved_estimates", "row_footprints", "job_summaries", "job_footprints",
+             "low_coverage_flags", "estimated_intensity_flags", "waste_findings", "unobserved_flags",
+             "failed_run_findings", "job_flag_lists", "team_days", "rollup_caches"],
+        ),
     ],
 )  # fmt: skip
 def test_a_change_runs_the_steps_that_follow_from_it_in_order(

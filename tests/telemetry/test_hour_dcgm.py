@@ -64,4 +64,5 @@ def test_mig_instance_series_repeat_the_parent_energy_and_count_once() -> None:
     result = hour_compute(data)
     (gpu_hour,) = result.gpu_hours
     assert gpu_hour.device_energy_j == pytest.approx(9e5)
-    assert gpu_hour.unattributed_j == pytest.approx(9e5)  # no job label: not guessed, not idle
+    assert gpu_hour.unobserved_j == pytest.approx(9e5)  # no job label: not guessed, not idle
+    assert gpu_hour.unattributed_j == 0.0

@@ -9,10 +9,22 @@ class GpuSerializer(serializers.ModelSerializer):
     hostname = serializers.CharField(source="node.hostname", help_text="Node hostname.")
     hours = serializers.IntegerField(source="hours_count", help_text="Ingested hours in the period (h).")
     energy_j = serializers.FloatField(help_text="Device energy in the period (J).")
-    jobs_energy_j = serializers.FloatField(help_text="Energy attributed to jobs (J).")
+    jobs_energy_j = serializers.FloatField(help_text="Energy measured and attributed to jobs (J).")
     idle_energy_j = serializers.FloatField(help_text="Energy in samples with no job (J).")
-    occupied_s = serializers.FloatField(help_text="GPU-seconds charged to jobs (s).")
-    utilisation = serializers.SerializerMethodField(help_text="Occupied share of the ingested hours (0..1).")
+    unobserved_j = serializers.FloatField(
+        help_text="Energy of time no observer of jobs saw (agent down; dcgm-exporter without job labels): DCGM's "
+        "meter less the agent's (J). energy_j = jobs_energy_j + idle_energy_j + unobserved_j."
+    )
+    estimated_j = serializers.FloatField(
+        help_text="The part of unobserved_j charged to jobs their scheduler says held the GPU (J, method estimated)."
+    )
+    occupied_s = serializers.FloatField(help_text="GPU-seconds charged to jobs the agent saw (s).")
+    estimated_s = serializers.FloatField(
+        help_text="GPU-seconds charged to jobs for time they held the GPU but were not seen on it (s)."
+    )
+    utilisation = serializers.SerializerMethodField(
+        help_text="Allocated share of the ingested hours, seen and estimated (0..1)."
+    )
 
     class Meta:
         model = Gpu
@@ -27,13 +39,17 @@ class GpuSerializer(serializers.ModelSerializer):
             "energy_j",
             "jobs_energy_j",
             "idle_energy_j",
+            "unobserved_j",
+            "estimated_j",
             "occupied_s",
+            "estimated_s",
             "utilisation",
         ]
 
     def get_utilisation(self, gpu: Gpu) -> float:
         hours = getattr(gpu, "hours_count", 0) or 0
-        return (getattr(gpu, "occupied_s", 0.0) or 0.0) / (hours * 3600.0) if hours else 0.0
+        allocated_s = (getattr(gpu, "occupied_s", 0.0) or 0.0) + (getattr(gpu, "estimated_s", 0.0) or 0.0)
+        return allocated_s / (hours * 3600.0) if hours else 0.0
 
 
 class TeamSerializer(serializers.ModelSerializer):

@@ -55,6 +55,9 @@ class GpuViewSet(viewsets.ReadOnlyModelViewSet):
                 jobs_energy_j=Coalesce(Sum("hours__jobs_energy_j", filter=period), zero),
                 idle_energy_j=Coalesce(Sum("hours__idle_energy_j", filter=period), zero),
                 occupied_s=Coalesce(Sum("hours__occupied_s", filter=period), zero),
+                unobserved_j=Coalesce(Sum("hours__unobserved_j", filter=period), zero),
+                estimated_j=Coalesce(Sum("hours__estimated_j", filter=period), zero),
+                estimated_s=Coalesce(Sum("hours__estimated_s", filter=period), zero),
             )
             .order_by(F("node__cluster__name"), "node__hostname", "index")
         )

@@ -13,7 +13,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='gpuhour',
             name='estimated_j',
-            field=models.FloatField(db_default=0.0, default=0.0, help_text='The part of unobserved_j charged to jobs the scheduler says held the GPU.'),
+            field=models.FloatField(db_default=0.0, default=0.0, help_text='Part of unobserved_j charged to jobs the scheduler says held the GPU.'),
         ),
         migrations.AddField(
             model_name='gpuhour',
