@@ -131,8 +131,11 @@ def job_summarize(
     gpus = list(gpus)
     s = JobSummary()
     if scheduler is not None and not gpus:
+        # On GPUs fleetwatt knows nothing of (no agent, no dcgm-exporter, or GPUs it cannot tell apart): its
+        # GPU-hours are the allocation's; with no GPU to price, no cost or carbon (docs/arithmetic.md).
         _scheduler_span_apply(s, scheduler, ingested_through)
         s.gpu_count = scheduler.gpus
+        s.gpu_hours = s.expected_s / S_PER_HOUR  # allocated GPUs x the span, as far as the ingest has gone
     s.attribution_j = {m: j for m, j in sorted(energy_by_method.items()) if j > 0}
     s.energy_j = sum(s.attribution_j.values())
     if s.attribution_j:
