@@ -60,7 +60,8 @@ def test_runs_the_agent_never_saw_are_found_too_and_cost_nothing_measured(synced
     assert Flag.objects.get(kind="failed_run", job=timed_out).evidence["cost"] == "0.00"
     # its GPU-hours are the allocation's (no GPU fleetwatt knows to price them on)
     held_h = (timed_out.scheduler_end - timed_out.scheduler_start).total_seconds() / 3600
-    assert timed_out.gpus_allocated and timed_out.gpu_hours == pytest.approx(timed_out.gpus_allocated * held_h) > 0
+    assert timed_out.gpu_hours > 0
+    assert timed_out.gpu_hours == pytest.approx(timed_out.gpus_allocated * held_h)
 
 
 def test_syncing_again_changes_no_finding(synced: dict[str, Job], tmp_path: Path) -> None:
