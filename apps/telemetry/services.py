@@ -97,7 +97,7 @@ def stored_hour_totals(*, cluster: Cluster, hour: datetime) -> HourTotals:
         return HourTotals()  # rows are only ever written with this record, in one transaction
     hours = GpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour)
     energy = hours.aggregate(energy_j=Sum("device_energy_j"))["energy_j"] or 0.0
-    job_rows = JobGpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour).count()
+    job_rows = JobGpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour).exclude(source=Source.ESTIMATED).count()
     return HourTotals(
         gpus=frozenset(hours.values_list("gpu__uuid", flat=True)), job_rows=job_rows, device_energy_j=energy
     )
