@@ -77,6 +77,7 @@ def hour_ingest(
     result = hour_compute(data)
     with transaction.atomic():
         telemetry.cluster_hour_lock(cluster=cluster, hour=hour)
+        telemetry.cluster_write_lock(cluster=cluster)
         telemetry.cluster_retention_record(cluster=cluster, retention=retention)
         loss = source_loss(
             stored=telemetry.stored_hour_totals(cluster=cluster, hour=hour),

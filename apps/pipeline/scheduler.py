@@ -3,9 +3,9 @@ in one transaction, store each job's record (apps.schedulers.services) and move 
 Beat's catch-up and `manage.py sync_scheduler` run it. An unreadable scheduler is recorded on the cluster
 (`scheduler_status`) and writes nothing; the energy ingest does not depend on it.
 
-The records' jobs are then derived (apps.pipeline.derive, `Fact.SCHEDULER`): a run whose scheduler says it
-failed gets a `failed_run` finding with what it cost. The derivations that will use the allocation itself
-(GPU-hours over the scheduler's span, energy the agent did not see) are not built yet."""
+The records' jobs are then derived (apps.pipeline.derive, `Fact.SCHEDULER`): the hours they held are charged
+the time nobody saw (estimated occupancy and energy), their summaries take the scheduler's span, and a run
+whose scheduler says it failed gets a `failed_run` finding with what it cost."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from apps.fleet.selectors import TeamResolver
 from apps.schedulers import services as schedulers
 from apps.schedulers.services import SyncReport
 from apps.schedulers.sources import SchedulerUnavailable, scheduler_records_read
+from apps.telemetry import services as telemetry
 
 from .derive import Fact, Scope, derive
 
@@ -71,6 +72,7 @@ def scheduler_sync(*, cluster: Cluster, start: datetime, end: datetime, now: dat
         raise
     with transaction.atomic():
         schedulers.cluster_sync_lock(cluster=cluster)
+        telemetry.cluster_write_lock(cluster=cluster)  # before any write: an ingest of the cluster waits
         teams = TeamResolver(cluster=cluster, unassigned=fleet.unassigned_team_ensure())
         report = schedulers.scheduler_records_write(
             cluster=cluster,
@@ -81,8 +83,7 @@ def scheduler_sync(*, cluster: Cluster, start: datetime, end: datetime, now: dat
             end=end,
             seen_at=now,
         )
-        # What follows from the jobs' states (failed-run findings); the GPU-hours of the allocation and the
-        # energy the agent did not see are the next steps to come here.
+        # What follows from the jobs' spans and states: estimates, summaries, footprints, findings.
         derive(Scope.jobs(report.job_ids), changed={Fact.SCHEDULER})
         schedulers.scheduler_watermark_advance(cluster=cluster, through=min(end, now))
         schedulers.scheduler_status_record(cluster=cluster, status="")

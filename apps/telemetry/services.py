@@ -380,7 +380,16 @@ def last_closed_hour(now: datetime | None = None) -> datetime:
 
 # --- Time nobody saw: the scheduler's allocation applied to the GPU-hours (DESIGN section 8) -------------
 
-_ESTIMATES_LOCK = 0x66770003  # advisory lock namespace: one writer of a cluster's estimates at a time
+_CLUSTER_WRITE_LOCK = 0x66770003  # advisory lock namespace: one writer of a cluster's rows at a time
+
+
+def cluster_write_lock(*, cluster: Cluster) -> None:
+    """One transaction at a time writes a cluster's rows and derives from them (an ingested hour, a scheduler
+    sync): the estimates of a sync span many hours, an ingest's job rows many jobs, and two writers taking
+    their row locks in different orders would deadlock. Taken before the first write; held to the end of
+    the transaction (re-entrant within it)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_CLUSTER_WRITE_LOCK, cluster.pk])
 
 
 @dataclass(frozen=True)
@@ -430,8 +439,7 @@ def unobserved_estimates_refresh(*, cluster: Cluster, start: datetime, end: date
     """Re-derive the estimates of the cluster's ingested hours in [start, end) (apps.telemetry.unobserved):
     the estimated job-GPU-hour rows and their `estimated` energy, and each GPU-hour's estimated_j/_s.
     Replaces what was there; the same inputs give the same rows."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_ESTIMATES_LOCK, cluster.pk])
+    cluster_write_lock(cluster=cluster)
     hours = sorted(
         IngestedHour.objects.filter(cluster=cluster, hour__gte=start, hour__lt=end).values_list("hour", flat=True)
     )

@@ -4,12 +4,14 @@ the scheduler sync. Every GPU-hour adds up to DCGM's meter; no outage lowers a j
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
 
 from apps.fleet.models import Cluster
 from apps.jobs.methods import Method
@@ -198,3 +200,49 @@ def test_syncing_and_ingesting_again_changes_nothing(synced) -> None:
     scheduler_sync(cluster=cluster, start=T0, end=T0 + timedelta(hours=HOURS), now=T0 + timedelta(days=1))
     call_command("ingest", start=T0.isoformat(), end=(T0 + timedelta(hours=HOURS)).isoformat(), verbosity=0)
     assert snapshot() == before
+
+
+def _snapshot() -> dict[str, Any]:
+    return {
+        "rows": list(
+            JobGpuHour.objects.order_by("job_id", "gpu_id", "hour", "source").values_list(
+                "job_id", "gpu_id", "hour", "source", "energy_j", "occupancy_s", "cost"
+            )
+        ),
+        "jobs": list(Job.objects.order_by("pk").values_list("pk", "energy_j", "gpu_hours", "coverage", "cost")),
+        "gpu_hours": list(GpuHour.objects.order_by("pk").values_list("pk", "estimated_j", "estimated_s", "idle_cost")),
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_sync_and_an_ingest_of_the_cluster_at_once_take_turns(synced) -> None:
+    # given a cluster ingested and synced
+    _, _, cluster = synced
+    before = _snapshot()
+    errors: list[BaseException] = []
+
+    def sync() -> None:
+        try:
+            scheduler_sync(cluster=cluster, start=T0, end=T0 + timedelta(hours=HOURS), now=T0 + timedelta(days=1))
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    def ingest() -> None:
+        try:
+            call_command("ingest", start=T0.isoformat(), end=(T0 + timedelta(hours=HOURS)).isoformat(), verbosity=0)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    # when a sync and a re-ingest of its hours run at once (they write the same rows in different orders)
+    threads = [threading.Thread(target=sync), threading.Thread(target=ingest)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    # then neither deadlocked or failed, and the rows are what one after the other gives
+    assert not errors, errors
+    assert _snapshot() == before
