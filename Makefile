@@ -45,8 +45,11 @@ bench: bootstrap
 	$(PY) bench/dashboard_endpoints.py
 	@if [ -f bench/agent_tick.py ]; then $(PY) bench/agent_tick.py; fi
 
+# What `make demo` started: its processes, and the local Slurm when the demo was the one to start it.
 stop:
-	@for p in var/run/*.pid; do [ -f "$$p" ] && kill "$$(cat $$p)" 2>/dev/null; rm -f "$$p"; done; echo stopped
+	@for p in var/run/*.pid; do [ -f "$$p" ] && kill "$$(cat $$p)" 2>/dev/null; rm -f "$$p"; done
+	@if [ -f var/run/slurm.started-by-demo ]; then bash scripts/slurm.sh stop 2>/dev/null || true; rm -f var/run/slurm.started-by-demo; fi
+	@echo stopped
 
 # On a GPU node (the H200 experiment of docs/agent-h200.md).
 gpu-two-jobs:

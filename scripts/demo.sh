@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# make demo: a week of simulated fleet history in a Prometheus of our own, the live simulator, Celery
-# worker and beat, the web server; then the URL and a login. Everything listens on 127.0.0.1 only.
+# make demo: a week of simulated fleet history in a Prometheus of our own and its Slurm accounting, the live
+# simulator, a real local Slurm (when it can start), Celery worker and beat, the web server; then the URL and
+# a login. Everything listens on 127.0.0.1 only, but the local Slurm's slurmdbd (docs/schedulers.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DJANGO_DEBUG=${DJANGO_DEBUG:-1}
@@ -26,6 +27,24 @@ for p in prometheus simulator worker beat web; do stop_pid "$RUN/$p.pid"; done
 # Migrated and emptied: a second `make demo` starts from an empty database, or the earlier run's jobs
 # (same keys, other hours) would mix with the new ones.
 FLEETWATT_LOG_LEVEL=WARNING $PY manage.py demo_database --reset
+
+# The real local Slurm (scripts/slurm.sh: one node, 4 stand-in GPUs, accounting), so that jobs can be submitted
+# during the demo; it starts in the background while the history is simulated. `make stop` stops it only when
+# the demo started it (var/run/slurm.started-by-demo). Where it cannot start (not root, no packages, no MariaDB)
+# the demo goes on without it and says so; FLEETWATT_DEMO_SLURM=0 leaves it out.
+rm -f "$VAR/slurm.rc"
+if [ "${FLEETWATT_DEMO_SLURM:-1}" = 0 ]; then
+  echo 3 > "$VAR/slurm.rc"
+elif bash scripts/slurm.sh status >/dev/null 2>&1; then
+  echo 0 > "$VAR/slurm.rc"
+else
+  (
+    rc=0
+    timeout "${FLEETWATT_DEMO_SLURM_TIMEOUT_S:-300}" bash scripts/slurm.sh start > var/log/slurm.log 2>&1 || rc=$?
+    [ $rc = 0 ] && touch "$RUN/slurm.started-by-demo"
+    echo $rc > "$VAR/slurm.rc"
+  ) &
+fi
 
 # The fleet starts a week before the current hour; its history runs up to now, the live simulator on.
 START=$(date -u -d "$(date -u +%Y-%m-%dT%H:00:00) 7 days ago" +%Y-%m-%dT%H:00:00Z)
@@ -58,12 +77,32 @@ echo "FLEETWATT_PROMETHEUS_URL=$FLEETWATT_PROMETHEUS_URL" > "$VAR/env"
 # The fleet's configuration (site, servers, GPU prices, teams and their rules, job groups), the logins,
 # and hourly grid intensity for the demo's zone, through the same commands an operator uses.
 $PY manage.py apply_config apps/simulator/scenarios/demo-fleet.yaml
-$PY manage.py demo_setup --prometheus-url "$FLEETWATT_PROMETHEUS_URL" --scrape-interval 60
+# The demo cluster's Slurm accounting is simulated from the same scenario and anchor as its history
+# (`manage.py simulate_sacct`); the local Slurm, when it started, is a second cluster read with the real sacct.
+for _ in $(seq "${FLEETWATT_DEMO_SLURM_TIMEOUT_S:-300}"); do [ -s "$VAR/slurm.rc" ] && break; sleep 1; done
+SLURM_RC=$(cat "$VAR/slurm.rc" 2>/dev/null || echo 124)
+LOCAL_SLURM=()
+SLURM_CONF_FILE=""
+if [ "$SLURM_RC" = 0 ]; then
+  SLURM_CONF_FILE=$(bash scripts/slurm.sh env | sed -n "s/^export SLURM_CONF=//p")
+  LOCAL_SLURM=(--local-slurm-conf "$SLURM_CONF_FILE")
+fi
+$PY manage.py demo_setup --prometheus-url "$FLEETWATT_PROMETHEUS_URL" --scrape-interval 60 \
+  --scenario demo --scenario-start "$START" "${LOCAL_SLURM[@]}"
 $PY manage.py simulate_intensity --zone DE --start "$START" --hours 216 --out "$VAR/intensity-DE.csv"
 $PY manage.py import_intensity "$VAR/intensity-DE.csv" --zone DE --source "fleetwatt simulator (synthetic)"
 END=$(date -u +%Y-%m-%dT%H:00:00Z)  # the last closed hour; beat goes on from there
 echo "ingesting $START .. $END ..."
 $PY manage.py ingest --start "$START" --end "$END" --cluster default -v1 | awk 'NR % 24 == 0 || /Ingested/'
+# Each job's Slurm record (state, exit code, allocation) for the week, a day a window; failed runs become findings.
+SYNC_END=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+echo "reading the week's Slurm accounting, $START .. $SYNC_END ..."
+FLEETWATT_LOG_LEVEL=WARNING $PY manage.py sync_scheduler --cluster default --start "$START" --end "$SYNC_END" \
+  || echo "the demo cluster's accounting could not be read: see the cluster's status at /status/"
+if [ "$SLURM_RC" = 0 ]; then
+  FLEETWATT_LOG_LEVEL=WARNING $PY manage.py sync_scheduler --cluster slurm-local --start "$START" --end "$SYNC_END" -v0 \
+    || echo "the local Slurm's accounting could not be read (see the cluster's status at /status/)"
+fi
 
 setsid nohup .venv/bin/celery -A fleetwatt worker -l info --concurrency 1 > var/log/worker.log 2>&1 & echo $! > "$RUN/worker.pid"
 setsid nohup .venv/bin/celery -A fleetwatt beat -l info -s var/celerybeat-schedule > var/log/beat.log 2>&1 & echo $! > "$RUN/beat.pid"
@@ -75,3 +114,16 @@ echo "health: $(curl -s "http://127.0.0.1:$WEB_PORT/healthz")"
 echo "fleetwatt is running: http://127.0.0.1:$WEB_PORT/   (API: /api/, docs: /api/docs/)"
 echo "log in as admin / fleetwatt-admin (everything), ada / fleetwatt-demo (team vision) or fin / fleetwatt-finance (finance)"
 echo "Prometheus: $FLEETWATT_PROMETHEUS_URL   simulator: http://127.0.0.1:$SIM_PORT/metrics   logs: var/log/"
+echo "the scheduler sync's state: http://127.0.0.1:$WEB_PORT/status/ (admin); job groups, delivered vs failed: /groups/"
+if [ "$SLURM_RC" = 0 ]; then
+  echo "a real Slurm runs here too (cluster slurm-local; its jobs are team vision's). Submit a job and see it:"
+  echo "  export SLURM_CONF=$SLURM_CONF_FILE"
+  echo "  sbatch --gres=gpu:1 --wrap 'sleep 60'     # prints: Submitted batch job N"
+  echo "  DJANGO_DEBUG=1 ${DATABASE_URL:+DATABASE_URL=$DATABASE_URL }.venv/bin/python manage.py sync_scheduler --cluster slurm-local \\"
+  echo "    --start \$(date -u -d '1 day ago' +%FT%TZ) --end \$(date -u +%FT%TZ)   # beat reads it each hour at :02"
+  echo "  then http://127.0.0.1:$WEB_PORT/jobs/slurm/N/ (as ada or admin): its state, exit code, GPUs and node"
+elif [ "$SLURM_RC" = 3 ]; then
+  echo "the local Slurm was left out (FLEETWATT_DEMO_SLURM=0)"
+else
+  echo "the local Slurm did not start (exit $SLURM_RC; var/log/slurm.log): the demo runs without it (it needs root and MariaDB)"
+fi

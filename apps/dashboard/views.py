@@ -21,11 +21,23 @@ from apps.fleet.models import Cluster, Gpu, Team
 from apps.jobs.methods import method_legend
 from apps.jobs.models import Job
 from apps.jobs.selectors import low_coverage_jobs
+from apps.jobs.states import OUTCOMES
 from apps.rollups.api.serializers import MAX_ROLLUP_DAYS
-from apps.rollups.selectors import MixedBasisError, cluster_rollup_cached, team_rollup_cached
+from apps.rollups.selectors import (
+    MixedBasisError,
+    cluster_rollup_cached,
+    failed_run_jobs,
+    failed_run_totals,
+    job_group_outcomes,
+    team_rollup_cached,
+)
 from apps.telemetry.models import IngestedHour
 from apps.waste.kinds import WASTE_KINDS
 from apps.waste.models import Flag
+
+from .selectors import RECENT, scheduler_sync_status
+
+FAILED_RUNS_LISTED = 20  # the costliest failed runs a page lists; its totals count them all
 
 
 def _period(request: HttpRequest) -> tuple[datetime, datetime]:
@@ -86,6 +98,7 @@ def fleet(request: HttpRequest) -> HttpResponse:
         if request.user.is_staff
         else "",
         "split_methods": method_legend(),
+        **_failed_runs(request, start, end),
     }
     return render(request, "dashboard/fleet.html", context)
 
@@ -127,12 +140,32 @@ def team(request: HttpRequest, team_id: int) -> HttpResponse:
         "sources": sorted(set(jobs.order_by().values_list("intensity_source", flat=True).distinct()) - {""}),
         "api_query": f"start={start.date().isoformat()}&end={end.date().isoformat()}",
         "split_methods": method_legend(),
+        **_failed_runs(request, start, end, team=team),
     }
     return render(request, "dashboard/team.html", context)
 
 
 def _totals(periods: list[dict]) -> dict:
     return Footprint.total(Footprint.from_sums(p) for p in periods).as_dict()
+
+
+def _failed_runs(request: HttpRequest, start: datetime, end: datetime, team: Team | None = None) -> dict:
+    """The period's failed runs (the `failed_run` findings): per team and in all, and the costliest ones."""
+    per_team = failed_run_totals(user=request.user, start=start, end=end, team=team)
+    runs = failed_run_jobs(user=request.user, start=start, end=end, team=team).select_related("team", "job_group")
+    return {
+        "failed_by_team": per_team,
+        "failed_total": {
+            "runs": sum(t["runs"] for t in per_team),
+            "gpu_hours": sum(t["gpu_hours"] for t in per_team),
+            "facility_kwh": sum(t["facility_kwh"] for t in per_team),
+            "co2e_kg": sum(t["co2e_kg"] for t in per_team),
+            "cost": sum((t["cost"] for t in per_team), Decimal(0)),
+            "currency": ",".join(sorted({t["currency"] for t in per_team if t["currency"]})),
+        },
+        "failed_runs": [_with_split(job) for job in runs[:FAILED_RUNS_LISTED]],
+        "failed_listed": FAILED_RUNS_LISTED,
+    }
 
 
 @require_safe
@@ -262,3 +295,55 @@ def job_by_scheduler_id(request: HttpRequest, scheduler: str, scheduler_job_id: 
         return redirect("dashboard:job", found[0].pk)
     context = {"q": f"{scheduler}/{scheduler_job_id}", "mine": False, "jobs": [_with_split(j) for j in found]}
     return render(request, "dashboard/jobs.html", {**context, "more": False, "limit": JOB_SEARCH_LIMIT})
+
+
+@require_safe
+@bad_query_is_400
+@login_required
+def groups(request: HttpRequest) -> HttpResponse:
+    """Each job group's runs of the period by how they ended: what the delivered model cost, failures
+    included. The API's `/api/job-groups/{id}/outcomes/` per group; a member counts their teams' runs only."""
+    start, end = _period(request)
+    try:
+        doc, error = job_group_outcomes(user=request.user, start=start, end=end), ""
+    except MixedBasisError as exc:
+        doc, error = {"groups": [], "currency": ""}, str(exc)
+    shown = [g for g in doc["groups"] if g["total"]["jobs"]]
+    context = {
+        "start": start.date(),
+        "end": end.date(),
+        "doc": doc,
+        "groups": shown,
+        "idle_groups": [g["name"] for g in doc["groups"] if not g["total"]["jobs"]],
+        "error": error,
+        "sees_all": user_sees_all_teams(request.user),
+        "outcomes": [{"outcome": key, "label": info.label, "meaning": info.meaning} for key, info in OUTCOMES.items()],
+        "api_query": f"start={start.date().isoformat()}&end={end.date().isoformat()}",
+        "chart": _outcomes_chart(shown, currency=doc["currency"]),
+    }
+    return render(request, "dashboard/groups.html", context)
+
+
+def _outcomes_chart(groups: list[dict], *, currency: str) -> dict:
+    """The groups' split as the page's script draws it (numbers, not Decimal text)."""
+    figures = ("cost", "facility_kwh", "co2e_kg")
+    return {
+        "currency": currency,
+        "outcomes": [{"outcome": key, "label": info.label} for key, info in OUTCOMES.items()],
+        "groups": [
+            {"name": g["name"], "outcomes": {o["outcome"]: {f: float(o[f]) for f in figures} for o in g["outcomes"]}}
+            for g in groups
+        ],
+    }
+
+
+@require_safe
+@login_required
+def status(request: HttpRequest) -> HttpResponse:
+    """For admins: how far each cluster's energy ingest and scheduler sync have got, the sync's last error,
+    and the last day's jobs that no scheduler record describes."""
+    if not request.user.is_staff:
+        raise PermissionDenied("The ingest's and the scheduler sync's status is for admins.")
+    now = timezone.now()
+    context = {"now": now, "clusters": scheduler_sync_status(now=now), "recent_h": round(RECENT.total_seconds() / 3600)}
+    return render(request, "dashboard/status.html", context)

@@ -59,6 +59,33 @@ STATE_INFO: dict[JobState, StateInfo] = {
 # job was stopped on purpose, a completed one succeeded.
 FAILED_RUN_STATES = frozenset({JobState.FAILED, JobState.TIMEOUT, JobState.OUT_OF_MEMORY, JobState.NODE_FAIL})
 
+
+@dataclass(frozen=True)
+class OutcomeInfo:
+    label: str
+    meaning: str
+    states: tuple[JobState, ...]
+
+
+# How a run ended, as a job group's split shows it: from the job's state (apps.jobs.states), in this order.
+# The failed ones are the failed runs of the waste findings (FAILED_RUN_STATES).
+OUTCOMES: dict[str, OutcomeInfo] = {
+    "completed": OutcomeInfo("Completed", "Ran to the end and exited 0: what was delivered.", (JobState.COMPLETED,)),
+    "failed": OutcomeInfo(
+        "Failed",
+        "Failed, timed out, ran out of memory or lost a node: GPU time that bought no result.",
+        tuple(s for s in JobState if s in FAILED_RUN_STATES),
+    ),
+    "cancelled": OutcomeInfo(
+        "Cancelled or preempted", "Stopped on purpose before its end.", (JobState.CANCELLED, JobState.PREEMPTED)
+    ),
+    "other": OutcomeInfo(
+        "Running or unknown",
+        "Still running or pending, or no scheduler record says how it ended.",
+        (JobState.RUNNING, JobState.PENDING, JobState.UNKNOWN),
+    ),
+}
+
 STATE_CHOICES = [(s.value, s.label) for s in JobState]
 STATES = tuple(s.value for s in JobState)
 

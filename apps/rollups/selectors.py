@@ -16,15 +16,17 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.cache import cache
-from django.db.models import Count, F, Q, QuerySet, Sum
+from django.db.models import Case, CharField, Count, F, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import TruncDay, TruncMonth, TruncWeek
 
 from apps.carbon.models import JobGroup
-from apps.core.aggregates import footprint_sums
+from apps.core.aggregates import exact_sum, footprint_sums
 from apps.core.footprint import S_PER_HOUR, Footprint
-from apps.fleet.models import Cluster, Team
-from apps.jobs.models import JobGpuHour, JobGpuHourEnergy
+from apps.fleet.models import Cluster, Team, team_scoped
+from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy, JobQuerySet
+from apps.jobs.states import OUTCOMES
 from apps.telemetry.models import GpuHour
+from apps.waste.kinds import FlagKind
 
 from .models import TeamDay
 
@@ -84,8 +86,10 @@ def _idle_lines(hours: QuerySet[GpuHour], trunc: Any) -> dict[str, Footprint]:
         .annotate(
             device_j=Sum("device_energy_j"),
             jobs_j=Sum("jobs_energy_j"),
+            estimated_j=Sum("estimated_j"),  # time nobody saw, charged to jobs by the scheduler's word
             gpu_hours_total=Count("id"),
             occupied_s=Sum("occupied_s"),
+            estimated_s=Sum("estimated_s"),
             facility_kwh=Sum("idle_facility_kwh"),
             operational_kg=Sum("idle_operational_kg"),
             embodied_kg=Sum("idle_embodied_kg"),
@@ -94,8 +98,11 @@ def _idle_lines(hours: QuerySet[GpuHour], trunc: Any) -> dict[str, Footprint]:
         .order_by("period")
     ):
         lines[_period_key(r["period"])] = Footprint(
-            energy_j=(r["device_j"] or 0.0) - (r["jobs_j"] or 0.0),
-            gpu_hours=max(0.0, (r["gpu_hours_total"] or 0.0) - (r["occupied_s"] or 0.0) / S_PER_HOUR),
+            energy_j=(r["device_j"] or 0.0) - (r["jobs_j"] or 0.0) - (r["estimated_j"] or 0.0),
+            gpu_hours=max(
+                0.0,
+                (r["gpu_hours_total"] or 0.0) - ((r["occupied_s"] or 0.0) + (r["estimated_s"] or 0.0)) / S_PER_HOUR,
+            ),
             facility_kwh=r["facility_kwh"] or 0.0,
             operational_kg=r["operational_kg"] or 0.0,
             embodied_kg=r["embodied_kg"] or 0.0,
@@ -309,5 +316,99 @@ def team_totals(*, user: User, start: datetime, end: datetime) -> list[dict[str,
                 "embodied_kg": total.embodied_kg,
                 "cost": str(total.cost),
             }
+        )
+    return out
+
+
+# --- what a job group's runs came to: delivered, failed, stopped --------------------------------------------
+
+
+def _outcome_figures(fp: Footprint, jobs: int) -> dict[str, Any]:
+    return {"jobs": jobs, **_figures(fp), "energy_kwh": fp.gpu_kwh, "co2e_kg": fp.co2e_kg}
+
+
+def job_group_outcomes(
+    *, user: User, start: datetime, end: datetime, groups: QuerySet[JobGroup] | None = None
+) -> dict[str, Any]:
+    """Each job group's runs of [start, end) split by how they ended (OUTCOMES): GPU-hours, energy, CO2e and
+    cost of the completed runs, the failed ones, the cancelled or preempted ones and those still running or of
+    unknown state; "what the delivered model cost, failures included". Summed from the job-GPU-hours in the
+    period (as the group's rollup), of the jobs the user may see (a member: their teams' runs only), in one
+    aggregate query; every group of `groups` (default: all) is listed, with zeros where it had no run."""
+    groups = (groups if groups is not None else JobGroup.objects.all()).order_by("name")
+    rows = team_scoped(
+        JobGpuHour.objects.filter(hour__gte=start, hour__lt=end, job__job_group__in=groups), user, team_path="job__team"
+    )
+    outcome = Case(
+        *[When(job__state__in=[s.value for s in info.states], then=Value(key)) for key, info in OUTCOMES.items()],
+        default=Value("other"),
+        output_field=CharField(),
+    )
+    sums: dict[tuple[int, str], Any] = {
+        (r["job__job_group"], r["outcome"]): r
+        for r in rows.annotate(outcome=outcome)
+        .values("job__job_group", "outcome")
+        .annotate(run_count=Count("job", distinct=True), **footprint_sums())
+        .order_by()
+    }
+    basis, zones, currency = _bases(Cluster.objects.filter(pk__in=rows.values("gpu__node__cluster")))
+    out = []
+    for group in groups:
+        split, total, total_jobs = [], Footprint(), 0
+        for key, info in OUTCOMES.items():
+            row = sums.get((group.pk, key), {})
+            fp, jobs = Footprint.from_sums(row), row.get("run_count", 0)
+            split.append({"outcome": key, "label": info.label, **_outcome_figures(fp, jobs)})
+            total, total_jobs = total + fp, total_jobs + jobs
+        failed_cost = next(o["cost"] for o in split if o["outcome"] == "failed")
+        out.append(
+            {
+                "id": group.pk,
+                "name": group.name,
+                "outcomes": split,
+                "total": _outcome_figures(total, total_jobs),
+                "failed_cost_share": float(failed_cost / total.cost) if total.cost else None,
+            }
+        )
+    return {"currency": currency, "intensity_basis": basis, "intensity_zones": zones, "groups": out}
+
+
+# --- failed runs, as the pages show them ------------------------------------------------------------------
+
+
+def failed_run_jobs(*, user: User, start: datetime, end: datetime, team: Team | None = None) -> JobQuerySet:
+    """The failed runs the user may see among the jobs that ran in [start, end) (as the dashboards pick them:
+    started before its end, seen since its start): jobs with a `failed_run` finding, whatever its review,
+    costliest first. Their figures are the whole run's, as the finding's evidence."""
+    jobs = Job.objects.visible_to(user).filter(start__lt=end).seen_since(start)
+    if team is not None:
+        jobs = jobs.filter(team=team)
+    return jobs.filter(flag_rows__kind=FlagKind.FAILED_RUN).order_by("-cost", "id")
+
+
+def failed_run_totals(*, user: User, start: datetime, end: datetime, team: Team | None = None) -> list[dict[str, Any]]:
+    """The failed runs of `failed_run_jobs` summed per team (and currency), in one aggregate query: runs,
+    GPU-hours, GPU and facility energy, CO2e and cost."""
+    rows = (
+        failed_run_jobs(user=user, start=start, end=end, team=team)
+        .values("team_id", "team__name", "currency")
+        .annotate(
+            runs=Count("id"),
+            energy_j=exact_sum("energy_j"),
+            gpu_hours=exact_sum("gpu_hours"),
+            facility_kwh=exact_sum("facility_kwh"),
+            operational_kg=exact_sum("operational_kg"),
+            embodied_kg=exact_sum("embodied_kg"),
+            cost=Sum("cost"),
+        )
+        .order_by("team__name", "currency")
+    )
+    out = []
+    for r in rows:
+        fp = Footprint.from_sums(r)
+        out.append(
+            {"team_id": r["team_id"], "team": r["team__name"], "currency": r["currency"], "runs": r["runs"]}
+            | _figures(fp)
+            | {"energy_kwh": fp.gpu_kwh, "co2e_kg": fp.co2e_kg}
         )
     return out

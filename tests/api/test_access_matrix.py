@@ -78,6 +78,8 @@ RULES: dict[str, Rule] = {
     "job-group-list": Rule(get=API_FLEET, other=API_NO_METHOD_FLEET),
     "job-group-detail": Rule(get=API_FLEET, other=API_NO_METHOD_FLEET),
     "job-group-rollup": Rule(get=API_FLEET, other=API_NO_METHOD_FLEET, query=P),
+    # How a group's runs ended: everyone logged in; a member's answer counts their teams' runs only.
+    "job-group-outcomes": Rule(get=API_ALL, query=P),
     "gpu-list": Rule(get=API_FLEET, other=API_NO_METHOD_FLEET),
     "gpu-detail": Rule(get=API_FLEET, other=API_NO_METHOD_FLEET),
     "flag-list": Rule(get=API_ALL),
@@ -95,6 +97,8 @@ RULES: dict[str, Rule] = {
     # Team B's job by its scheduler id: its page (a redirect) for those who see team B, else not found.
     "dashboard:job-by-scheduler-id": Rule(get="login 404 404 302 302 404", other=NO_METHOD),
     "dashboard:gpu": Rule(get=PAGE_FLEET, other=NO_METHOD, query=P),
+    "dashboard:groups": Rule(get=PAGE_ALL, other=NO_METHOD, query=P),
+    "dashboard:status": Rule(get=PAGE_ADMIN, other=NO_METHOD),
     "dashboard:audit": Rule(get="login login login login 200 login", other=NO_METHOD),
     "dashboard:audit-act": Rule(
         post="login login login login 302 login", other=NO_METHOD, body={"action": "acknowledge", "reason": "m"}

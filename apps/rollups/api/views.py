@@ -1,6 +1,6 @@
-"""The rollup endpoints: a team's, a cluster's and a job group's energy, cost and carbon per period, and
-the teams side by side. Registered under the same prefixes as the objects they sum (`/api/teams/{id}/
-rollup/`, ...); the objects themselves are listed by apps.fleet.api."""
+"""The rollup endpoints: a team's, a cluster's and a job group's energy, cost and carbon per period, the teams
+side by side, and how a job group's runs ended. Registered under the same prefixes as the objects they sum
+(`/api/teams/{id}/rollup/`, ...); the objects themselves are listed by apps.fleet.api."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 
 from apps.carbon.models import JobGroup
 from apps.core.authentication import FLEET_WIDE
@@ -28,6 +29,7 @@ from apps.rollups.selectors import (
     MixedBasisError,
     cluster_rollup_cache_key,
     cluster_rollup_cached,
+    job_group_outcomes,
     job_group_rollup,
     team_daily_energy,
     team_rollup_cache_key,
@@ -35,7 +37,14 @@ from apps.rollups.selectors import (
     team_totals,
 )
 
-from .serializers import DailyEnergySerializer, RollupQuerySerializer, RollupSerializer, TeamTotalsSerializer
+from .serializers import (
+    DailyEnergySerializer,
+    JobGroupOutcomesSerializer,
+    PeriodQuerySerializer,
+    RollupQuerySerializer,
+    RollupSerializer,
+    TeamTotalsSerializer,
+)
 
 
 def _period_query(request: Request) -> tuple[datetime, datetime, str]:
@@ -148,7 +157,8 @@ class ClusterRollupViewSet(_RollupMixin, viewsets.GenericViewSet):
 
 
 class JobGroupRollupViewSet(_RollupMixin, viewsets.GenericViewSet):
-    """A job group's runs (failed and abandoned ones included) per period (finance, admins)."""
+    """A job group's runs (failed and abandoned ones included) per period (finance, admins), and how they
+    ended (everyone: a member's answer counts their teams' runs only)."""
 
     permission_classes = FLEET_WIDE
     queryset = JobGroup.objects.order_by("name")
@@ -158,3 +168,34 @@ class JobGroupRollupViewSet(_RollupMixin, viewsets.GenericViewSet):
     def rollup(self, request: Request, pk: str | None = None, format: str | None = None) -> HttpResponseBase:
         group = self.get_object()
         return self._rollup(request, lambda **q: job_group_rollup(group=group, **q))
+
+    @extend_schema(parameters=[PeriodQuerySerializer], responses=JobGroupOutcomesSerializer)
+    @action(detail=True, methods=["get"], permission_classes=api_settings.DEFAULT_PERMISSION_CLASSES)
+    def outcomes(self, request: Request, pk: str | None = None, format: str | None = None) -> Response:
+        """The group's runs of the period split by how they ended: completed, failed (failed, timeout,
+        out_of_memory, node_fail), cancelled (cancelled, preempted), other (running, pending, unknown), each
+        with its GPU-hours, energy, CO2e and cost: what the delivered model cost, failures included. Finance
+        and admins count every team's runs; a member their teams' runs only."""
+        group = self.get_object()
+        query = PeriodQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        start, end = query.validated_data["start"], query.validated_data["end"]
+        try:
+            doc = job_group_outcomes(
+                user=request.user, start=start, end=end, groups=JobGroup.objects.filter(pk=group.pk)
+            )
+        except MixedBasisError as exc:
+            raise ValidationError({"detail": str(exc)}) from None
+        entry = doc["groups"][0]
+        context = {"currency": doc["currency"], "intensity_basis": doc["intensity_basis"]}
+        if request.accepted_renderer.format == "csv":
+            return Response([{"job_group": entry["name"], **o, **context} for o in entry["outcomes"]])
+        body = {
+            "job_group": entry["name"],
+            **context,
+            "intensity_zones": doc["intensity_zones"],
+            "outcomes": entry["outcomes"],
+            "total": entry["total"],
+            "failed_cost_share": entry["failed_cost_share"],
+        }
+        return Response(_money_as_text(body))
