@@ -321,6 +321,9 @@ FLEETWATT_INGEST_MAX_LAG_H = env.int("FLEETWATT_INGEST_MAX_LAG_H", default=3)
 FLEETWATT_SCHEDULER_LOOKBACK_H = env.int("FLEETWATT_SCHEDULER_LOOKBACK_H", default=48)
 # How long one sacct run (or slurmrestd request) may take before the cluster's sync fails for this run.
 FLEETWATT_SCHEDULER_TIMEOUT_S = env.float("FLEETWATT_SCHEDULER_TIMEOUT_S", default=120.0)
+# The Kubernetes pod labels a job keeps (Job.labels, `k8s_pod_label` team rules), as Kubernetes names them;
+# kube-state-metrics exports only those its --metric-labels-allowlist=pods=[...] names.
+FLEETWATT_K8S_POD_LABELS = env.list("FLEETWATT_K8S_POD_LABELS", default=["team", "app"])
 # Hourly, before the ingest's minute, so an hour's ingest finds the states of the jobs that ended in it.
 CELERY_BEAT_SCHEDULE["sync-schedulers"] = {
     "task": "apps.schedulers.tasks.sync_schedulers_task",

@@ -36,9 +36,11 @@ PURE = {
     "apps.telemetry.hour",
     "apps.telemetry.promql",
     "apps.telemetry.guard",
+    "apps.telemetry.unobserved",
     "apps.reports.schedule",
     "apps.reports.formatting",
     "apps.schedulers.slurm",
+    "apps.schedulers.kube",
     "apps.simulator.scenario",
 }
 FRAMEWORKS = ("django", "rest_framework", "django_filters", "drf_spectacular", "celery")

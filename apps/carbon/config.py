@@ -26,10 +26,12 @@ FORMAT_VERSION = 1
 # The choices of apps.carbon.models and apps.fleet.models, repeated here so the module stays pure
 # (a test checks they agree).
 BASES = ("location", "market", "marginal")
-RULE_KINDS = ("slurm_account", "slurm_user", "k8s_namespace", "user")
-MATCH_KINDS = ("account", "name_prefix", "namespace", "user")
+RULE_KINDS = ("slurm_account", "slurm_user", "k8s_namespace", "user", "k8s_pod_label")
+MATCH_KINDS = ("account", "name_prefix", "namespace", "user", "group_key")
+SCHEDULERS = ("", "slurm_sacct", "slurm_rest", "kube_state_metrics")  # "": its scheduler is not read
 
 _SLUG = re.compile(r"^[-a-zA-Z0-9_]+\Z")
+_POD_LABEL_RULE = re.compile(r"^\s*[^=\s][^=]*=\s*\S.*\Z")  # name=value, both given (apps.fleet.selectors)
 _CURRENCY = re.compile(r"^[A-Z]{3}\Z")
 _SECTIONS = ("sites", "server_types", "gpu_models", "clusters", "teams", "job_groups")
 
@@ -95,6 +97,7 @@ class ClusterConfig:
     scrape_interval_s: int | None = None
     site: str | None = None
     nodes: tuple[NodeMatch, ...] | None = None  # None: the cluster's stored hostname rules are left alone
+    scheduler: str | None = None  # one of SCHEDULERS (docs/schedulers.md)
 
 
 @dataclass(frozen=True)
@@ -609,6 +612,7 @@ def _cluster(
     if selector is not None and selector.strip().startswith("{"):
         f.problems.add(f.where("selector"), 'label matchers without braces, e.g. cluster="a"')
     scrape = f.integer("scrape_interval_s", required=False, minimum=1, maximum=3600)
+    scheduler = _scheduler(f)
     site = _reference(f, "site", what="site", in_file=sites, known=known.sites, required=False)
     nodes: list[NodeMatch] = []
     first: dict[str, str] = {}
@@ -635,7 +639,20 @@ def _cluster(
         scrape_interval_s=scrape,
         site=site,
         nodes=tuple(nodes) if f.raw.get("nodes") is not None else None,
+        scheduler=scheduler,
     )
+
+
+def _scheduler(f: _Fields) -> str | None:
+    """Where the cluster's job states are read from; None: left as stored (empty or null: not read)."""
+    if not f.has("scheduler"):
+        return None
+    value = f.raw["scheduler"]
+    if value is None or value in SCHEDULERS:
+        return value or ""
+    names = ", ".join(s for s in SCHEDULERS if s)
+    f.problems.add(f.where("scheduler"), f'expected one of {names} or "" (not read), got {_kind(value)}')
+    return None
 
 
 def _team(
@@ -656,6 +673,9 @@ def _team(
             continue
         kind = rule.choice("kind", RULE_KINDS)
         value = rule.string("value", max_length=255)
+        if kind == "k8s_pod_label" and value is not None and not _POD_LABEL_RULE.match(value):
+            rule.problems.add(rule.where("value"), f"{value!r} is not name=value (a pod label and its value)")
+            value = None
         cluster = _reference(rule, "cluster", what="cluster", in_file=clusters, known=known.clusters, required=False)
         priority = rule.integer("priority", required=False)
         if kind is None or value is None or (rule.has("cluster") and cluster is None):
@@ -751,7 +771,7 @@ def config_parse(document: Any, *, known: KnownNames | None = None) -> FleetConf
         gpu_models=each("gpu_models", ("name", "hourly_rate", "currency", "tdp_w"), _gpu_model),
         clusters=each(
             "clusters",
-            ("name", "prometheus_url", "selector", "scrape_interval_s", "site", "nodes"),
+            ("name", "prometheus_url", "selector", "scrape_interval_s", "site", "nodes", "scheduler"),
             lambda f: _cluster(f, known=known, sites=site_names, server_types=type_names, problems=problems),
         ),
         teams=each(
@@ -779,6 +799,7 @@ __all__ = [
     "BASES",
     "MATCH_KINDS",
     "RULE_KINDS",
+    "SCHEDULERS",
     "ClusterConfig",
     "ConfigError",
     "FleetConfig",

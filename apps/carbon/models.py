@@ -112,6 +112,8 @@ class JobGroup(models.Model):
         NAME_PREFIX = "name_prefix", "Job name starts with"
         NAMESPACE = "namespace", "Kubernetes namespace"
         USER = "user", "User"
+        # Exactly the group the scheduler puts a job in (Job.group_key): slurm-array/6, k8s/search/Job/train-1.
+        GROUP_KEY = "group_key", "Scheduler group (Slurm array, Kubernetes owner)"
 
     name = models.SlugField(max_length=100, unique=True)
     match_kind = models.CharField(max_length=20, choices=MatchKind.choices)

@@ -155,10 +155,12 @@ def footprints_refresh(
     rows_update(rows, ROW_FIELDS)
 
     for gh in hours:
-        # The idle line: energy outside every job, and the part of the GPU-hour no job occupied.
+        # The idle line: energy outside every job, and the part of the GPU-hour no job occupied; time nobody
+        # saw that the scheduler charged to jobs (estimated_*) is theirs, the rest of it stays here.
         f = factors_for(gh.gpu, gh.hour)
-        unoccupied_h = max(0.0, S_PER_HOUR - gh.occupied_s) / S_PER_HOUR
-        fp = footprint(energy_j=max(0.0, gh.device_energy_j - gh.jobs_energy_j), gpu_hours=unoccupied_h, factors=f)
+        unoccupied_h = max(0.0, S_PER_HOUR - gh.occupied_s - gh.estimated_s) / S_PER_HOUR
+        idle_j = max(0.0, gh.device_energy_j - gh.jobs_energy_j - gh.estimated_j)
+        fp = footprint(energy_j=idle_j, gpu_hours=unoccupied_h, factors=f)
         gh.idle_facility_kwh, gh.idle_operational_kg = fp.facility_kwh, fp.operational_kg
         gh.idle_embodied_kg, gh.idle_cost = fp.embodied_kg, fp.cost
     rows_update(hours, IDLE_FIELDS)
@@ -223,6 +225,8 @@ def _group_matches(group: JobGroup, job: Job) -> bool:
             return job.namespace == group.match_value
         case JobGroup.MatchKind.USER:
             return job.user == group.match_value
+        case JobGroup.MatchKind.GROUP_KEY:
+            return bool(job.group_key) and job.group_key == group.match_value
     return False
 
 
@@ -238,7 +242,7 @@ def job_groups_assign(
     if job_ids is not None:
         jobs = jobs.filter(pk__in=list(job_ids))
     changed = []
-    fields = ("pk", "cluster_id", "account", "name", "namespace", "user", "job_group_id")
+    fields = ("pk", "cluster_id", "account", "name", "namespace", "user", "group_key", "job_group_id")
     for job in jobs.filter(group_locked=False).only(*fields):
         group = next((g for g in groups if _group_matches(g, job)), None)
         group_id = group.pk if group else None
@@ -512,6 +516,8 @@ def _clusters_apply(
             values["selector"] = cc.selector
         if cc.scrape_interval_s is not None:
             values["scrape_interval_s"] = cc.scrape_interval_s
+        if cc.scheduler is not None:
+            values["scheduler"] = cc.scheduler
         if cc.site is not None:
             if cc.site not in site_ids:  # deleted since the config was validated
                 problems.append(f"clusters[{i}].site: unknown site {cc.site!r}")

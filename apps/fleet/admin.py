@@ -1,6 +1,11 @@
+from typing import Any
+
+from django import forms
 from django.contrib import admin
+from django.db import models
 
 from .models import Cluster, Gpu, Node, Team, TeamMembership, TeamRule
+from .selectors import pod_label_rule_parse
 
 
 @admin.register(Cluster)
@@ -14,7 +19,29 @@ class ClusterAdmin(admin.ModelAdmin):
         "scheduler_synced_through",
         "scheduler_status",
     )
+    list_filter = ("scheduler",)
     readonly_fields = ("scheduler_synced_through", "scheduler_status")
+    # A Prometheus or slurmrestd address typed without a scheme is plain http (Django 6 would make it https).
+    formfield_overrides = {models.URLField: {"assume_scheme": "http"}}
+    fieldsets = (
+        (None, {"fields": ("name", "prometheus_url", "selector", "scrape_interval_s", "site", "source_retention_s")}),
+        (
+            "Scheduler (docs/schedulers.md)",
+            {
+                "description": "Kubernetes (kube-state-metrics) is read from this cluster's Prometheus, with its "
+                "selector: set only the scheduler. The sacct and slurmrestd fields are for Slurm.",
+                "fields": (
+                    "scheduler",
+                    "sacct_command",
+                    "slurmrest_url",
+                    "slurmrest_token_env",
+                    "slurmrest_user",
+                    "scheduler_synced_through",
+                    "scheduler_status",
+                ),
+            },
+        ),
+    )
 
 
 @admin.register(Node)
@@ -30,8 +57,24 @@ class GpuAdmin(admin.ModelAdmin):
     search_fields = ("uuid", "node__hostname")
 
 
+class TeamRuleForm(forms.ModelForm):
+    """A rule, its value checked where its kind gives it a form (a pod label rule's `name=value`)."""
+
+    class Meta:
+        model = TeamRule
+        fields = ("kind", "value", "cluster", "priority")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        kind, value = cleaned.get("kind"), cleaned.get("value")
+        if kind == TeamRule.Kind.K8S_POD_LABEL and value and pod_label_rule_parse(value) is None:
+            self.add_error("value", "A pod label rule's value is name=value, e.g. team=search.")
+        return cleaned
+
+
 class TeamRuleInline(admin.TabularInline):
     model = TeamRule
+    form = TeamRuleForm
     extra = 1
 
 

@@ -1,6 +1,7 @@
-"""Writes of the scheduler sync: each job's accounting record stored on fleetwatt's job (DESIGN section 8).
-apps.pipeline.scheduler reads the records (apps.schedulers.sources) and runs this in one transaction per
-cluster and window, with the cluster's watermark."""
+"""Writes of the scheduler sync: each job's accounting record (a Slurm job's, or a Kubernetes pod's from
+kube-state-metrics) stored on fleetwatt's job (DESIGN section 8). apps.pipeline.scheduler reads the records
+(apps.schedulers.sources) and runs this in one transaction per cluster and window, with the cluster's
+watermark."""
 
 from __future__ import annotations
 
@@ -35,12 +36,21 @@ SCHEDULER_FIELDS = [
     "gpus_requested",
     "gpus_allocated",
     "node_list",
+    "gpu_indices",
+    "group_key",
+    "labels",
     "scheduler_seen_at",
     "scheduler_missing",
 ]
 # Who and what the job is, and its span: the agent's word where the agent saw the job (the ingest writes
 # them), the scheduler's on the jobs only the scheduler knows.
-IDENTITY_FIELDS = ["job_id", "user", "account", "name", "team", "start", "end", "last_seen"]
+IDENTITY_FIELDS = ["job_id", "user", "account", "namespace", "pod", "name", "team", "start", "end", "last_seen"]
+# The agent's keys of each scheduler's jobs: a window of one scheduler says nothing of the other's jobs.
+JOB_KEY_PREFIXES: dict[str, str] = {
+    Cluster.Scheduler.SLURM_SACCT: "slurm/",
+    Cluster.Scheduler.SLURM_REST: "slurm/",
+    Cluster.Scheduler.KUBERNETES: "k8s/",
+}
 
 
 @dataclass(frozen=True)
@@ -59,10 +69,12 @@ def _job_from_record(cluster: Cluster, record: SchedulerJob, *, seen_at: datetim
     return Job(
         cluster=cluster,
         job_key=record.job_key,
-        scheduler="slurm",
+        scheduler=record.scheduler,
         job_id=record.job_id,
         user=record.user,
         account=record.account,
+        namespace=record.namespace,
+        pod=record.pod,
         name=record.name,
         source=Source.SCHEDULER,
         start=record.start,
@@ -80,6 +92,9 @@ def _job_from_record(cluster: Cluster, record: SchedulerJob, *, seen_at: datetim
         gpus_requested=record.gpus_requested,
         gpus_allocated=record.gpus_allocated,
         node_list=",".join(record.nodes),
+        gpu_indices={node: list(indices) for node, indices in record.gpu_indices.items()},
+        group_key=record.group_key,
+        labels=dict(record.labels),
         scheduler_seen_at=seen_at,
         scheduler_missing=False,
     )
@@ -103,8 +118,9 @@ def scheduler_records_write(
 ) -> SyncReport:
     """Store the records of the window [start, end) on the cluster's jobs, by job key: the scheduler's
     fields of the jobs that exist; new jobs (source "scheduler", team from the rules) for the ones the agent
-    never saw. When `window_complete` (the whole window was read), the agent's Slurm jobs seen in the window
-    that no record names are marked `scheduler_missing`. Nothing is deleted. Safe to run twice."""
+    never saw. When `window_complete` (the whole window was read), the agent's jobs of the cluster's scheduler
+    (`slurm/` keys for Slurm, `k8s/` for Kubernetes) seen in the window that no record names are marked
+    `scheduler_missing`. Nothing is deleted. Safe to run twice."""
     records = list(records)
     named = {r.job_key for r in records}
     latest = _latest_records(records)
@@ -123,7 +139,13 @@ def scheduler_records_write(
             job.team_id = known.team_id
         else:
             job.team = teams.team_for(
-                JobIdentity(scheduler="slurm", user=record.user, account=record.account, namespace="")
+                JobIdentity(
+                    scheduler=record.scheduler,
+                    user=record.user,
+                    account=record.account,
+                    namespace=record.namespace,
+                    labels=record.labels,
+                )
             )
         if known is None or known.source == Source.SCHEDULER:
             scheduler_only.append(job)
@@ -143,13 +165,17 @@ def scheduler_records_write(
     written = {j.pk for j in [*agent_seen, *scheduler_only]}
 
     missing_ids: set[int] = set()
-    if window_complete:
+    prefix = JOB_KEY_PREFIXES.get(cluster.scheduler)
+    if window_complete and prefix is not None:
         unnamed = (
-            Job.objects.filter(cluster=cluster, job_key__startswith="slurm/", start__lt=end)
+            Job.objects.filter(cluster=cluster, job_key__startswith=prefix, start__lt=end)
             .exclude(source=Source.SCHEDULER)
             .exclude(job_key__in=list(named))
             .filter(Q(last_seen__gte=start) | Q(last_seen__isnull=True))
         )
+        if cluster.scheduler == Cluster.Scheduler.KUBERNETES:
+            # The agent keys a pod it could not name `k8s/pod-uid/<uid>` (its job_id the uid): not missing.
+            unnamed = unnamed.exclude(job_id__in=[r.job_id for r in records if r.job_id])
         missing_ids = set(unnamed.values_list("id", flat=True))
         Job.objects.filter(id__in=missing_ids, scheduler_missing=False).update(scheduler_missing=True)
 

@@ -15,7 +15,8 @@ are the raw id of the allocation the process runs in, and that is the id of one 
 - An array task is an allocation of its own with a raw id: task 6_0 ran as job 8, its processes saw
   SLURM_JOB_ID=8 and its cgroup is `job_8` (tests/fixtures/slurm/job-env.txt, docs/schedulers.md). Its
   key is `slurm/8`; `display_id` is `6_0`, the name people and squeue use; `array_job_id` and
-  `array_task_id` keep the pair, so a sweep can be grouped. The array's own id is not the array: it stays
+  `array_task_id` keep the pair, and `group_key` `slurm-array/6` groups the sweep (job groups of kind
+  `group_key` match it). The array's own id is not the array: it stays
   with the task that was last to leave the array record (6_2 ran as raw job 6, so `slurm/6` is task 2).
   A record of tasks that never started (`array.task` "3-9", no task id) shows as `6_[3-9]`.
 - A heterogeneous job is one accounting record per component, each with a job id of its own (leader 10 is
@@ -131,16 +132,20 @@ MAX_HOSTS = 100_000  # a hostlist that expands to more names than this is refuse
 
 @dataclass(frozen=True)
 class SchedulerJob:
-    """One job (allocation) from Slurm's accounting, in the terms fleetwatt matches on.
+    """One job from its scheduler, in the terms fleetwatt matches on: a Slurm allocation from its accounting
+    (this module), or a Kubernetes pod from kube-state-metrics (apps.schedulers.kube).
 
     `exit_code` is the exit status where the job's script exited normally, None where it was killed by a
     signal or the number is unknown; `signal` is the signal that killed it, 0 where none did, None where
-    unknown (sacct's ExitCode `N:S`). Times are aware UTC datetimes, None where Slurm has none.
+    unknown (sacct's ExitCode `N:S`). Times are aware UTC datetimes, None where the scheduler has none.
+    `group_key` is what the scheduler groups the job under (`slurm-array/<array job id>` for an array task,
+    `k8s/<namespace>/<owner kind>/<owner name>` for a pod), "" where nothing; `labels` are a pod's
+    allow-listed labels.
     """
 
-    job_key: str  # slurm/<raw job id>: the agent's key (module docstring)
-    job_id: str  # raw job id (JobIDRaw)
-    display_id: str  # 6_0 for an array task, 10+1 for a het component, else the raw id
+    job_key: str  # slurm/<raw job id> or k8s/<namespace>/<pod>: the agent's key (module docstring)
+    job_id: str  # raw job id (JobIDRaw); a pod's uid
+    display_id: str  # 6_0 for an array task, 10+1 for a het component, else the raw id; a pod's name
     user: str
     account: str
     partition: str
@@ -162,10 +167,16 @@ class SchedulerJob:
     het_job_id: str | None = None
     het_job_offset: int | None = None
     cluster: str = ""
+    scheduler: str = "slurm"  # the agent's word for it (Job.scheduler): "slurm" or "k8s"
+    group_key: str = ""
+    labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), hash=False)
+    namespace: str = ""  # a pod's namespace
+    pod: str = ""  # a pod's name
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(self.nodes))
         object.__setattr__(self, "gpu_indices", MappingProxyType(dict(self.gpu_indices)))
+        object.__setattr__(self, "labels", MappingProxyType(dict(self.labels)))
 
     @property
     def is_final(self) -> bool:
@@ -175,7 +186,7 @@ class SchedulerJob:
     def is_stand_in(self) -> bool:
         """slurmdbd's placeholder for a job whose step record came first: named "allocation", no partition,
         no TRES; the job's own record replaces it a moment later (docs/schedulers.md). Read it again later."""
-        return self.name == "allocation" and not self.partition
+        return self.scheduler == "slurm" and self.name == "allocation" and not self.partition
 
 
 # --- sacct --json ---------------------------------------------------------------------------------------
@@ -269,6 +280,7 @@ def _job_parse(record: Any, index: int) -> SchedulerJob:
         gpu_indices=_gpu_indices(record.get("gres_detail"), nodes, where),
         array_job_id=str(array_job_id) if array_job_id else None,
         array_task_id=array_task_id,
+        group_key=f"slurm-array/{array_job_id}" if array_job_id else "",
         het_job_id=str(het_job_id) if het_job_id else None,
         het_job_offset=het_job_offset if het_job_id else None,
         cluster=_text(record.get("cluster"), f"{where} cluster"),

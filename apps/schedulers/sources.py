@@ -1,11 +1,14 @@
 """Reading a cluster's scheduler accounting: run `sacct` (or ask slurmrestd) for the jobs of a window and
-parse what it says (`apps.schedulers.slurm`). Anything that goes wrong, from a missing command to output
-that is not JSON, raises `SchedulerUnavailable` with one line naming the cluster; nothing here writes.
+parse what it says (`apps.schedulers.slurm`), or ask the cluster's Prometheus for kube-state-metrics' pods
+(`apps.schedulers.kube`). Anything that goes wrong, from a missing command to output that is not JSON or a
+Prometheus that does not answer, raises `SchedulerUnavailable` with one line naming the cluster; nothing
+here writes.
 
 The window [start, end) is what sacct's `-S`/`-E` select without `--state`: every job that was eligible
 before `end` and had not ended before `start`, so a job that started before the window and ran into it is
 in it. Jobs that never became eligible (submitted with a future `--begin` and cancelled) are not
-(docs/schedulers.md, "gotchas")."""
+(docs/schedulers.md, "gotchas"). For Kubernetes it is every pod that existed at some time in the window,
+as it was last seen in the window."""
 
 from __future__ import annotations
 
@@ -14,13 +17,16 @@ import os
 import shlex
 import subprocess
 from datetime import UTC, datetime
+from typing import Any
 
 import requests
 from django.conf import settings
 from django.utils import timezone
 
 from apps.fleet.models import Cluster
+from apps.telemetry.prometheus import PrometheusReader, PrometheusUnavailable
 
+from .kube import KubeAnswers, KubeQueries, kube_jobs_parse, kube_window
 from .slurm import SchedulerDataError, SchedulerJob, exit_codes_apply, sacct_json_parse, sacct_parsable_exit_codes
 
 SLURMDB_JOBS_PATH = "/slurmdb/v0.0.38/jobs"
@@ -138,6 +144,33 @@ def slurmrest_records_read(*, cluster: Cluster, start: datetime, end: datetime) 
         raise SchedulerUnavailable(f"{where}: {_one_line(str(exc))}") from None
 
 
+def kube_records_read(*, cluster: Cluster, start: datetime, end: datetime) -> list[SchedulerJob]:
+    """The pods of [start, end) from kube-state-metrics' series in the cluster's own Prometheus (its
+    `prometheus_url`, its `selector` added to every query): a fixed handful of queries over the whole
+    cluster, each evaluated at the window's end (apps.schedulers.kube)."""
+    at, range_ms = kube_window(start, end)
+    queries = KubeQueries(cluster_selector=cluster.selector, range_ms=range_ms)
+    reader = PrometheusReader(cluster.prometheus_url, timeout_s=settings.FLEETWATT_PROMETHEUS_TIMEOUT_S)
+    answers: dict[str, list[dict[str, Any]]] = {}
+    try:
+        for name, query in queries.by_answer().items():
+            answers[name] = reader.instant(query, at=at)
+        return kube_jobs_parse(KubeAnswers(**answers), label_allowlist=settings.FLEETWATT_K8S_POD_LABELS)
+    except PrometheusUnavailable as exc:
+        raise SchedulerUnavailable(f"cluster {cluster.name}: kube-state-metrics: {_one_line(str(exc))}") from None
+    except (KeyError, TypeError) as exc:  # a 200 answer without Prometheus's data.result: another server
+        raise SchedulerUnavailable(
+            f"cluster {cluster.name}: kube-state-metrics: {reader.url} did not answer as Prometheus does "
+            f"({type(exc).__name__}: {_one_line(str(exc))})"
+        ) from None
+    except SchedulerDataError as exc:
+        raise SchedulerUnavailable(
+            f"cluster {cluster.name}: kube-state-metrics answer from {reader.url} cannot be read: {_one_line(str(exc))}"
+        ) from None
+    finally:
+        reader.close()
+
+
 def scheduler_records_read(*, cluster: Cluster, start: datetime, end: datetime) -> list[SchedulerJob]:
     """The jobs of [start, end) from the cluster's scheduler, by the way its `scheduler` field names."""
     match cluster.scheduler:
@@ -145,4 +178,6 @@ def scheduler_records_read(*, cluster: Cluster, start: datetime, end: datetime) 
             return sacct_records_read(cluster=cluster, start=start, end=end)
         case Cluster.Scheduler.SLURM_REST:
             return slurmrest_records_read(cluster=cluster, start=start, end=end)
+        case Cluster.Scheduler.KUBERNETES:
+            return kube_records_read(cluster=cluster, start=start, end=end)
     raise SchedulerUnavailable(f"cluster {cluster.name}: no scheduler configured")

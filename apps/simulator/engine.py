@@ -1,4 +1,5 @@
-"""The fleet simulator's engine: what each GPU, its agent and dcgm-exporter would report.
+"""The fleet simulator's engine: what each GPU, its agent and dcgm-exporter would report, and what
+kube-state-metrics says of the Kubernetes pods.
 
 Every input (power, SM time, memory, presence, agent up or down) is piecewise constant between
 breakpoints on whole seconds, so every counter is piecewise linear and exact at each 1 Hz tick: the
@@ -8,6 +9,8 @@ agent's counters advance once a second by that second's energy, split as the age
 
 from __future__ import annotations
 
+import re
+import uuid
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -38,6 +41,28 @@ DCGM_ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
 DCGM_POWER = "DCGM_FI_DEV_POWER_USAGE"
 DCGM_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 DCGM_FB_USED = "DCGM_FI_DEV_FB_USED"
+# kube-state-metrics v2's pod families (internal/store/pod.go): every one a gauge, labelled namespace, pod, uid.
+KSM_POD_INFO = "kube_pod_info"
+KSM_POD_LABELS = "kube_pod_labels"
+KSM_POD_OWNER = "kube_pod_owner"
+KSM_POD_PHASE = "kube_pod_status_phase"
+KSM_POD_TERMINATED_REASON = "kube_pod_container_status_terminated_reason"
+KSM_POD_CREATED = "kube_pod_created"
+KSM_POD_START_TIME = "kube_pod_start_time"
+KSM_POD_COMPLETION_TIME = "kube_pod_completion_time"
+KSM_POD_REQUESTS = "kube_pod_container_resource_requests"
+KSM_FAMILIES = (
+    KSM_POD_INFO,
+    KSM_POD_LABELS,
+    KSM_POD_OWNER,
+    KSM_POD_PHASE,
+    KSM_POD_TERMINATED_REASON,
+    KSM_POD_CREATED,
+    KSM_POD_START_TIME,
+    KSM_POD_COMPLETION_TIME,
+    KSM_POD_REQUESTS,
+)
+POD_PHASES = ("Pending", "Succeeded", "Failed", "Unknown", "Running")  # kube-state-metrics' order
 
 FAMILY_TYPES: dict[str, str] = {
     GPU_ENERGY: "counter",
@@ -61,6 +86,7 @@ FAMILY_TYPES: dict[str, str] = {
     DCGM_POWER: "gauge",
     DCGM_UTIL: "gauge",
     DCGM_FB_USED: "gauge",
+    **dict.fromkeys(KSM_FAMILIES, "gauge"),
 }
 HELP: dict[str, str] = {
     GPU_ENERGY: "Energy the GPU used while the agent watched (J).",
@@ -84,6 +110,15 @@ HELP: dict[str, str] = {
     DCGM_POWER: "Power draw (in W).",
     DCGM_UTIL: "GPU utilization (in %).",
     DCGM_FB_USED: "Framebuffer memory used (in MiB).",
+    KSM_POD_INFO: "Information about pod.",
+    KSM_POD_LABELS: "Kubernetes labels converted to Prometheus labels.",
+    KSM_POD_OWNER: "Information about the Pod's owner.",
+    KSM_POD_PHASE: "The pods current phase.",
+    KSM_POD_TERMINATED_REASON: "Describes the reason the container is currently in terminated state.",
+    KSM_POD_CREATED: "Unix creation timestamp",
+    KSM_POD_START_TIME: "Start time in unix timestamp for a pod.",
+    KSM_POD_COMPLETION_TIME: "Completion time in unix timestamp for a pod.",
+    KSM_POD_REQUESTS: "The number of requested request resource by a container.",
 }
 
 
@@ -364,12 +399,67 @@ class FleetSimulation:
             for family, v in own.items():
                 yield Series(family, labels, t[here] + sc.t0, v[here])
 
+    def kube_series(self, times: np.ndarray) -> Iterator[Series]:
+        """kube-state-metrics' series of the scenario's Kubernetes pods at the given scrape times, as it
+        exports them (docs/schedulers.md, "Kubernetes"). A pod exists from its submit (default: a minute before
+        its start) to `linger_s` after its end: Pending until its start, Running until its end, then Succeeded
+        (state completed) or Failed (out_of_memory: its container OOMKilled; any other state: Error). Its
+        GPU request is `gpus_requested`, else the GPUs it runs on. kube-state-metrics is taken to be scraped
+        with the fleet and to export all of a pod's labels (its allow-list names them)."""
+        sc = self.sc
+        hosts = {n.hostname: i for i, n in enumerate(sc.nodes)}
+        for k, job in enumerate(sc.jobs):
+            if job.scheduler != "k8s" or not job.namespace or not job.pod:
+                continue  # Kubernetes has no pod without a namespace (the demo's generator makes some)
+            submit = job.submit_s if job.submit_s is not None else max(0, job.start_s - 60)
+            t = times[(times >= submit) & (times < job.end_s + sc.linger_s)]
+            if not len(t):
+                continue
+            ticks = np.floor(t)
+            at, ones = t + sc.t0, np.ones(len(t))
+            started, ended = ticks >= job.start_s, ticks >= job.end_s
+            pod = {"namespace": job.namespace, "pod": job.pod, "uid": _pod_uid(job)}
+            controller = (job.owner_kind, job.owner_name) if job.owner_kind and job.owner_name else ("<none>", "<none>")
+            info = {
+                **pod,
+                "host_ip": f"10.0.{hosts[job.node] // 250}.{hosts[job.node] % 250 + 1}",
+                "node": job.node,
+                "created_by_kind": controller[0],
+                "created_by_name": controller[1],
+                "host_network": "false",
+            }
+            # The pod gets its IP when its sandbox starts: kube_pod_info's labels change there (a second series).
+            if (~started).any():
+                yield Series(KSM_POD_INFO, info, at[~started], ones[~started])
+            if started.any():
+                pod_ip = f"10.244.{k // 250}.{k % 250 + 2}"
+                yield Series(KSM_POD_INFO, {**info, "pod_ip": pod_ip}, at[started], ones[started])
+            labels = {_ksm_label_name(name): value for name, value in sorted(job.labels.items()) if value}
+            yield Series(KSM_POD_LABELS, {**pod, **labels}, at, ones)
+            controller_is = "true" if controller[0] != "<none>" else "<none>"
+            owner = {"owner_kind": controller[0], "owner_name": controller[1], "owner_is_controller": controller_is}
+            yield Series(KSM_POD_OWNER, {**pod, **owner}, at, ones)
+            phase = np.where(ended, _terminal_phase(job), np.where(started, "Running", "Pending"))
+            for name in POD_PHASES:
+                yield Series(KSM_POD_PHASE, {**pod, "phase": name}, at, (phase == name).astype(float))
+            yield Series(KSM_POD_CREATED, pod, at, np.full(len(t), submit + sc.t0))
+            if started.any():
+                yield Series(KSM_POD_START_TIME, pod, at[started], np.full(int(started.sum()), job.start_s + sc.t0))
+            if ended.any():
+                reason = {"container": "main", "reason": _terminated_reason(job)}
+                yield Series(KSM_POD_TERMINATED_REASON, {**pod, **reason}, at[ended], ones[ended])
+                yield Series(KSM_POD_COMPLETION_TIME, pod, at[ended], np.full(int(ended.sum()), job.end_s + sc.t0))
+            request = {"container": "main", "node": job.node, "resource": "nvidia_com_gpu", "unit": "integer"}
+            gpus = job.gpus_requested if job.gpus_requested is not None else len(job.gpus)
+            yield Series(KSM_POD_REQUESTS, {**pod, **request}, at, np.full(len(t), float(gpus)))
+
     def series(self, times: np.ndarray | None = None) -> Iterator[Series]:
         """Every series of the fleet at the given scrape times (seconds since start; default all)."""
         times = self.scrapes if times is None else times
         for gpu in self.gpus:
             yield from self.agent_series(gpu, times)
             yield from self.dcgm_series(gpu, times)
+        yield from self.kube_series(times)
 
     # ---- the right answers
     def truth(self) -> dict[str, JobTruth]:
@@ -428,6 +518,28 @@ def _info_labels(job: JobSpec) -> dict[str, str]:
         "pod": job.pod,
         "name": job.name,
     }
+
+
+def _pod_uid(job: JobSpec) -> str:
+    """A stable, UUID-shaped pod uid, derived from the job's key."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"fleetwatt-simulator/{job.job_key}"))
+
+
+def _ksm_label_name(name: str) -> str:
+    """kube-state-metrics' Prometheus label for a pod label (`app.kubernetes.io/name` →
+    `label_app_kubernetes_io_name`, camelCase to snake_case)."""
+    return "label_" + re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", re.sub(r"[^a-zA-Z0-9_]", "_", name)).lower()
+
+
+def _terminal_phase(job: JobSpec) -> str:
+    return "Succeeded" if job.state == "completed" else "Failed"
+
+
+def _terminated_reason(job: JobSpec) -> str:
+    """The container's terminated reason as the kubelet writes it."""
+    if job.state == "completed":
+        return "Completed"
+    return "OOMKilled" if job.state == "out_of_memory" else "Error"
 
 
 def _agent_share(k: int, here: list[tuple[int, JobSpec]], sms: dict[int, float]) -> tuple[str, float]:

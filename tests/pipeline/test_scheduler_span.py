@@ -19,7 +19,7 @@ from apps.jobs.models import Job, JobGpuHour, Source
 from apps.pipeline import scheduler as scheduler_sync_module
 from apps.pipeline.scheduler import scheduler_sync
 from apps.schedulers.slurm import JobState, SchedulerJob
-from apps.simulator.scenario import Scenario, scenario_from_dict
+from apps.simulator.scenario import Scenario
 from apps.telemetry.models import GpuHour
 from apps.waste.models import Flag
 
@@ -89,9 +89,7 @@ def accounting(scenario: Scenario) -> list[SchedulerJob]:
 def synced(history_loader, cluster_for, monkeypatch: pytest.MonkeyPatch) -> tuple[Scenario, Any, Cluster]:
     history = history_loader(outage_scenario())
     cluster = cluster_for(history)
-    call_command(
-        "ingest", start=T0.isoformat(), end=(T0 + timedelta(hours=HOURS)).isoformat(), verbosity=0
-    )
+    call_command("ingest", start=T0.isoformat(), end=(T0 + timedelta(hours=HOURS)).isoformat(), verbosity=0)
     cluster.scheduler = Cluster.Scheduler.SLURM_SACCT
     cluster.save()
     records = accounting(history.scenario)
@@ -101,9 +99,7 @@ def synced(history_loader, cluster_for, monkeypatch: pytest.MonkeyPatch) -> tupl
 
 
 def _held_gpu_hours(scenario: Scenario) -> dict[str, float]:
-    return {
-        s.job_key: (s.gpus_requested or len(s.gpus)) * (s.end_s - s.start_s) / 3600.0 for s in scenario.jobs
-    }
+    return {s.job_key: (s.gpus_requested or len(s.gpus)) * (s.end_s - s.start_s) / 3600.0 for s in scenario.jobs}
 
 
 def test_every_gpu_hour_adds_up_to_the_meter(synced) -> None:
