@@ -42,6 +42,7 @@ PURE = {
     "apps.schedulers.slurm",
     "apps.schedulers.kube",
     "apps.simulator.scenario",
+    "apps.simulator.sacct",
 }
 FRAMEWORKS = ("django", "rest_framework", "django_filters", "drf_spectacular", "celery")
 # Module names (their last part, or a package they sit in) of the layer above the pipeline.

@@ -98,6 +98,11 @@ class ClusterConfig:
     site: str | None = None
     nodes: tuple[NodeMatch, ...] | None = None  # None: the cluster's stored hostname rules are left alone
     scheduler: str | None = None  # one of SCHEDULERS (docs/schedulers.md)
+    kube_pods: bool | None = None  # also read kube-state-metrics' pods beside Slurm
+    sacct_command: str | None = None
+    slurmrest_url: str | None = None
+    slurmrest_token_env: str | None = None  # the NAME of the environment variable, never the token
+    slurmrest_user: str | None = None
 
 
 @dataclass(frozen=True)
@@ -613,6 +618,15 @@ def _cluster(
         f.problems.add(f.where("selector"), 'label matchers without braces, e.g. cluster="a"')
     scrape = f.integer("scrape_interval_s", required=False, minimum=1, maximum=3600)
     scheduler = _scheduler(f)
+    kube_pods = f.boolean("kube_pods", default=False) if f.has("kube_pods") else None
+    sacct_command = f.string("sacct_command", required=False, max_length=500)
+    slurmrest_url = _url(f, "slurmrest_url") if f.has("slurmrest_url") else None
+    token_env = f.string("slurmrest_token_env", required=False, max_length=100)
+    if token_env is not None and not _ENV_NAME.match(token_env):
+        f.problems.add(
+            f.where("slurmrest_token_env"), "the NAME of an environment variable (e.g. SLURM_JWT), never the token"
+        )
+    slurmrest_user = f.string("slurmrest_user", required=False, max_length=100, allow_empty=True)
     site = _reference(f, "site", what="site", in_file=sites, known=known.sites, required=False)
     nodes: list[NodeMatch] = []
     first: dict[str, str] = {}
@@ -640,7 +654,15 @@ def _cluster(
         site=site,
         nodes=tuple(nodes) if f.raw.get("nodes") is not None else None,
         scheduler=scheduler,
+        kube_pods=kube_pods,
+        sacct_command=sacct_command,
+        slurmrest_url=slurmrest_url,
+        slurmrest_token_env=token_env,
+        slurmrest_user=slurmrest_user,
     )
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def _scheduler(f: _Fields) -> str | None:
@@ -771,7 +793,20 @@ def config_parse(document: Any, *, known: KnownNames | None = None) -> FleetConf
         gpu_models=each("gpu_models", ("name", "hourly_rate", "currency", "tdp_w"), _gpu_model),
         clusters=each(
             "clusters",
-            ("name", "prometheus_url", "selector", "scrape_interval_s", "site", "nodes", "scheduler"),
+            (
+                "name",
+                "prometheus_url",
+                "selector",
+                "scrape_interval_s",
+                "site",
+                "nodes",
+                "scheduler",
+                "kube_pods",
+                "sacct_command",
+                "slurmrest_url",
+                "slurmrest_token_env",
+                "slurmrest_user",
+            ),
             lambda f: _cluster(f, known=known, sites=site_names, server_types=type_names, problems=problems),
         ),
         teams=each(

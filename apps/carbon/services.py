@@ -516,8 +516,16 @@ def _clusters_apply(
             values["selector"] = cc.selector
         if cc.scrape_interval_s is not None:
             values["scrape_interval_s"] = cc.scrape_interval_s
-        if cc.scheduler is not None:
-            values["scheduler"] = cc.scheduler
+        for name in (
+            "scheduler",
+            "kube_pods",
+            "sacct_command",
+            "slurmrest_url",
+            "slurmrest_token_env",
+            "slurmrest_user",
+        ):
+            if getattr(cc, name) is not None:
+                values[name] = getattr(cc, name)
         if cc.site is not None:
             if cc.site not in site_ids:  # deleted since the config was validated
                 problems.append(f"clusters[{i}].site: unknown site {cc.site!r}")

@@ -29,9 +29,11 @@ class ClusterAdmin(admin.ModelAdmin):
             "Scheduler (docs/schedulers.md)",
             {
                 "description": "Kubernetes (kube-state-metrics) is read from this cluster's Prometheus, with its "
-                "selector: set only the scheduler. The sacct and slurmrestd fields are for Slurm.",
+                "selector: set only the scheduler, or tick kube_pods beside Slurm. The sacct and slurmrestd fields are "
+                "for Slurm.",
                 "fields": (
                     "scheduler",
+                    "kube_pods",
                     "sacct_command",
                     "slurmrest_url",
                     "slurmrest_token_env",

@@ -51,6 +51,12 @@ class Cluster(models.Model):
         db_default=Scheduler.NONE,
         help_text="Where its jobs' accounting is read: states, exit codes, allocations. Empty: not read.",
     )
+    kube_pods = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Also read Kubernetes pods from kube-state-metrics in this cluster's Prometheus (Slurm and "
+        "Kubernetes side by side on one cluster).",
+    )
     sacct_command = models.CharField(
         max_length=500,
         default="sacct",
@@ -83,6 +89,13 @@ class Cluster(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def scheduler_sources(self) -> list[str]:
+        """Where its jobs' records are read: its scheduler, and kube-state-metrics' pods where asked for."""
+        sources = [self.scheduler] if self.scheduler else []
+        if self.kube_pods and self.scheduler != self.Scheduler.KUBERNETES:
+            sources.append(self.Scheduler.KUBERNETES)
+        return sources
 
 
 class Node(models.Model):

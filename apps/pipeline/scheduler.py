@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from apps.fleet import services as fleet
@@ -39,15 +40,17 @@ class SchedulerSyncError(Exception):
 def scheduler_clusters_select(name: str | None) -> list[Cluster]:
     """The named cluster (which must have a scheduler), or every cluster that has one."""
     if name is None:
-        return list(Cluster.objects.exclude(scheduler=Cluster.Scheduler.NONE).order_by("name"))
+        with_records = ~Q(scheduler=Cluster.Scheduler.NONE) | Q(kube_pods=True)
+        return list(Cluster.objects.filter(with_records).order_by("name"))
     try:
         cluster = Cluster.objects.get(name=name)
     except Cluster.DoesNotExist:
         known = ", ".join(Cluster.objects.values_list("name", flat=True)) or "none"
         raise SchedulerSyncError(f"Unknown cluster {name!r} (known: {known}).") from None
-    if not cluster.scheduler:
+    if not cluster.scheduler_sources():
         raise SchedulerSyncError(
-            f"Cluster {name!r} has no scheduler configured (set its scheduler to slurm_sacct or slurm_rest)."
+            f"Cluster {name!r} has no scheduler configured (set its scheduler to slurm_sacct, slurm_rest or "
+            "kube_state_metrics, or kube_pods for Kubernetes beside Slurm)."
         )
     return [cluster]
 

@@ -19,7 +19,7 @@ from apps.jobs.states import JobState
 
 from .slurm import SchedulerJob
 
-_SYNC_LOCK = 0x66770001  # advisory lock namespace for a cluster's scheduler sync
+_SYNC_LOCK = 0x66770002  # advisory lock namespace for a cluster's scheduler sync
 
 # What a record says about a job, written onto every job it describes (the agent's jobs included).
 SCHEDULER_FIELDS = [
@@ -152,7 +152,8 @@ def scheduler_records_write(
         else:
             job.source = known.source
             agent_seen.append(job)
-    # A conflict here is a job the ingest created since the read above: only the scheduler's fields then.
+    # A conflict here is a job the ingest created since the read above: only the scheduler's fields then. Its
+    # team stays the agent's word; the ingest of its later hours resolves it with the record's labels.
     Job.objects.bulk_create(
         agent_seen, update_conflicts=True, unique_fields=["cluster", "job_key"], update_fields=SCHEDULER_FIELDS
     )
@@ -165,19 +166,21 @@ def scheduler_records_write(
     written = {j.pk for j in [*agent_seen, *scheduler_only]}
 
     missing_ids: set[int] = set()
-    prefix = JOB_KEY_PREFIXES.get(cluster.scheduler)
-    if window_complete and prefix is not None:
+    for source in cluster.scheduler_sources() if window_complete else []:
+        prefix = JOB_KEY_PREFIXES.get(source)
+        if prefix is None:
+            continue
         unnamed = (
             Job.objects.filter(cluster=cluster, job_key__startswith=prefix, start__lt=end)
             .exclude(source=Source.SCHEDULER)
             .exclude(job_key__in=list(named))
             .filter(Q(last_seen__gte=start) | Q(last_seen__isnull=True))
         )
-        if cluster.scheduler == Cluster.Scheduler.KUBERNETES:
+        if source == Cluster.Scheduler.KUBERNETES:
             # The agent keys a pod it could not name `k8s/pod-uid/<uid>` (its job_id the uid): not missing.
             unnamed = unnamed.exclude(job_id__in=[r.job_id for r in records if r.job_id])
-        missing_ids = set(unnamed.values_list("id", flat=True))
-        Job.objects.filter(id__in=missing_ids, scheduler_missing=False).update(scheduler_missing=True)
+        missing_ids |= set(unnamed.values_list("id", flat=True))
+    Job.objects.filter(id__in=missing_ids, scheduler_missing=False).update(scheduler_missing=True)
 
     created = sum(1 for key in latest if key not in existing)
     return SyncReport(

@@ -171,13 +171,23 @@ def kube_records_read(*, cluster: Cluster, start: datetime, end: datetime) -> li
         reader.close()
 
 
-def scheduler_records_read(*, cluster: Cluster, start: datetime, end: datetime) -> list[SchedulerJob]:
-    """The jobs of [start, end) from the cluster's scheduler, by the way its `scheduler` field names."""
-    match cluster.scheduler:
+def _source_records_read(source: str, cluster: Cluster, start: datetime, end: datetime) -> list[SchedulerJob]:
+    """The jobs of [start, end) from one of the cluster's sources."""
+    match source:
         case Cluster.Scheduler.SLURM_SACCT:
             return sacct_records_read(cluster=cluster, start=start, end=end)
         case Cluster.Scheduler.SLURM_REST:
             return slurmrest_records_read(cluster=cluster, start=start, end=end)
         case Cluster.Scheduler.KUBERNETES:
             return kube_records_read(cluster=cluster, start=start, end=end)
-    raise SchedulerUnavailable(f"cluster {cluster.name}: no scheduler configured")
+    raise SchedulerUnavailable(f"cluster {cluster.name}: unknown scheduler {source!r}")
+
+
+def scheduler_records_read(*, cluster: Cluster, start: datetime, end: datetime) -> list[SchedulerJob]:
+    """The jobs of [start, end) from every source the cluster names (`Cluster.scheduler_sources`): its
+    scheduler, and kube-state-metrics' pods beside Slurm. All or nothing: one source that cannot be read
+    fails the window, so that no job is marked missing from a window only half read."""
+    sources = cluster.scheduler_sources()
+    if not sources:
+        raise SchedulerUnavailable(f"cluster {cluster.name}: no scheduler configured")
+    return [record for source in sources for record in _source_records_read(source, cluster, start, end)]

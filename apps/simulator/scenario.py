@@ -330,13 +330,15 @@ def _generated_jobs(gen: dict[str, Any], sc: Scenario) -> list[JobSpec]:
                     "job_id": str(next_id),
                     "user": rnd.choice(team.get("users", ["user"])),
                     "account": team.get("account", ""),
-                    "namespace": team.get("namespace", ""),
-                    "pod": f"{team.get('namespace', 'ns')}-run-{next_id}",
+                    # A Slurm team's run on a Kubernetes node lands in a namespace named after its account.
+                    "namespace": team.get("namespace") or (team.get("account", "default") if k8s else ""),
+                    "pod": f"{team.get('namespace') or team.get('account', 'ns')}-run-{next_id}",
                     "name": rnd.choice(["train", "finetune", "eval", "sweep", "infer"]) + f"-{next_id}",
                     "state": _generated_ending(gen.get("seed", 1), next_id),
                 }
                 if k8s:
-                    spec["labels"] = {"team": team.get("namespace", ""), "app": str(spec["name"]).split("-")[0]}
+                    owner = team.get("namespace") or team.get("account", "")
+                    spec["labels"] = {"team": owner, "app": str(spec["name"]).split("-")[0]}
                     spec["owner_kind"], spec["owner_name"] = "Job", str(spec["name"])
                 jobs.append(_job(spec, f"generate job {next_id}", sc))
                 next_id += 1

@@ -161,7 +161,13 @@ def _jobs_upsert(
     fields = ["scheduler", "job_id", "user", "account", "namespace", "pod", "name", "team", "source"]
     new, changed = [], []
     for m in metas:
-        team = teams.team_for(JobIdentity(scheduler=m.scheduler, user=m.user, account=m.account, namespace=m.namespace))
+        known = existing.get(m.job_key)
+        # A pod's labels come from its scheduler record only (kube-state-metrics): kept for its team rules.
+        labels = known.labels if known is not None and isinstance(known.labels, dict) else {}
+        identity = JobIdentity(
+            scheduler=m.scheduler, user=m.user, account=m.account, namespace=m.namespace, labels=labels
+        )
+        team = teams.team_for(identity)
         values = {
             "scheduler": m.scheduler,
             "job_id": m.job_id,

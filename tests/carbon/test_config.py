@@ -517,6 +517,8 @@ def test_the_demo_fleet_applies_cleanly(calls: dict[str, list[Any]], settings: A
     assert sorted(Team.objects.values_list("name", flat=True)) == ["ads", "bio", "nlp", "search", "vision"]
     assert set(TeamRule.objects.values_list("team__name", "kind", "value")) == {
         ("vision", "slurm_account", "vision"), ("nlp", "slurm_account", "nlp"), ("bio", "slurm_account", "bio"),
+        ("vision", "k8s_pod_label", "team=vision"), ("nlp", "k8s_pod_label", "team=nlp"),
+        ("bio", "k8s_pod_label", "team=bio"),
         ("search", "k8s_namespace", "search"), ("ads", "k8s_namespace", "ads"),
     }  # fmt: skip
     assert set(JobGroup.objects.values_list("name", "flexible")) == {("nlp-pretrain", False), ("sweeps", True)}

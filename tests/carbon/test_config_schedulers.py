@@ -99,3 +99,48 @@ def test_applying_sets_the_scheduler_and_leaving_it_out_keeps_it() -> None:
     config_apply(config=config_parse({"clusters": [{"name": "k8s", "selector": 'cluster="k"'}]},
                                      known=known_names_read()))  # fmt: skip
     assert Cluster.objects.get(name="k8s").scheduler == Cluster.Scheduler.KUBERNETES
+
+
+@pytest.mark.django_db
+def test_how_to_reach_slurm_is_set_from_the_file_and_a_token_never_is() -> None:
+    # given a cluster whose accounting comes from slurmrestd, with pods beside it
+    document = {
+        "clusters": [
+            {
+                "name": "hpc",
+                "prometheus_url": "http://prom:9090",
+                "scheduler": "slurm_rest",
+                "kube_pods": True,
+                "slurmrest_url": "http://slurm-ctl:6820",
+                "slurmrest_token_env": "SLURM_JWT",
+                "slurmrest_user": "fleetwatt",
+                "sacct_command": "/usr/bin/sacct --cluster hpc",
+            }
+        ]
+    }
+    # when applied
+    config_apply(config=config_parse(document, known=known_names_read()))
+    # then every field is the file's
+    cluster = Cluster.objects.get(name="hpc")
+    assert (cluster.scheduler, cluster.kube_pods, cluster.slurmrest_url, cluster.slurmrest_token_env) == (
+        "slurm_rest", True, "http://slurm-ctl:6820", "SLURM_JWT"
+    )  # fmt: skip
+    assert (cluster.slurmrest_user, cluster.sacct_command) == ("fleetwatt", "/usr/bin/sacct --cluster hpc")
+    assert cluster.scheduler_sources() == ["slurm_rest", "kube_state_metrics"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [
+        ("slurmrest_token_env", "eyJhbGciOiJIUzI1NiJ9.e30.x", "the NAME of an environment variable"),
+        ("slurmrest_url", "slurm-ctl:6820", "is not an http(s) URL"),
+        ("kube_pods", "yes", "expected true or false"),
+    ],
+    ids=["a-token-itself", "url-without-scheme", "not-a-boolean"],
+)
+def test_a_wrong_way_to_reach_the_scheduler_names_its_path(field: str, value: str, problem: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        config_parse({"clusters": [{"name": "k8s", field: value}]}, known=KNOWN)
+    assert any(p.startswith(f"clusters[0].{field}: ") and problem in p for p in raised.value.problems), (
+        raised.value.problems
+    )

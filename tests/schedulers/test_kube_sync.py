@@ -328,3 +328,38 @@ def test_the_admin_offers_kubernetes_and_checks_pod_label_rules(admin_client) ->
     assert not Team.objects.filter(name="search").exists()
     assert admin_client.post("/admin/fleet/team/add/", _team_form("team=search")).status_code == 302
     assert TeamRule.objects.get(team__name="search").value == "team=search"
+
+
+# --- Slurm and Kubernetes side by side on one cluster ------------------------------------------------------
+
+
+def test_a_cluster_with_slurm_and_pods_reads_both_and_marks_each_one_s_missing_jobs(
+    cluster: Cluster, teams: dict[str, Team], tmp_path: Path
+) -> None:
+    # given a cluster whose Slurm is read by sacct (the recorded jobs) and whose pods by kube-state-metrics,
+    # and an agent's Slurm job that sacct has no record of
+    cluster.scheduler, cluster.kube_pods = Cluster.Scheduler.SLURM_SACCT, True
+    cluster.sacct_command = recorded_sacct(tmp_path)
+    cluster.save()
+    ghost = JobFactory(cluster=cluster, job_key="slurm/999", scheduler="slurm", start=T0, last_seen=_at(hours=1))
+    # when a window is synced
+    report = scheduler_sync(cluster=cluster, start=T0, end=WINDOW_END, now=NOW)
+    # then both sources' jobs are stored, and the unknown Slurm job is missing from Slurm's accounting
+    pods = _jobs(cluster)
+    assert pods["train-1-x7k2p"].state == JobState.COMPLETED and pods["embed-oom"].state == JobState.OUT_OF_MEMORY
+    assert Job.objects.filter(cluster=cluster, scheduler="slurm", job_id="3").get().state == JobState.FAILED
+    ghost.refresh_from_db()
+    assert ghost.scheduler_missing and report.missing == 1
+
+
+def test_one_source_that_cannot_be_read_fails_the_whole_window(cluster: Cluster, tmp_path: Path) -> None:
+    # given pods that can be read beside a sacct that fails
+    cluster.scheduler, cluster.kube_pods = Cluster.Scheduler.SLURM_SACCT, True
+    cluster.sacct_command = str(tmp_path / "no-such-sacct")
+    cluster.save()
+    # when the window is synced, then nothing is written and the failure is on the cluster
+    with pytest.raises(SchedulerUnavailable):
+        scheduler_sync(cluster=cluster, start=T0, end=WINDOW_END, now=NOW)
+    cluster.refresh_from_db()
+    assert "command not found" in cluster.scheduler_status and cluster.scheduler_synced_through is None
+    assert not Job.objects.filter(cluster=cluster).exists()

@@ -115,6 +115,7 @@ class Command(BaseCommand):
         if options["scenario_start"]:
             defaults |= {
                 "scheduler": Cluster.Scheduler.SLURM_SACCT,
+                "kube_pods": True,  # its Kubernetes nodes' pods, from the simulator's kube-state-metrics series
                 "sacct_command": simulated_sacct_command(
                     scenario=options["scenario"], scenario_start=_aware(options["scenario_start"])
                 ),
