@@ -20,6 +20,7 @@ from django.utils import timezone
 from apps.fleet import services as fleet
 from apps.fleet.models import Cluster
 from apps.fleet.selectors import TeamResolver
+from apps.jobs.models import Job
 from apps.schedulers import services as schedulers
 from apps.schedulers.services import SyncReport
 from apps.schedulers.sources import SchedulerUnavailable, scheduler_records_read
@@ -30,6 +31,7 @@ from .derive import Fact, Scope, derive
 log = logging.getLogger(__name__)
 
 DAY = timedelta(days=1)
+HOUR = timedelta(hours=1)
 FIRST_SYNC = timedelta(hours=24)  # how far back a cluster's first sync reads
 
 
@@ -86,8 +88,12 @@ def scheduler_sync(*, cluster: Cluster, start: datetime, end: datetime, now: dat
             end=end,
             seen_at=now,
         )
-        # What follows from the jobs' spans and states: estimates, summaries, footprints, findings.
-        derive(Scope.jobs(report.job_ids), changed={Fact.SCHEDULER})
+        # What follows from the jobs' spans and states: estimates, summaries, footprints, findings; for a record
+        # read again unchanged, nothing; for a job still running, the hours since its record was last read.
+        if report.changed_job_ids:
+            derive(Scope.jobs(report.changed_job_ids), changed={Fact.SCHEDULER})
+        if report.running_job_ids:
+            derive(_running_scope(cluster, report, now), changed={Fact.SCHEDULER})
         schedulers.scheduler_watermark_advance(cluster=cluster, through=min(end, now))
         schedulers.scheduler_status_record(cluster=cluster, status="")
     log.info(
@@ -101,6 +107,20 @@ def scheduler_sync(*, cluster: Cluster, start: datetime, end: datetime, now: dat
         report.missing,
     )
     return report
+
+
+def _running_scope(cluster: Cluster, report: SyncReport, now: datetime) -> Scope:
+    """The hours a sync's running jobs newly held: from the hour their record was last read (or their start)
+    to the hour of this read, inclusive."""
+    running = Job.objects.filter(pk__in=report.running_job_ids)
+    since = report.running_read_before or min(j.scheduler_start for j in running if j.scheduler_start)
+    first = since.replace(minute=0, second=0, microsecond=0)
+    return Scope(
+        cluster_ids=frozenset([cluster.pk]),
+        start=first,
+        end=now.replace(minute=0, second=0, microsecond=0) + HOUR,
+        job_ids=report.running_job_ids,
+    )
 
 
 def sync_windows(start: datetime, end: datetime, *, step: timedelta = DAY) -> list[tuple[datetime, datetime]]:

@@ -45,6 +45,9 @@ SCHEDULER_FIELDS = [
 # Who and what the job is, and its span: the agent's word where the agent saw the job (the ingest writes
 # them), the scheduler's on the jobs only the scheduler knows.
 IDENTITY_FIELDS = ["job_id", "user", "account", "namespace", "pod", "name", "team", "start", "end", "last_seen"]
+# What tells a record read again from the one stored: all of it but when it was read.
+_COMPARED = [f for f in SCHEDULER_FIELDS if f != "scheduler_seen_at"]
+_IDENTITY_COMPARED = [("team_id" if f == "team" else f) for f in IDENTITY_FIELDS]
 # The agent's keys of each scheduler's jobs: a window of one scheduler says nothing of the other's jobs.
 JOB_KEY_PREFIXES: dict[str, str] = {
     Cluster.Scheduler.SLURM_SACCT: "slurm/",
@@ -63,6 +66,12 @@ class SyncReport:
     updated: int  # existing jobs whose scheduler fields were written
     missing: int  # the agent's jobs marked as absent from a complete window
     job_ids: frozenset[int]  # every job written: created, updated or marked missing
+    # What the numbers must follow (apps.pipeline.derive): jobs whose record says something new (created, a
+    # field changed, newly missing), and running jobs whose record only moved on in time, with when it had
+    # been read before (the hours since then are theirs now). A record read again unchanged derives nothing.
+    changed_job_ids: frozenset[int] = frozenset()
+    running_job_ids: frozenset[int] = frozenset()
+    running_read_before: datetime | None = None
 
 
 def _job_from_record(cluster: Cluster, record: SchedulerJob, *, seen_at: datetime) -> Job:
@@ -127,9 +136,11 @@ def scheduler_records_write(
     existing = {
         j.job_key: j
         for j in Job.objects.filter(cluster=cluster, job_key__in=list(latest)).only(
-            "id", "job_key", "source", "team_id", "team_locked"
+            "id", "job_key", "source", "team_id", "team_locked", "scheduler_seen_at", *_COMPARED, *_IDENTITY_COMPARED
         )
     }
+    changed_keys: set[str] = set()
+    running_keys: dict[str, datetime | None] = {}
     scheduler_only: list[Job] = []  # new, or known only to the scheduler: every field from the record
     agent_seen: list[Job] = []  # the agent's: the scheduler's fields alone
     for key, record in latest.items():
@@ -149,9 +160,15 @@ def scheduler_records_write(
             )
         if known is None or known.source == Source.SCHEDULER:
             scheduler_only.append(job)
+            compared = [*_COMPARED, *_IDENTITY_COMPARED]
         else:
             job.source = known.source
             agent_seen.append(job)
+            compared = _COMPARED
+        if known is None or any(getattr(known, name) != getattr(job, name) for name in compared):
+            changed_keys.add(key)
+        elif job.scheduler_end is None and job.scheduler_start is not None:
+            running_keys[key] = known.scheduler_seen_at
     # A conflict here is a job the ingest created since the read above: only the scheduler's fields then. Its
     # team stays the agent's word; the ingest of its later hours resolves it with the record's labels.
     Job.objects.bulk_create(
@@ -180,9 +197,13 @@ def scheduler_records_write(
             # The agent keys a pod it could not name `k8s/pod-uid/<uid>` (its job_id the uid): not missing.
             unnamed = unnamed.exclude(job_id__in=[r.job_id for r in records if r.job_id])
         missing_ids |= set(unnamed.values_list("id", flat=True))
-    Job.objects.filter(id__in=missing_ids, scheduler_missing=False).update(scheduler_missing=True)
+    newly = Job.objects.filter(id__in=missing_ids, scheduler_missing=False)
+    newly_missing = set(newly.values_list("id", flat=True))
+    newly.update(scheduler_missing=True)
 
     created = sum(1 for key in latest if key not in existing)
+    by_key = {j.job_key: j.pk for j in [*agent_seen, *scheduler_only]}
+    read_before = [t for t in running_keys.values() if t is not None]
     return SyncReport(
         cluster=cluster.name,
         records=len(records),
@@ -190,6 +211,9 @@ def scheduler_records_write(
         updated=len(latest) - created,
         missing=len(missing_ids),
         job_ids=frozenset(written | missing_ids),
+        changed_job_ids=frozenset({by_key[k] for k in changed_keys} | newly_missing),
+        running_job_ids=frozenset(by_key[k] for k in running_keys),
+        running_read_before=min(read_before) if read_before else None,
     )
 
 

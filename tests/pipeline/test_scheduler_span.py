@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -242,3 +243,40 @@ def test_a_sync_and_an_ingest_of_the_cluster_at_once_take_turns(synced) -> None:
     # then neither deadlocked or failed, and the rows are what one after the other gives
     assert not errors, errors
     assert _snapshot() == before
+
+
+def test_a_record_read_again_unchanged_derives_nothing(synced) -> None:
+    _, _, cluster = synced
+    report = scheduler_sync(cluster=cluster, start=T0, end=T0 + timedelta(hours=HOURS), now=T0 + timedelta(days=2))
+    assert report.updated == 6 and not report.changed_job_ids and not report.running_job_ids
+
+
+def test_a_running_job_is_charged_the_hours_since_its_record_was_last_read(
+    history_loader, cluster_for, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given the outage fleet ingested, and job 204 (its agent dies at 4 h) recorded as running at 3 h 30 min
+    history = history_loader(outage_scenario())
+    cluster = cluster_for(history)
+    call_command("ingest", start=T0.isoformat(), end=(T0 + timedelta(hours=HOURS)).isoformat(), verbosity=0)
+    cluster.scheduler = Cluster.Scheduler.SLURM_SACCT
+    cluster.save()
+    running = [
+        replace(r, state=JobState.RUNNING, state_raw="RUNNING", end=None, exit_code=None)
+        for r in accounting(history.scenario)
+        if r.job_key == "slurm/204"
+    ]
+    monkeypatch.setattr(scheduler_sync_module, "scheduler_records_read", lambda **_: running)
+    first = scheduler_sync(cluster=cluster, start=T0, end=T0 + timedelta(hours=3, minutes=30),
+                           now=T0 + timedelta(hours=3, minutes=30))  # fmt: skip
+    job = Job.objects.get(job_key="slurm/204")
+    # at first: what the agent saw (to 4 h), and the outage inside the span read so far (2 h to 2 h 30 min)
+    assert job.pk in first.changed_job_ids  # (the other jobs, absent from this accounting, are newly missing)
+    assert job.end is None and job.gpu_hours == pytest.approx(3 + 40 / 60, rel=0.005)
+    # when the same record is read again at 5 h (the agent has been down since 4 h)
+    again = scheduler_sync(cluster=cluster, start=T0 + timedelta(hours=3), end=T0 + timedelta(hours=5),
+                           now=T0 + timedelta(hours=5))  # fmt: skip
+    # then only the hours since its last read are derived, and it holds the GPU to 5 h
+    assert (again.changed_job_ids, again.running_job_ids) == (frozenset(), {job.pk})
+    job.refresh_from_db()
+    assert job.gpu_hours == pytest.approx(4 + 40 / 60, rel=0.005)
+    assert job.coverage == pytest.approx(190 / 280, abs=0.01)  # seen 3 h 10 min of 4 h 40 min
