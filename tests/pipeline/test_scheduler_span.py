@@ -280,3 +280,12 @@ def test_a_running_job_is_charged_the_hours_since_its_record_was_last_read(
     job.refresh_from_db()
     assert job.gpu_hours == pytest.approx(4 + 40 / 60, rel=0.005)
     assert job.coverage == pytest.approx(190 / 280, abs=0.01)  # seen 3 h 10 min of 4 h 40 min
+
+
+def test_the_job_page_says_which_hours_are_estimates(synced, admin_client) -> None:
+    job = Job.objects.get(job_key="slurm/201")
+    page = admin_client.get(f"/jobs/{job.pk}/").content.decode()
+    hours = page.split('id="job-hours"')[1]
+    estimated = [row for row in hours.split("<tr>") if ">estimated</span>" in row]
+    assert len(estimated) == JobGpuHour.objects.filter(job=job, source=Source.ESTIMATED).count() > 0
+    assert "Estimated (not measured)" in page or "estimated" in page.split('id="job-hours"')[0]
