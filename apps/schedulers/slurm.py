@@ -201,7 +201,7 @@ def sacct_json_parse(text: str) -> list[SchedulerJob]:
         raise SchedulerDataError(f"sacct --json output is not JSON: {exc}") from None
     if not isinstance(document, dict):
         raise SchedulerDataError(f"sacct --json output is a {type(document).__name__}, not an object")
-    errors = document.get("errors") or []
+    errors = [e for e in document.get("errors") or [] if not _is_empty_result(e)]
     if errors:
         raise SchedulerDataError(f"sacct --json reported errors: {_error_text(errors)}")
     if "jobs" not in document:
@@ -210,6 +210,15 @@ def sacct_json_parse(text: str) -> list[SchedulerJob]:
     if not isinstance(records, list):
         raise SchedulerDataError(f"sacct --json 'jobs' is a {type(records).__name__}, not a list")
     return [_job_parse(record, index) for index, record in enumerate(records)]
+
+
+# ESLURM_REST_EMPTY_RESULT: Slurm 22.05 reports a window with no jobs as an error ("Nothing found"), with an
+# empty jobs list (tests/fixtures/slurm/sacct-json-22.05-nothing-found.json). A quiet window is not a failure.
+_EMPTY_RESULT = 9003
+
+
+def _is_empty_result(error: Any) -> bool:
+    return isinstance(error, dict) and error.get("error_number") == _EMPTY_RESULT
 
 
 def _error_text(errors: Any) -> str:

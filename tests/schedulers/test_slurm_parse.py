@@ -780,3 +780,13 @@ def test_the_module_is_pure() -> None:
     # then no framework, no database, no processes
     roots = {name.split(".")[0] for name in imported}
     assert not roots & {"django", "rest_framework", "celery", "subprocess", "apps", "os", "socket"}
+
+
+def test_a_window_with_no_jobs_is_no_jobs_not_an_error() -> None:
+    # Slurm 22.05 says "Nothing found" (error 9003) for a quiet window: read on a real sacct
+    assert sacct_json_parse((LOCAL / "sacct-json-22.05-nothing-found.json").read_text()) == []
+    # any other error still fails the read, even beside it
+    document = json.loads((LOCAL / "sacct-json-22.05-nothing-found.json").read_text())
+    document["errors"].append({"description": "Unable to connect to slurmdbd", "error_number": 1007})
+    with pytest.raises(SchedulerDataError, match="Unable to connect to slurmdbd"):
+        sacct_json_parse(json.dumps(document))

@@ -188,3 +188,12 @@ def test_a_job_slurm_never_had_is_marked_missing(submitted: Submitted, cluster: 
     )
     assert not known.scheduler_missing
     assert ghost.scheduler_missing and ghost.state == JobState.UNKNOWN and ghost.pk in report.job_ids
+
+
+def test_a_window_with_no_jobs_is_synced_as_empty(cluster: Cluster) -> None:
+    # the real sacct answers a quiet window with error 9003 "Nothing found": the sync goes on, its watermark too
+    start = datetime(2020, 1, 1, tzinfo=UTC)
+    report = scheduler_sync(cluster=cluster, start=start, end=start + timedelta(days=1), now=start + timedelta(days=2))
+    cluster.refresh_from_db()
+    assert (report.records, cluster.scheduler_status) == (0, "")
+    assert cluster.scheduler_synced_through == start + timedelta(days=1)
