@@ -29,6 +29,15 @@ BASES = ("location", "market", "marginal")
 RULE_KINDS = ("slurm_account", "slurm_user", "k8s_namespace", "user", "k8s_pod_label")
 MATCH_KINDS = ("account", "name_prefix", "namespace", "user", "group_key")
 SCHEDULERS = ("", "slurm_sacct", "slurm_rest", "kube_state_metrics")  # "": its scheduler is not read
+# A cluster's keys that say where and how its scheduler is read: the same names as the Cluster's fields.
+CLUSTER_SCHEDULER_KEYS = (
+    "scheduler",
+    "kube_pods",
+    "sacct_command",
+    "slurmrest_url",
+    "slurmrest_token_env",
+    "slurmrest_user",
+)
 
 _SLUG = re.compile(r"^[-a-zA-Z0-9_]+\Z")
 _POD_LABEL_RULE = re.compile(r"^\s*[^=\s][^=]*=\s*\S.*\Z")  # name=value, both given (apps.fleet.selectors)
@@ -800,12 +809,7 @@ def config_parse(document: Any, *, known: KnownNames | None = None) -> FleetConf
                 "scrape_interval_s",
                 "site",
                 "nodes",
-                "scheduler",
-                "kube_pods",
-                "sacct_command",
-                "slurmrest_url",
-                "slurmrest_token_env",
-                "slurmrest_user",
+                *CLUSTER_SCHEDULER_KEYS,
             ),
             lambda f: _cluster(f, known=known, sites=site_names, server_types=type_names, problems=problems),
         ),

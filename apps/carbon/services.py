@@ -28,7 +28,15 @@ from apps.jobs.summary import JobGpuTotals
 from apps.telemetry.models import GpuHour
 
 from .arithmetic import HOUR, HourFactors, footprint, intensity_fill, shift_saving_kg
-from .config import BASES, ConfigError, FleetConfig, KnownNames, NodeMatch, server_type_for_hostname
+from .config import (
+    BASES,
+    CLUSTER_SCHEDULER_KEYS,
+    ConfigError,
+    FleetConfig,
+    KnownNames,
+    NodeMatch,
+    server_type_for_hostname,
+)
 from .intensity import IntensityError, IntensityRow
 from .models import GpuModel, IntensityHour, JobGroup, ServerType, ServerTypeRule, Site
 
@@ -516,14 +524,7 @@ def _clusters_apply(
             values["selector"] = cc.selector
         if cc.scrape_interval_s is not None:
             values["scrape_interval_s"] = cc.scrape_interval_s
-        for name in (
-            "scheduler",
-            "kube_pods",
-            "sacct_command",
-            "slurmrest_url",
-            "slurmrest_token_env",
-            "slurmrest_user",
-        ):
+        for name in CLUSTER_SCHEDULER_KEYS:
             if getattr(cc, name) is not None:
                 values[name] = getattr(cc, name)
         if cc.site is not None:
