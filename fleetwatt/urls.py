@@ -7,6 +7,9 @@ from apps.core.views import healthz
 
 # A database that cannot be reached is a 503; the API's errors are JSON (apps.core.views.server_error).
 handler500 = "apps.core.views.server_error"
+# The site's own pages for 403 and 404 (in its layout), JSON under /api/.
+handler403 = "apps.core.views.permission_denied"
+handler404 = "apps.core.views.page_not_found"
 
 urlpatterns = [
     path("admin/", admin.site.urls),

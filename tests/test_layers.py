@@ -24,6 +24,8 @@ APPS = ROOT / "apps"
 
 PURE = {
     "apps.core.footprint",
+    "apps.core.glossary",
+    "apps.core.money",
     "apps.jobs.methods",
     "apps.jobs.states",
     "apps.jobs.summary",
@@ -46,7 +48,18 @@ PURE = {
 }
 FRAMEWORKS = ("django", "rest_framework", "django_filters", "drf_spectacular", "celery")
 # Module names (their last part, or a package they sit in) of the layer above the pipeline.
-UPPER = {"api", "views", "audit_views", "token_views", "urls", "tasks", "admin", "management", "templatetags"}
+UPPER = {
+    "api",
+    "views",
+    "audit_views",
+    "token_views",
+    "urls",
+    "tasks",
+    "admin",
+    "management",
+    "templatetags",
+    "middleware",
+}
 # Apps that are an upper layer as a whole: the pipeline, the pages, the demo and its simulator commands.
 UPPER_APPS = {"pipeline", "dashboard"}
 

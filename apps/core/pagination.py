@@ -1,4 +1,8 @@
-"""Pages of the API's lists: `?page_size=` from 1 to FLEETWATT_API_MAX_PAGE_SIZE, a clear 400 beyond."""
+"""Pages of the API's lists: `?page_size=` from 1 to FLEETWATT_API_MAX_PAGE_SIZE, a clear 400 beyond.
+
+Every list pages by a cursor (`next`, `previous`; no `count`): one style for finance tools, no COUNT per
+page, and a page costs the same however deep it is. A cursor's first ordering field should be unique (or
+nearly): DRF's cursor finds its place by that field and skips ties by an offset (at most 1,000)."""
 
 from __future__ import annotations
 
@@ -47,3 +51,28 @@ class FlagCursorPagination(_CappedPageSize, CursorPagination):  # type: ignore[m
     findings in that order and stops at the page's end, where a COUNT would join every one to its job."""
 
     ordering = ("-created_at", "-id")
+
+
+class NameCursorPagination(_CappedPageSize, CursorPagination):  # type: ignore[misc]  # as above
+    """Objects with a unique name (teams, clusters, job groups), by name."""
+
+    ordering = ("name",)
+
+
+class GpuCursorPagination(_CappedPageSize, CursorPagination):  # type: ignore[misc]  # as above
+    """GPUs by cluster, node and index: the queryset annotates `position`, a unique text of the three (the
+    cursor finds its place by one field)."""
+
+    ordering = ("position",)
+
+
+class ReportCursorPagination(_CappedPageSize, CursorPagination):  # type: ignore[misc]  # as above
+    """Weekly reports, newest week first (ties within a week: one per team, skipped by offset)."""
+
+    ordering = ("-week_start", "team__name", "id")
+
+
+class AuditCursorPagination(_CappedPageSize, CursorPagination):  # type: ignore[misc]  # as above
+    """The audit log, newest first."""
+
+    ordering = ("-at", "-id")

@@ -87,8 +87,34 @@ FIELD_GLOSSARY: dict[str, str] = {
 }
 
 
+ERROR_STATUSES = {
+    "400": "A parameter or body it does not take (the body names each one and what is wrong with it).",
+    "401": "No credentials, or credentials it does not know.",
+    "403": "Not allowed: finance and API tokens write nothing; fleet-wide lists are for admins and finance.",
+    "404": "No such object, or one of a team the user is not in.",
+}
+ERROR_SCHEMA = {
+    "type": "object",
+    "description": "DRF's error body: `detail` for a refusal or a whole-request error, else one entry per "
+    "parameter or field named, with what is wrong with it (a message, or a list of them).",
+    "properties": {
+        "detail": {
+            "oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}],
+            "description": "What is wrong, in words.",
+        }
+    },
+    "additionalProperties": {"description": "A parameter's or field's message, or list of messages."},
+}
+CSV_SCHEMA = {
+    "type": "string",
+    "description": "CSV (RFC 4180, CRLF, UTF-8), one row per result, with a header of the JSON fields (nested "
+    "ones as `parent.child`, units in the names); asked with `?format=csv` or `Accept: text/csv`.",
+}
+
+
 def describe_fields(result: dict, generator: object, request: object, public: bool) -> dict:
-    """drf-spectacular post-processing hook: every property gets a description."""
+    """drf-spectacular post-processing hook (the one settings name from this module): every property gets
+    a description, then every operation its error responses and its CSV (`declare_errors_and_csv`)."""
     for schema in result.get("components", {}).get("schemas", {}).values():
         for name, prop in schema.get("properties", {}).items():
             if "description" in prop or name not in FIELD_GLOSSARY:
@@ -96,4 +122,29 @@ def describe_fields(result: dict, generator: object, request: object, public: bo
             if "$ref" in prop:  # a description beside a bare $ref would be ignored: wrap it
                 prop["allOf"] = [{"$ref": prop.pop("$ref")}]
             prop["description"] = FIELD_GLOSSARY[name]
+    return declare_errors_and_csv(result)
+
+
+def declare_errors_and_csv(result: dict) -> dict:
+    """Every operation answers 400, 401, 403 and 404 with DRF's error body (a generated client parses them
+    into a typed error instead of returning None), and a GET's `text/csv` answer is declared as CSV text,
+    not as the JSON document's schema (a write answers JSON only)."""
+    result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
+    ref = {"$ref": "#/components/schemas/Error"}
+    for ops in result.get("paths", {}).values():
+        for method, op in ops.items():
+            if not isinstance(op, dict) or "responses" not in op:
+                continue
+            for status, response in op["responses"].items():
+                content = response.get("content", {})
+                if not status.startswith("2") or "text/csv" not in content:
+                    continue
+                if method == "get":
+                    content["text/csv"] = {"schema": CSV_SCHEMA}
+                else:
+                    del content["text/csv"]
+            for status, description in ERROR_STATUSES.items():
+                op["responses"].setdefault(
+                    status, {"description": description, "content": {"application/json": {"schema": ref}}}
+                )
     return result

@@ -1,4 +1,4 @@
-"""/healthz, and the error pages a client gets when the app cannot answer."""
+"""/healthz, and the error pages a client gets: not allowed (403), not found (404), the app cannot answer (500)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import time
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.template import loader
 from django.utils import timezone
 
 from apps.core.health import database_check, redis_check
@@ -51,10 +53,34 @@ _UNAVAILABLE_HTML = (
 _ERROR_HTML = "<!doctype html><title>fleetwatt: server error</title><h1>Server error</h1>"
 
 
+def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """handler403: the site's page that says why (the PermissionDenied's message), JSON under /api/."""
+    reason = str(exception) if exception and str(exception) else ""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": reason or "You do not have permission to do this."}, status=403)
+    return render(request, "403.html", {"reason": reason}, status=403)
+
+
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """handler404 (when DEBUG is off): the site's page, JSON under /api/."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "Not found."}, status=404)
+    return render(request, "404.html", status=404)
+
+
+def _error_page(*, unavailable: bool) -> str:
+    """500.html in the site's layout, rendered without the request (no user, no session, no database);
+    the plain page should even that fail."""
+    try:
+        return loader.get_template("500.html").render({"unavailable": unavailable})
+    except Exception:  # the error page of last resort must not fail in turn
+        return _UNAVAILABLE_HTML if unavailable else _ERROR_HTML
+
+
 def server_error(request: HttpRequest) -> HttpResponse:
     """handler500. A database that cannot be reached is a 503 with Retry-After (a client may try again);
-    the API answers JSON, as it does for every other error. Renders no template: a template's context
-    (the user, the session) may need the database that just failed."""
+    the API answers JSON, as it does for every other error. The page is rendered without the request: a
+    template's context (the user, the session) may need the database that just failed."""
     unavailable = isinstance(sys.exc_info()[1], OperationalError | InterfaceError)
     status = 503 if unavailable else 500
     response: HttpResponse
@@ -62,7 +88,7 @@ def server_error(request: HttpRequest) -> HttpResponse:
         detail = "The database is unavailable; try again shortly." if unavailable else "Server error."
         response = JsonResponse({"detail": detail}, status=status)
     else:
-        response = HttpResponse(_UNAVAILABLE_HTML if unavailable else _ERROR_HTML, status=status)
+        response = HttpResponse(_error_page(unavailable=unavailable), status=status)
     if unavailable:
         response["Retry-After"] = "30"
     return response

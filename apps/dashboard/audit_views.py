@@ -21,19 +21,31 @@ from apps.waste.filtersets import FlagFilterSet
 from apps.waste.kinds import KIND_CHOICES, STATUS_CHOICES
 from apps.waste.models import Flag
 
+from .selectors import gpu_hour_flag_jobs
+
+QUEUE_LISTED = 500
+
 
 @require_safe
 @bad_query_is_400
 @staff_member_required
 def queue(request: HttpRequest) -> HttpResponse:
+    """Findings on jobs and on GPU-hours (a counter reset, a sum that does not add up), open ones by default;
+    `?status=` (empty) for any status. A GPU-hour finding lists the jobs that ran in it: decisions are taken
+    on a job (the audit log is per job)."""
     params = request.GET.copy()
     params.setdefault("status", Flag.Status.OPEN)
-    flags = Flag.objects.filter(job__isnull=False).select_related("job__team", "cluster").order_by("created_at", "id")
+    flags = Flag.objects.select_related("job__team", "cluster", "gpu__node").order_by("created_at", "id")
     filterset = FlagFilterSet(params, queryset=flags)
     filters_checked(filterset)
+    listed = list(filterset.qs[:QUEUE_LISTED])
+    jobs_in_hour = gpu_hour_flag_jobs(listed)
+    for flag in listed:
+        flag.hour_jobs = jobs_in_hour.get(flag.pk, [])
     context = {
         "filter": filterset,
-        "flags": filterset.qs[:500],
+        "flags": listed,
+        "listed": QUEUE_LISTED,
         "teams": Team.objects.order_by("name"),
         "clusters": Cluster.objects.order_by("name"),
         "groups": JobGroup.objects.order_by("name"),
@@ -55,10 +67,15 @@ def _decide(request: HttpRequest, job: Job, flag: Flag | None) -> None:
         elif action in ("exclude", "include"):
             decisions.job_exclude(actor=actor, job=job, exclude=action == "exclude", reason=reason, flag=flag)
         elif action == "reassign_team":
-            team = get_object_or_404(Team, name=request.POST.get("team", ""))
+            # A form's mistake (no team chosen, a name since removed) is the form's error, not a 404.
+            team = Team.objects.filter(name=request.POST.get("team", "")).first()
+            if team is None:
+                raise audit.AuditError("Choose the team to reassign the job to.")
             decisions.job_reassign(actor=actor, job=job, team=team, reason=reason, flag=flag)
         elif action == "reassign_group":
-            group = get_object_or_404(JobGroup, name=request.POST.get("job_group", ""))
+            group = JobGroup.objects.filter(name=request.POST.get("job_group", "")).first()
+            if group is None:
+                raise audit.AuditError("Choose the job group to reassign the job to.")
             decisions.job_reassign(actor=actor, job=job, job_group=group, reason=reason, flag=flag)
         else:
             raise audit.AuditError(f"Unknown action {action!r}.")

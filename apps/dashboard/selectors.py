@@ -1,4 +1,5 @@
-"""Reads of the admins' status page: how far each cluster's energy ingest and scheduler sync have got."""
+"""Reads of the pages that no other app's selectors make: the admins' status page (how far each cluster's
+energy ingest and scheduler sync have got), the jobs of a GPU-hour finding, and the hours a job was not seen."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ from datetime import datetime, timedelta
 from django.db.models import Count, Q
 
 from apps.fleet.models import Cluster
-from apps.jobs.models import Job
+from apps.jobs.models import Job, JobGpuHour
 from apps.jobs.states import JobState
-from apps.telemetry.models import IngestWatermark
+from apps.telemetry.models import GpuHour, IngestWatermark
+from apps.waste.models import Flag
 
 RECENT = timedelta(days=1)  # "jobs of the last day": seen since then
 RECENT_MISSING_LISTED = 10  # the missing jobs named on the page, per cluster
+UNSEEN_MIN_S = 18.0  # 0.5 % of an hour: less is the meters' disagreement, not time missed (docs/arithmetic.md)
 
 
 @dataclass(frozen=True)
@@ -77,3 +80,43 @@ def scheduler_sync_status(*, now: datetime) -> list[ClusterSyncStatus]:
             )
         )
     return out
+
+
+def gpu_hour_flag_jobs(flags: list[Flag]) -> dict[int, list[Job]]:
+    """{flag id: the jobs that ran on its GPU in its hour} for the GPU-hour findings among `flags` (the
+    audit queue's: a decision is taken on one of those jobs). One query, whatever their number."""
+    subjects = {(f.gpu_id, f.hour): f.pk for f in flags if f.job_id is None and f.gpu_id and f.hour}
+    if not subjects:
+        return {}
+    match = Q()
+    for gpu_id, hour in subjects:
+        match |= Q(gpu_id=gpu_id, hour=hour)
+    out: dict[int, list[Job]] = {pk: [] for pk in subjects.values()}
+    rows = JobGpuHour.objects.filter(match).select_related("job").order_by("job__job_key", "id")
+    for row in rows:
+        jobs = out[subjects[(row.gpu_id, row.hour)]]
+        if row.job not in jobs:
+            jobs.append(row.job)
+    return out
+
+
+@dataclass(frozen=True)
+class HourGap:
+    """What nobody saw of a job's GPU in one hour: the GPU-hour's unseen seconds and energy (all its jobs')."""
+
+    unobserved_s: float
+    unobserved_j: float
+    estimated_s: float
+
+
+def job_hour_gaps(*, job: Job) -> dict[tuple[int, datetime], HourGap]:
+    """{(GPU id, hour): its gap} for the GPU-hours the job ran in where the agent missed part of the hour
+    (unseen seconds), for the job's page: hours the agent missed appear as such."""
+    hours = GpuHour.objects.filter(
+        gpu_id__in=job.gpu_hours_rows.values("gpu_id"),
+        hour__in=job.gpu_hours_rows.values("hour"),
+    ).filter(Q(unobserved_s__gte=UNSEEN_MIN_S) | Q(estimated_s__gt=0))
+    return {
+        (h.gpu_id, h.hour): HourGap(unobserved_s=h.unobserved_s, unobserved_j=h.unobserved_j, estimated_s=h.estimated_s)
+        for h in hours.only("gpu_id", "hour", "unobserved_s", "unobserved_j", "estimated_s")
+    }

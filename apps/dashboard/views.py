@@ -19,9 +19,10 @@ from apps.core.footprint import S_PER_HOUR, Footprint, kwh
 from apps.core.query import QueryError, bad_query_is_400, date_param
 from apps.fleet.models import Cluster, Gpu, Team
 from apps.jobs.methods import method_legend
-from apps.jobs.models import Job
+from apps.jobs.models import Job, JobQuerySet
 from apps.jobs.selectors import low_coverage_jobs
 from apps.jobs.states import OUTCOMES
+from apps.reports.selectors import REPORTED_STATUSES
 from apps.rollups.api.serializers import MAX_ROLLUP_DAYS
 from apps.rollups.selectors import (
     MixedBasisError,
@@ -29,13 +30,14 @@ from apps.rollups.selectors import (
     failed_run_jobs,
     failed_run_totals,
     job_group_outcomes,
+    team_idle,
     team_rollup_cached,
 )
 from apps.telemetry.models import IngestedHour
-from apps.waste.kinds import WASTE_KINDS
+from apps.waste.kinds import GPU_HOUR_KINDS, WASTE_KINDS, FlagStatus
 from apps.waste.models import Flag
 
-from .selectors import RECENT, scheduler_sync_status
+from .selectors import RECENT, job_hour_gaps, scheduler_sync_status
 
 FAILED_RUNS_LISTED = 20  # the costliest failed runs a page lists; its totals count them all
 
@@ -132,10 +134,8 @@ def team(request: HttpRequest, team_id: int) -> HttpResponse:
             _with_split(job)
             for job in low_coverage_jobs(user=request.user, start=start, end=end, threshold=threshold, team=team)
         ],
-        "waste": Flag.objects.visible_to(request.user)
-        .filter(job__in=jobs, kind__in=WASTE_KINDS)
-        .select_related("job")
-        .order_by("kind", "-created_at"),
+        **_team_waste(request, jobs),
+        "idle": team_idle(team=team, start=start, end=end),
         "threshold_pct": round(threshold * 100),
         "sources": sorted(set(jobs.order_by().values_list("intensity_source", flat=True).distinct()) - {""}),
         "api_query": f"start={start.date().isoformat()}&end={end.date().isoformat()}",
@@ -143,6 +143,34 @@ def team(request: HttpRequest, team_id: int) -> HttpResponse:
         **_failed_runs(request, start, end, team=team),
     }
     return render(request, "dashboard/team.html", context)
+
+
+def _team_waste(request: HttpRequest, jobs: JobQuerySet) -> dict:
+    """Every waste finding of the team's jobs with its status, and the sums of those counted as waste: open
+    and disputed ones of jobs on the team's bill, as the weekly report counts them
+    (apps.reports.selectors.REPORTED_STATUSES); an acknowledged or resolved one, or one of a job an admin
+    excluded from the bill, is shown, not counted."""
+    found = list(
+        Flag.objects.visible_to(request.user)
+        .filter(job__in=jobs, kind__in=WASTE_KINDS)
+        .select_related("job")
+        .order_by("kind", "-created_at")
+    )
+    for f in found:
+        f.counted = f.status in REPORTED_STATUSES and not f.job.excluded_from_bill  # type: ignore[attr-defined,union-attr]
+    counted = [f for f in found if f.counted]  # type: ignore[attr-defined]
+    return {
+        "waste": found,
+        "waste_counted": {
+            "findings": len(counted),
+            "gpu_hours_blocked": sum(float(f.evidence.get("gpu_hours_blocked") or 0.0) for f in counted),
+            "facility_kwh": sum(float(f.evidence.get("facility_kwh") or 0.0) for f in counted),
+            "co2e_kg": sum(float(f.evidence.get("co2e_kg") or 0.0) for f in counted),
+            "cost": sum((Decimal(str(f.evidence.get("cost") or 0)) for f in counted), Decimal(0)),
+        },
+        "waste_not_counted": len(found) - len(counted),
+        "reported_statuses": [FlagStatus(s).label for s in REPORTED_STATUSES],
+    }
 
 
 def _totals(periods: list[dict]) -> dict:
@@ -183,10 +211,24 @@ def job(request: HttpRequest, job_id: int) -> HttpResponse:
         energy.setdefault((e.gpu_id, e.hour), {})[e.method] = e.energy_j
     tdp = {m.name: m.tdp_w for m in GpuModel.objects.all()}
     tdp_estimate_j = sum(r.occupancy_s * tdp.get(r.gpu.model_name, 700.0) for r in rows)
+    gaps = job_hour_gaps(job=job)
+    estimated = [r for r in rows if r.source == "estimated"]
     context = {
         "job": _with_split(job),
-        "rows": [(r, energy.get((r.gpu_id, r.hour), {}), (r.operational_kg or 0.0) + r.embodied_kg) for r in rows],
+        "rows": [
+            (r, energy.get(key, {}), (r.operational_kg or 0.0) + r.embodied_kg, gaps.get(key))
+            for r in rows
+            for key in [(r.gpu_id, r.hour)]
+        ],
+        "missed": {
+            "estimated_rows": len(estimated),
+            "estimated_gpu_hours": sum(r.occupancy_s for r in estimated) / S_PER_HOUR,
+            "estimated_kwh": kwh(sum(r.energy_j for r in estimated)),
+            "unseen_hours": sum(1 for r in rows if r.source != "estimated" and (r.gpu_id, r.hour) in gaps),
+        },
+        "sampled_over": any(r.sampled_s > S_PER_HOUR for r in rows),
         "flags": job.flag_rows.order_by("kind"),
+        "gpu_hour_kinds": [k for k in job.flags if k in GPU_HOUR_KINDS],
         "trail": job.audit_entries.select_related("actor").order_by("at", "id"),
         "tdp_estimate_kwh": kwh(tdp_estimate_j),
         "tdp_ratio": (tdp_estimate_j / job.energy_j) if job.energy_j else None,
@@ -230,7 +272,7 @@ def gpu(request: HttpRequest, gpu_id: int) -> HttpResponse:
         raise PermissionDenied("The fleet's GPUs are for admins and finance.")
     gpu = get_object_or_404(Gpu.objects.select_related("node__cluster"), pk=gpu_id)
     start, end = _period(request)
-    hours = gpu.hours.filter(hour__gte=start, hour__lt=end).order_by("hour")
+    hours = list(gpu.hours.filter(hour__gte=start, hour__lt=end).order_by("hour"))
     rows = (
         gpu.job_hours.filter(hour__gte=start, hour__lt=end)
         .values("job_id", "job__job_key", "job__team__name")
@@ -241,7 +283,23 @@ def gpu(request: HttpRequest, gpu_id: int) -> HttpResponse:
         {**j, "energy_kwh": kwh(j["energy_j"] or 0.0), "gpu_hours": (j["occupancy_s"] or 0.0) / S_PER_HOUR}
         for j in rows
     ]
-    context = {"gpu": gpu, "hours": hours, "jobs": jobs, "start": start.date(), "end": end.date()}
+    context = {
+        "gpu": gpu,
+        "hours": hours,
+        "jobs": jobs,
+        "start": start.date(),
+        "end": end.date(),
+        # The page's chart (gpu.js): per hour, jobs' and idle energy (kWh) and the mean power (W).
+        "chart": [
+            {
+                "hour": h.hour.isoformat(),
+                "jobs_kwh": kwh(h.jobs_energy_j or 0.0),
+                "idle_kwh": kwh(h.idle_energy_j or 0.0),
+                "power_w": (h.device_energy_j or 0.0) / S_PER_HOUR,
+            }
+            for h in hours
+        ],
+    }
     return render(request, "dashboard/gpu.html", context)
 
 

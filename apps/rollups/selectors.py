@@ -22,6 +22,7 @@ from django.db.models.functions import TruncDay, TruncMonth, TruncWeek
 from apps.carbon.models import JobGroup
 from apps.core.aggregates import exact_sum, footprint_sums
 from apps.core.footprint import S_PER_HOUR, Footprint
+from apps.core.money import round_minor, split_rounded
 from apps.fleet.models import Cluster, Team, team_scoped
 from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy, JobQuerySet
 from apps.jobs.states import OUTCOMES
@@ -164,6 +165,35 @@ def _share_idle(*, team: Team, start: datetime, end: datetime, trunc: Any, perio
         p.idle = shared if p.idle is None else p.idle + shared
 
 
+def team_idle(*, team: Team, start: datetime, end: datetime) -> dict[str, Any]:
+    """The idle line a team sees next to its own figures (OpenCost's share-idle semantics, docs/arithmetic.md):
+    with FLEETWATT_IDLE_SHARED_TO_TEAMS, its share of each cluster's idle line, day by day in proportion to its
+    GPU-hours there (the `idle` of its rollup's periods, summed: on its bill); otherwise the whole idle line
+    of the clusters it ran on (the fleet's, shared by all their teams: on nobody's bill). Whole UTC days, as
+    team_rollup."""
+    shared = bool(settings.FLEETWATT_IDLE_SHARED_TO_TEAMS)
+    days = TeamDay.objects.filter(team=team, day__gte=start.date(), day__lt=day_after(end))
+    clusters = list(Cluster.objects.filter(pk__in=days.values("cluster")).order_by("name"))
+    since = datetime.combine(start.astimezone(UTC).date(), time(0), tzinfo=UTC)
+    until = datetime.combine(day_after(end), time(0), tzinfo=UTC)
+    if shared:  # the team's rollup's own shares (kept in the cache): the page and the API agree to the cent
+        doc = team_rollup_cached(team=team, start=since, end=until, granularity="day")
+        idle = Footprint.total(
+            Footprint(
+                energy_j=p["idle"]["energy_j"], gpu_hours=p["idle"]["gpu_hours"],
+                facility_kwh=p["idle"]["facility_kwh"], operational_kg=p["idle"]["operational_kg"],
+                embodied_kg=p["idle"]["embodied_kg"], cost=Decimal(p["idle"]["cost"]),
+            )
+            for p in doc["periods"]
+            if p["idle"]
+        )  # fmt: skip
+    else:
+        hours = GpuHour.objects.filter(gpu__node__cluster__in=clusters, hour__gte=since, hour__lt=until)
+        idle = Footprint.total(_idle_lines(hours, TRUNC["day"]).values())
+    return {"shared": shared, "clusters": [c.name for c in clusters], **_figures(idle), "energy_kwh": idle.gpu_kwh,
+            "co2e_kg": idle.co2e_kg}  # fmt: skip
+
+
 def job_group_rollup(*, group: JobGroup, start: datetime, end: datetime, granularity: str) -> dict[str, Any]:
     """A campaign's or model's runs per period, failed and abandoned ones included: the delivered
     model's footprint with its sweeps."""
@@ -226,6 +256,64 @@ def _document(
         "intensity_zones": zones,
         "periods": out,
     }
+
+
+# --- money as finance tools book it: each job's cost rounded, periods the sums of those (docs/api.md) ------
+
+
+def _job_costs_minor(rows: QuerySet[JobGpuHour], trunc: Any, currency: str) -> dict[str, Decimal]:
+    """Per period, the sum of its jobs' costs in the currency's minor unit: each job's cost over the rows is
+    rounded half-even, and split over the periods it ran in by largest remainder (apps.core.money), so a
+    job's parts add up to its rounded cost and the periods to the sum of the jobs' rounded costs."""
+    per_job: dict[int, dict[str, Decimal]] = defaultdict(dict)
+    for r in rows.annotate(period=trunc("hour")).values("job_id", "period").annotate(c=Sum("cost")).order_by():
+        per_job[r["job_id"]][_period_key(r["period"])] = r["c"] or Decimal(0)
+    out: dict[str, Decimal] = defaultdict(Decimal)
+    for parts in per_job.values():
+        for key, amount in split_rounded(parts, currency).items():
+            out[key] += amount
+    return dict(out)
+
+
+def team_job_costs_minor(
+    *, team: Team, start: datetime, end: datetime, granularity: str, currency: str
+) -> dict[str, Decimal]:
+    """team_rollup's job cost per period in minor units (whole UTC days, jobs excluded from the bill left out,
+    as its daily sums)."""
+    first = datetime.combine(start.astimezone(UTC).date(), time(0), tzinfo=UTC)
+    after = datetime.combine(day_after(end), time(0), tzinfo=UTC)
+    rows = JobGpuHour.objects.filter(job__team=team, job__excluded_from_bill=False, hour__gte=first, hour__lt=after)
+    return _job_costs_minor(rows, TRUNC[granularity], currency)
+
+
+def cluster_job_costs_minor(
+    *, cluster: Cluster, start: datetime, end: datetime, granularity: str, currency: str
+) -> dict[str, Decimal]:
+    """cluster_rollup's job cost per period in minor units."""
+    rows = JobGpuHour.objects.filter(gpu__node__cluster=cluster, hour__gte=start, hour__lt=end)
+    return _job_costs_minor(rows, TRUNC[granularity], currency)
+
+
+def job_group_job_costs_minor(
+    *, group: JobGroup, start: datetime, end: datetime, granularity: str, currency: str
+) -> dict[str, Decimal]:
+    """job_group_rollup's job cost per period in minor units."""
+    rows = JobGpuHour.objects.filter(job__job_group=group, hour__gte=start, hour__lt=end)
+    return _job_costs_minor(rows, TRUNC[granularity], currency)
+
+
+def team_totals_costs_minor(*, user: User, start: datetime, end: datetime) -> dict[str, Decimal]:
+    """team_totals' cost per team name in minor units: the sum of its jobs' costs over the period (whole UTC
+    days, jobs excluded from the bill left out), each rounded half-even in its currency, in one query."""
+    first = datetime.combine(start.astimezone(UTC).date(), time(0), tzinfo=UTC)
+    after = datetime.combine(day_after(end), time(0), tzinfo=UTC)
+    rows = JobGpuHour.objects.filter(
+        job__team__in=Team.objects.visible_to(user), job__excluded_from_bill=False, hour__gte=first, hour__lt=after
+    )
+    out: dict[str, Decimal] = defaultdict(Decimal)
+    for r in rows.values("job_id", "job__team__name", "job__currency").annotate(c=Sum("cost")).order_by():
+        out[r["job__team__name"]] += round_minor(r["c"] or Decimal(0), r["job__currency"])
+    return dict(out)
 
 
 ROLLUP_GENERATION_KEY = "fleetwatt:rollups:generation"
@@ -327,6 +415,29 @@ def _outcome_figures(fp: Footprint, jobs: int) -> dict[str, Any]:
     return {"jobs": jobs, **_figures(fp), "energy_kwh": fp.gpu_kwh, "co2e_kg": fp.co2e_kg}
 
 
+def _outcome_case() -> Case:
+    """A job-GPU-hour's outcome key (OUTCOMES) from its job's state."""
+    return Case(
+        *[When(job__state__in=[s.value for s in info.states], then=Value(key)) for key, info in OUTCOMES.items()],
+        default=Value("other"),
+        output_field=CharField(),
+    )
+
+
+def job_group_outcome_costs_minor(
+    *, user: User, start: datetime, end: datetime, group: JobGroup, currency: str
+) -> dict[str, Decimal]:
+    """job_group_outcomes' cost per outcome of one group in minor units: the sum of its runs' costs in the
+    period (of the jobs the user may see), each rounded half-even, in one query."""
+    rows = team_scoped(
+        JobGpuHour.objects.filter(hour__gte=start, hour__lt=end, job__job_group=group), user, team_path="job__team"
+    )
+    out: dict[str, Decimal] = defaultdict(Decimal)
+    for r in rows.annotate(outcome=_outcome_case()).values("job_id", "outcome").annotate(c=Sum("cost")).order_by():
+        out[r["outcome"]] += round_minor(r["c"] or Decimal(0), currency)
+    return dict(out)
+
+
 def job_group_outcomes(
     *, user: User, start: datetime, end: datetime, groups: QuerySet[JobGroup] | None = None
 ) -> dict[str, Any]:
@@ -339,11 +450,7 @@ def job_group_outcomes(
     rows = team_scoped(
         JobGpuHour.objects.filter(hour__gte=start, hour__lt=end, job__job_group__in=groups), user, team_path="job__team"
     )
-    outcome = Case(
-        *[When(job__state__in=[s.value for s in info.states], then=Value(key)) for key, info in OUTCOMES.items()],
-        default=Value("other"),
-        output_field=CharField(),
-    )
+    outcome = _outcome_case()
     sums: dict[tuple[int, str], Any] = {
         (r["job__job_group"], r["outcome"]): r
         for r in rows.annotate(outcome=outcome)

@@ -18,6 +18,6 @@ that fleetwatt now loses nothing and lets nobody in.
 | `make demo` emptied DATABASE_URL's database, production's too; demo logins with DEBUG off | test_demo_guard.py |
 | the demo's runserver held a connection per request thread (20 clients: 100), on 0.0.0.0 | test_demo_web_load.py |
 | a scheduler sync and a re-ingest of one cluster at once deadlocked | pipeline/test_scheduler_span.py |
-| two workers ingesting different hours of one cluster (checked: the same result as one ingest) | test_concurrent_ingest.py |
-| a quiet window of Slurm's accounting ("Nothing found", error 9003) failed the sync | schedulers/test_sync_local_slurm.py |
+| two workers ingesting different hours of one cluster (checked: as one ingest) | test_concurrent_ingest.py |
+| a quiet window of Slurm's accounting (error 9003) failed the sync | schedulers/test_sync_local_slurm.py |
 """

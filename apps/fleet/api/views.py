@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 import django_filters
-from django.db.models import Count, F, FloatField, Q, QuerySet, Sum, Value
-from django.db.models.functions import Coalesce
+from django.db.models import CharField, Count, F, FloatField, Q, QuerySet, Sum, Value
+from django.db.models.functions import Cast, Coalesce, Concat, LPad
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers, viewsets
 
 from apps.carbon.models import JobGroup
 from apps.core.authentication import FLEET_WIDE
+from apps.core.pagination import GpuCursorPagination, NameCursorPagination
 from apps.fleet.models import Cluster, Gpu, Team
 
 from .serializers import ClusterSerializer, GpuSerializer, JobGroupSerializer, TeamSerializer
@@ -37,6 +38,7 @@ class GpuViewSet(viewsets.ReadOnlyModelViewSet):
     permission_classes = FLEET_WIDE
     serializer_class = GpuSerializer
     filterset_class = GpuFilterSet
+    pagination_class = GpuCursorPagination
 
     def get_queryset(self) -> QuerySet[Gpu]:
         window = GpuPeriodSerializer(data=self.request.query_params)
@@ -59,7 +61,17 @@ class GpuViewSet(viewsets.ReadOnlyModelViewSet):
                 estimated_j=Coalesce(Sum("hours__estimated_j", filter=period), zero),
                 estimated_s=Coalesce(Sum("hours__estimated_s", filter=period), zero),
             )
-            .order_by(F("node__cluster__name"), "node__hostname", "index")
+            .annotate(  # the cursor's place: cluster, node and index in one unique, sortable text
+                position=Concat(
+                    F("node__cluster__name"),
+                    Value("/"),
+                    F("node__hostname"),
+                    Value("/"),
+                    LPad(Cast("index", CharField()), 4, Value("0")),
+                    output_field=CharField(),
+                )
+            )
+            .order_by("position")
         )
 
 
@@ -67,6 +79,7 @@ class TeamViewSet(viewsets.ReadOnlyModelViewSet):
     """Teams the user may see (their rollups: apps.rollups.api)."""
 
     serializer_class = TeamSerializer
+    pagination_class = NameCursorPagination
 
     def get_queryset(self) -> QuerySet[Team]:
         return Team.objects.visible_to(self.request.user).order_by("name")
@@ -76,6 +89,7 @@ class ClusterViewSet(viewsets.ReadOnlyModelViewSet):
     """Clusters (admins and finance; their rollups: apps.rollups.api)."""
 
     serializer_class = ClusterSerializer
+    pagination_class = NameCursorPagination
     permission_classes = FLEET_WIDE
     queryset = Cluster.objects.select_related("site").order_by("name")
 
@@ -84,5 +98,6 @@ class JobGroupViewSet(viewsets.ReadOnlyModelViewSet):
     """Job groups: campaigns, models (finance, admins; their rollups: apps.rollups.api)."""
 
     serializer_class = JobGroupSerializer
+    pagination_class = NameCursorPagination
     permission_classes = FLEET_WIDE
     queryset = JobGroup.objects.order_by("name")

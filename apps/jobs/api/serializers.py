@@ -9,6 +9,8 @@ from rest_framework import serializers
 
 from apps.carbon.arithmetic import sci_kg
 from apps.carbon.models import JobGroup
+from apps.core.footprint import kwh
+from apps.core.money import money_text
 from apps.core.serializers import PlannedRepresentationMixin
 from apps.fleet.models import Cluster, Team
 from apps.jobs.methods import METHODS
@@ -36,8 +38,13 @@ class JobSerializer(PlannedRepresentationMixin, serializers.ModelSerializer):
     embodied_kg = serializers.FloatField(help_text="Embodied CO2e of the GPU-hours occupied (kg).")
     sci_kg = serializers.SerializerMethodField(help_text="(operational + embodied) per functional unit (kg).")
     functional_unit = serializers.SerializerMethodField(help_text='"run", or the work unit the job reported.')
-    cost = serializers.DecimalField(
-        max_digits=16, decimal_places=2, help_text="GPU-hours x rate + facility kWh x price, in `currency`."
+    energy_kwh = serializers.SerializerMethodField(help_text="GPU energy measured for the job (kWh).")
+    cost = serializers.SerializerMethodField(
+        help_text="GPU-hours x rate + facility kWh x price, in `currency`, rounded half-even to its minor unit "
+        "(2 places for EUR and USD, 0 for JPY): a team's rollup `cost_minor` is the sum of these (docs/api.md)."
+    )
+    cost_exact = serializers.DecimalField(
+        source="cost", max_digits=16, decimal_places=6, help_text="The cost before rounding (6 places)."
     )
     currency = serializers.CharField(help_text="ISO 4217 currency of `cost` (the site's).")
     intensity_basis = serializers.CharField(help_text="location, market or marginal.")
@@ -79,10 +86,19 @@ class JobSerializer(PlannedRepresentationMixin, serializers.ModelSerializer):
             "team", "job_group", "source", "start", "end", "last_seen", "gpu_count", "gpu_hours", "energy_j",
             "server_kwh", "facility_kwh", "attribution", "attribution_j", "coverage", "sampled_s", "expected_s",
             "sm_s", "peak_memory_bytes", "operational_kg", "embodied_kg", "sci_kg", "functional_unit", "cost",
-            "currency", "intensity_basis", "intensity_source", "intensity_estimated", "shift_saving_kg", "flags",
-            "state", "exit_code", "signal", "partition", "qos", "display_id", "gpus_requested", "gpus_allocated",
+            "cost_exact", "energy_kwh", "currency", "intensity_basis", "intensity_source", "intensity_estimated",
+            "shift_saving_kg", "flags", "state", "exit_code", "signal", "partition", "qos", "display_id",
+            "gpus_requested", "gpus_allocated",
         ]  # fmt: skip
         read_only_fields = fields
+
+    @extend_schema_field(serializers.FloatField())
+    def get_energy_kwh(self, job: Job) -> float:
+        return kwh(job.energy_j)
+
+    @extend_schema_field(serializers.DecimalField(max_digits=16, decimal_places=3))
+    def get_cost(self, job: Job) -> str:
+        return money_text(job.cost, job.currency)
 
     @extend_schema_field(serializers.FloatField(allow_null=True))
     def get_sci_kg(self, job: Job) -> float | None:

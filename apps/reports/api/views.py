@@ -4,6 +4,7 @@ from django.db.models import QuerySet
 from rest_framework import viewsets
 from rest_framework.serializers import BaseSerializer
 
+from apps.core.pagination import ReportCursorPagination
 from apps.reports.filtersets import WeeklyReportFilterSet
 from apps.reports.models import WeeklyReport
 
@@ -15,6 +16,7 @@ class WeeklyReportViewSet(viewsets.ReadOnlyModelViewSet):
     admins every team's, admins also the fleet summaries. The detail has the numbers, text and HTML."""
 
     filterset_class = WeeklyReportFilterSet
+    pagination_class = ReportCursorPagination
 
     def get_queryset(self) -> QuerySet[WeeklyReport]:
         reports = WeeklyReport.objects.visible_to(self.request.user).select_related("team")

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from datetime import UTC, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from rest_framework import serializers
@@ -11,9 +12,43 @@ from rest_framework import serializers
 MAX_ROLLUP_DAYS = 400
 
 
+_MONTH = re.compile(r"^(\d{4})-(\d{2})$")
+_WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
+
+
+def _month_bounds(value: str) -> tuple[datetime, datetime]:
+    match = _MONTH.match(value)
+    if not match or not 1 <= int(match[2]) <= 12:
+        raise serializers.ValidationError({"month": "A month as YYYY-MM, e.g. 2026-11."})
+    year, month = int(match[1]), int(match[2])
+    first = date(year, month, 1)
+    after = date(year + month // 12, month % 12 + 1, 1)
+    return datetime.combine(first, time(0), tzinfo=UTC), datetime.combine(after, time(0), tzinfo=UTC)
+
+
+def _week_bounds(value: str) -> tuple[datetime, datetime]:
+    match = _WEEK.match(value)
+    try:
+        monday = date.fromisocalendar(int(match[1]), int(match[2]), 1) if match else None
+    except ValueError:
+        monday = None
+    if monday is None:
+        raise serializers.ValidationError({"week": "An ISO week as YYYY-Www, e.g. 2026-W48."})
+    first = datetime.combine(monday, time(0), tzinfo=UTC)
+    return first, first + timedelta(days=7)
+
+
 class PeriodQuerySerializer(serializers.Serializer):
-    start = serializers.DateTimeField(help_text="Period start (ISO 8601 date or time, UTC if no zone).")
-    end = serializers.DateTimeField(help_text="Period end, exclusive.")
+    start = serializers.DateTimeField(
+        required=False, help_text="Period start (ISO 8601 date or time, UTC if no zone); or give `month` or `week`."
+    )
+    end = serializers.DateTimeField(required=False, help_text="Period end, exclusive.")
+    month = serializers.CharField(
+        required=False, help_text="Instead of start and end: a calendar month (UTC), YYYY-MM, e.g. 2026-11."
+    )
+    week = serializers.CharField(
+        required=False, help_text="Instead of start and end: an ISO week (Monday to Monday, UTC), e.g. 2026-W48."
+    )
 
     def to_internal_value(self, data: Mapping[str, Any]) -> dict:
         values = dict(data.items())  # the request's query parameters, copied to be rewritten
@@ -24,6 +59,15 @@ class PeriodQuerySerializer(serializers.Serializer):
         return super().to_internal_value(values)
 
     def validate(self, attrs: dict) -> dict:
+        shortcuts = [k for k in ("month", "week") if attrs.get(k)]
+        if shortcuts:
+            if len(shortcuts) > 1 or attrs.get("start") or attrs.get("end"):
+                raise serializers.ValidationError("Give start and end, or month, or week: one of them.")
+            key = shortcuts[0]
+            attrs["start"], attrs["end"] = (_month_bounds if key == "month" else _week_bounds)(attrs.pop(key))
+        missing = {k: "This field is required (or give month or week)." for k in ("start", "end") if not attrs.get(k)}
+        if missing:
+            raise serializers.ValidationError(missing)
         for key in ("start", "end"):
             if attrs[key].tzinfo is None:
                 attrs[key] = attrs[key].replace(tzinfo=UTC)
@@ -36,15 +80,26 @@ class PeriodQuerySerializer(serializers.Serializer):
 
 class RollupQuerySerializer(PeriodQuerySerializer):
     granularity = serializers.ChoiceField(choices=["day", "week", "month"], default="day")
+    totals = serializers.BooleanField(
+        default=False,
+        help_text="CSV: end with a `total` row, the periods added up (its `cost_minor` the sum of theirs). "
+        "JSON always has `totals`.",
+    )
 
 
+# Amounts in minor units (`cost_minor`) are declared with up to 3 places: ISO 4217 exponents are 0 (JPY), 2 (EUR,
+# USD) or 3 (KWD); the answer has exactly the currency's (apps/core/money.py).
 class IdleLineSerializer(serializers.Serializer):
     energy_j = serializers.FloatField(help_text="GPU energy outside every job (J).")
     gpu_hours = serializers.FloatField(help_text="GPU-hours no job occupied (h).")
     facility_kwh = serializers.FloatField()
     operational_kg = serializers.FloatField()
     embodied_kg = serializers.FloatField(help_text="Embodied CO2e of unoccupied GPU-hours (kg).")
-    cost = serializers.DecimalField(max_digits=16, decimal_places=6)
+    energy_kwh = serializers.FloatField(help_text="GPU energy outside every job (kWh).")
+    cost = serializers.DecimalField(max_digits=16, decimal_places=6, help_text="Exact, 6 places, in `currency`.")
+    cost_minor = serializers.DecimalField(
+        max_digits=16, decimal_places=3, help_text="`cost` rounded half-even to the currency's minor unit."
+    )
 
 
 class PeriodSerializer(serializers.Serializer):
@@ -54,9 +109,31 @@ class PeriodSerializer(serializers.Serializer):
     facility_kwh = serializers.FloatField(help_text="Facility energy (kWh).")
     operational_kg = serializers.FloatField(help_text="Operational CO2e (kg).")
     embodied_kg = serializers.FloatField(help_text="Embodied CO2e (kg).")
-    cost = serializers.DecimalField(max_digits=16, decimal_places=6, help_text="In `currency`.")
+    energy_kwh = serializers.FloatField(help_text="GPU energy of the jobs (kWh).")
+    cost = serializers.DecimalField(
+        max_digits=16, decimal_places=6, help_text="Exact sum of the rows, 6 places, in `currency`."
+    )
+    cost_minor = serializers.DecimalField(
+        max_digits=16,
+        decimal_places=3,
+        help_text="In the currency's minor unit: the sum of the period's jobs' rounded costs (docs/api.md, Money).",
+    )
     energy_by_method_j = serializers.DictField(child=serializers.FloatField(), help_text="Joules per split method.")
     idle = IdleLineSerializer(allow_null=True, help_text="The idle line (clusters; teams when shared back).")
+
+
+class TotalsSerializer(serializers.Serializer):
+    energy_j = serializers.FloatField(help_text="GPU energy of the jobs (J).")
+    energy_kwh = serializers.FloatField(help_text="GPU energy of the jobs (kWh).")
+    gpu_hours = serializers.FloatField(help_text="GPU-hours the jobs occupied (h).")
+    facility_kwh = serializers.FloatField(help_text="Facility energy (kWh).")
+    operational_kg = serializers.FloatField(help_text="Operational CO2e (kg).")
+    embodied_kg = serializers.FloatField(help_text="Embodied CO2e (kg).")
+    cost = serializers.DecimalField(max_digits=18, decimal_places=6, help_text="Exact, 6 places.")
+    cost_minor = serializers.DecimalField(
+        max_digits=18, decimal_places=3, help_text="Sum of the periods' `cost_minor`."
+    )
+    idle = IdleLineSerializer(allow_null=True, help_text="The periods' idle lines added up; null without one.")
 
 
 class RollupSerializer(serializers.Serializer):
@@ -65,6 +142,7 @@ class RollupSerializer(serializers.Serializer):
     intensity_basis = serializers.CharField(help_text="location, market or marginal; never mixed.")
     intensity_zones = serializers.ListField(child=serializers.CharField())
     periods = PeriodSerializer(many=True)
+    totals = TotalsSerializer(help_text="The periods added up: `cost_minor` is the sum of theirs.")
     embodied_kg_per_useful_gpu_hour = serializers.FloatField(required=False, allow_null=True)
 
 
@@ -82,7 +160,11 @@ class TeamTotalsSerializer(serializers.Serializer):
     facility_kwh = serializers.FloatField(help_text="Facility energy (kWh).")
     operational_kg = serializers.FloatField(help_text="Operational CO2e (kg).")
     embodied_kg = serializers.FloatField(help_text="Embodied CO2e (kg).")
-    cost = serializers.DecimalField(max_digits=18, decimal_places=6, help_text="In the sites' currency.")
+    energy_kwh = serializers.FloatField(help_text="GPU energy (kWh).")
+    cost = serializers.DecimalField(max_digits=18, decimal_places=6, help_text="In the sites' currency, exact.")
+    cost_minor = serializers.DecimalField(
+        max_digits=18, decimal_places=3, help_text="The sum of the team's jobs' costs, each rounded to the minor unit."
+    )
 
 
 class OutcomeFiguresSerializer(serializers.Serializer):
@@ -94,7 +176,13 @@ class OutcomeFiguresSerializer(serializers.Serializer):
     operational_kg = serializers.FloatField(help_text="Operational CO2e (kg).")
     embodied_kg = serializers.FloatField(help_text="Embodied CO2e (kg).")
     co2e_kg = serializers.FloatField(help_text="Operational + embodied CO2e (kg).")
-    cost = serializers.DecimalField(max_digits=18, decimal_places=6, help_text="In `currency`.")
+    cost = serializers.DecimalField(max_digits=18, decimal_places=6, help_text="In `currency`, exact.")
+    cost_minor = serializers.DecimalField(
+        max_digits=18,
+        decimal_places=3,
+        help_text="In the currency's minor unit: the sum of the runs' costs in the period, each rounded "
+        "(the total's: the sum of the outcomes').",
+    )
 
 
 class OutcomeSerializer(OutcomeFiguresSerializer):

@@ -23,18 +23,25 @@ from rest_framework.settings import api_settings
 
 from apps.carbon.models import JobGroup
 from apps.core.authentication import FLEET_WIDE
+from apps.core.footprint import kwh
+from apps.core.money import round_minor
 from apps.fleet.models import Cluster, Team
 from apps.rollups.selectors import (
     ROLLUP_CACHE_SECONDS,
     MixedBasisError,
+    cluster_job_costs_minor,
     cluster_rollup_cache_key,
     cluster_rollup_cached,
+    job_group_job_costs_minor,
+    job_group_outcome_costs_minor,
     job_group_outcomes,
     job_group_rollup,
     team_daily_energy,
+    team_job_costs_minor,
     team_rollup_cache_key,
     team_rollup_cached,
     team_totals,
+    team_totals_costs_minor,
 )
 
 from .serializers import (
@@ -56,23 +63,39 @@ def _period_query(request: Request) -> tuple[datetime, datetime, str]:
 
 class _RollupMixin:
     def _rollup(
-        self, request: Request, compute: Callable[..., dict], cache_key: Callable[..., str] | None = None
+        self,
+        request: Request,
+        compute: Callable[..., dict],
+        costs_minor: Callable[..., dict[str, Decimal]],
+        subject: tuple[str, str],
+        cache_key: Callable[..., str] | None = None,
     ) -> HttpResponseBase:
         start, end, granularity = _period_query(request)
         query = {"start": start, "end": end, "granularity": granularity}
+
+        def finished() -> dict:
+            doc = _computed(compute, query)
+            return _for_finance(doc, costs_minor(**query, currency=doc["currency"]))
+
         if request.accepted_renderer.format == "csv":
-            return Response(_flat(_computed(compute, query)))
+            return Response(_flat(finished(), subject, totals=_csv_totals(request)))
         if request.accepted_renderer.format != "json" or cache_key is None:
             # The document already has the schema's shape (RollupSerializer documents it): serialising a
             # year of days through DRF fields would cost more than computing it.
-            return Response(_money_as_text(_computed(compute, query)))
+            return Response(_money_as_text(finished()))
         # Kept rendered (a year of days is ~90 KB of JSON): a dashboard's repeated ask is one cache read.
-        key = f"{cache_key(**query)}:json"
+        key = f"{cache_key(**query)}:finance:json"
         body = cache.get(key)
         if body is None:
-            body = JSONRenderer().render(_money_as_text(_computed(compute, query)))
+            body = JSONRenderer().render(_money_as_text(finished()))
             cache.set(key, body, timeout=ROLLUP_CACHE_SECONDS)
         return HttpResponse(body, content_type="application/json")
+
+
+def _csv_totals(request: Request) -> bool:
+    query = RollupQuerySerializer(data=request.query_params)
+    query.is_valid(raise_exception=True)
+    return bool(query.validated_data["totals"])
 
 
 def _computed(compute: Callable[..., dict], query: dict[str, Any]) -> dict:
@@ -80,6 +103,36 @@ def _computed(compute: Callable[..., dict], query: dict[str, Any]) -> dict:
         return compute(**query)
     except MixedBasisError as exc:
         raise ValidationError({"detail": str(exc)}) from None
+
+
+_SUMMED = ("energy_j", "gpu_hours", "facility_kwh", "operational_kg", "embodied_kg", "cost")
+
+
+def _line(figures: dict, cost_minor: Decimal) -> dict:
+    return {**figures, "energy_kwh": kwh(figures["energy_j"]), "cost_minor": cost_minor}
+
+
+def _for_finance(doc: dict, costs_minor: dict[str, Decimal]) -> dict:
+    """The rollup with kWh beside J, each cost also in the currency's minor unit, and a totals line: a
+    period's `cost_minor` is the sum of its jobs' rounded costs (`costs_minor`), an idle line's its own cost
+    rounded, the totals' the sum of the periods' (docs/api.md, "Money")."""
+    currency = doc["currency"]
+    periods, idle_lines = [], []
+    for p in doc["periods"]:
+        idle = p["idle"]
+        if idle is not None:
+            idle = _line(idle, round_minor(idle["cost"], currency))
+            idle_lines.append(idle)
+        minor = costs_minor.get(p["period"], round_minor(Decimal(0), currency))
+        periods.append({**_line(p, round_minor(minor, currency)), "idle": idle})
+    totals: dict[str, Any] = {k: sum((p[k] for p in periods), Decimal(0) if k == "cost" else 0.0) for k in _SUMMED}
+    totals = _line(totals, sum((p["cost_minor"] for p in periods), round_minor(Decimal(0), currency)))
+    idle_total: dict[str, Any] | None = None
+    if idle_lines:
+        idle_total = {k: sum((i[k] for i in idle_lines), Decimal(0) if k == "cost" else 0.0) for k in _SUMMED}
+        idle_total = _line(idle_total, sum((i["cost_minor"] for i in idle_lines), round_minor(Decimal(0), currency)))
+    totals["idle"] = idle_total
+    return {**doc, "periods": periods, "totals": totals}
 
 
 def _money_as_text(value: Any) -> Any:
@@ -93,15 +146,21 @@ def _money_as_text(value: Any) -> Any:
     return value
 
 
-def _flat(doc: dict) -> list[dict]:
-    """One CSV row per period, with the basis and currency on every row."""
-    rows = []
-    for p in RollupSerializer(doc).data["periods"]:
-        row = {k: v for k, v in p.items() if k not in ("idle", "energy_by_method_j")}
-        row.update({f"energy_{m}_j": j for m, j in p["energy_by_method_j"].items()})
-        row.update({f"idle_{k}": v for k, v in (p["idle"] or {}).items()})
-        row.update({"currency": doc["currency"], "intensity_basis": doc["intensity_basis"]})
-        rows.append(row)
+def _csv_row(line: dict, first: dict) -> dict:
+    row = {**first, **{k: v for k, v in line.items() if k not in ("idle", "energy_by_method_j", "period")}}
+    row.update({f"energy_{m}_j": j for m, j in line.get("energy_by_method_j", {}).items()})
+    row.update({f"idle_{k}": v for k, v in (line["idle"] or {}).items()})
+    return row
+
+
+def _flat(doc: dict, subject: tuple[str, str], *, totals: bool) -> list[dict]:
+    """One CSV row per period naming the period, what it sums (team, cluster or job group), the currency and
+    basis; with `?totals=true`, then a `total` row (the periods added up; its `cost_minor` the sum of theirs)."""
+    name, value = subject
+    context = {name: value, "currency": doc["currency"], "intensity_basis": doc["intensity_basis"]}
+    rows = [_csv_row(_money_as_text(p), {"period": p["period"], **context}) for p in doc["periods"]]
+    if totals:
+        rows.append(_csv_row(_money_as_text(doc["totals"]), {"period": "total", **context}))
     return rows
 
 
@@ -118,25 +177,38 @@ class TeamRollupViewSet(_RollupMixin, viewsets.GenericViewSet):
         return self._rollup(
             request,
             lambda **q: team_rollup_cached(team=team, **q),
+            lambda **q: team_job_costs_minor(team=team, **q),
+            ("team", team.name),
             cache_key=lambda **q: team_rollup_cache_key(team=team, **q),
         )
 
-    @extend_schema(parameters=[RollupQuerySerializer], responses=DailyEnergySerializer(many=True))
+    @extend_schema(parameters=[PeriodQuerySerializer], responses=DailyEnergySerializer(many=True))
     @action(detail=False, methods=["get"], url_path="daily-energy", pagination_class=None)
     def daily_energy(self, request: Request, format: str | None = None) -> Response:
         """GPU energy per day, team and split method (J) for the teams the user may see."""
         start, end, _ = _period_query(request)
         return Response(team_daily_energy(user=request.user, start=start, end=end))
 
-    @extend_schema(parameters=[RollupQuerySerializer], responses=TeamTotalsSerializer(many=True))
+    @extend_schema(parameters=[PeriodQuerySerializer], responses=TeamTotalsSerializer(many=True))
     @action(detail=False, methods=["get"], url_path="compare", pagination_class=None)
     def compare(self, request: Request, format: str | None = None) -> Response:
-        """The teams the user may see, side by side over the period: GPU-hours, energy, cost, CO2e."""
+        """The teams the user may see, side by side over the period (whole UTC days, as their rollups): GPU-hours,
+        energy (J and kWh), facility kWh, CO2e, and cost both exact and in minor units, where `cost_minor` is the
+        sum of the team's jobs' rounded costs (as its rollup's `totals.cost_minor` over the same days). A
+        team whose days span sites on different intensity bases is left out. `?format=csv` gives one row per
+        team. Teams a member is not in are not listed; finance and admins see every team."""
         start, end, _ = _period_query(request)
         try:
-            return Response(team_totals(user=request.user, start=start, end=end))
+            teams = team_totals(user=request.user, start=start, end=end)
         except MixedBasisError as exc:
             raise ValidationError({"detail": str(exc)}) from None
+        minor = team_totals_costs_minor(user=request.user, start=start, end=end)
+        return Response(
+            [
+                {**t, "energy_kwh": kwh(t["energy_j"]), "cost_minor": str(minor.get(t["team"], Decimal("0.00")))}
+                for t in teams
+            ]
+        )
 
 
 class ClusterRollupViewSet(_RollupMixin, viewsets.GenericViewSet):
@@ -152,6 +224,8 @@ class ClusterRollupViewSet(_RollupMixin, viewsets.GenericViewSet):
         return self._rollup(
             request,
             lambda **q: cluster_rollup_cached(cluster=cluster, **q),
+            lambda **q: cluster_job_costs_minor(cluster=cluster, **q),
+            ("cluster", cluster.name),
             cache_key=lambda **q: cluster_rollup_cache_key(cluster=cluster, **q),
         )
 
@@ -167,7 +241,12 @@ class JobGroupRollupViewSet(_RollupMixin, viewsets.GenericViewSet):
     @action(detail=True, methods=["get"])
     def rollup(self, request: Request, pk: str | None = None, format: str | None = None) -> HttpResponseBase:
         group = self.get_object()
-        return self._rollup(request, lambda **q: job_group_rollup(group=group, **q))
+        return self._rollup(
+            request,
+            lambda **q: job_group_rollup(group=group, **q),
+            lambda **q: job_group_job_costs_minor(group=group, **q),
+            ("job_group", group.name),
+        )
 
     @extend_schema(parameters=[PeriodQuerySerializer], responses=JobGroupOutcomesSerializer)
     @action(detail=True, methods=["get"], permission_classes=api_settings.DEFAULT_PERMISSION_CLASSES)
@@ -187,9 +266,16 @@ class JobGroupRollupViewSet(_RollupMixin, viewsets.GenericViewSet):
         except MixedBasisError as exc:
             raise ValidationError({"detail": str(exc)}) from None
         entry = doc["groups"][0]
+        minor = job_group_outcome_costs_minor(
+            user=request.user, start=start, end=end, group=group, currency=doc["currency"]
+        )
+        zero = round_minor(Decimal(0), doc["currency"])
+        for o in entry["outcomes"]:
+            o["cost_minor"] = minor.get(o["outcome"], zero)
+        entry["total"]["cost_minor"] = sum((o["cost_minor"] for o in entry["outcomes"]), zero)
         context = {"currency": doc["currency"], "intensity_basis": doc["intensity_basis"]}
         if request.accepted_renderer.format == "csv":
-            return Response([{"job_group": entry["name"], **o, **context} for o in entry["outcomes"]])
+            return Response(_money_as_text([{"job_group": entry["name"], **o, **context} for o in entry["outcomes"]]))
         body = {
             "job_group": entry["name"],
             **context,

@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from apps.core.access import acting_user
 from apps.core.authentication import FLEET_WIDE, ReadOnlyForApiTokens
 from apps.core.models import ApiToken
-from apps.core.pagination import FlagCursorPagination
+from apps.core.pagination import AuditCursorPagination, FlagCursorPagination
 from apps.jobs.models import Job
 from apps.pipeline import decisions
 from apps.waste import audit
@@ -113,6 +113,7 @@ class AuditLogViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     """The append-only audit log (admins and finance, read-only; `?format=csv` to export)."""
 
     serializer_class = AuditEntrySerializer
+    pagination_class = AuditCursorPagination
     permission_classes = FLEET_WIDE
     queryset = AuditEntry.objects.select_related("actor", "job").order_by("-at", "-id")
     filterset_fields = ["action", "job"]

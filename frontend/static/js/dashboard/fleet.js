@@ -22,12 +22,16 @@
         type: "bar", name: m, marker: { color: colors[m] },
         x: [keys.map((k) => k[0]), keys.map((k) => k[1])],
         y: keys.map((k) => byKey[k[0] + "|" + k[1]] || 0),
-        hovertemplate: "%{x}<br>" + m + ": %{y:.2f} kWh<extra></extra>",
+        hovertemplate: "%{x}<br>" + m + ": %{y:,.2f} kWh<extra></extra>",
       };
     });
+    // The legend always (one method is still a method), above the plot: below, it sat on the team names.
     Plotly.newPlot(el, traces, {
-      barmode: "stack", margin: { t: 10, r: 10, b: 90, l: 60 },
-      yaxis: { title: { text: "GPU energy (kWh)" } }, legend: { orientation: "h" },
+      barmode: "stack", showlegend: true, margin: { t: 80, r: 10, b: 10, l: 60 },
+      title: { text: "GPU energy per team per day (kWh), by split method", x: 0, xanchor: "left", font: { size: 15 } },
+      xaxis: { automargin: true, tickangle: -45 },
+      yaxis: { title: { text: "GPU energy (kWh)" }, automargin: true, tickformat: ",.1f" },
+      legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom", title: { text: "Split method: " } },
     }, { displaylogo: false, responsive: true });
   }
 

@@ -15,11 +15,13 @@
     const traces = data.outcomes.map((o) => ({
       type: "bar", orientation: "h", name: o.label, y: names,
       x: data.groups.map((g) => g.outcomes[o.outcome][metric]), marker: { color: colors[o.outcome] },
-      hovertemplate: "%{y}: %{x:.2f} " + units[metric] + "<extra>" + o.label + "</extra>",
+      hovertemplate: "%{y}: %{x:,.2f} " + units[metric] + "<extra>" + o.label + "</extra>",
     }));
     Plotly.react(el, traces, {
-      barmode: "stack", margin: { t: 20, r: 10, b: 60, l: 120 }, legend: { orientation: "h", y: -0.2 },
-      xaxis: { title: { text: units[metric] } }, yaxis: { autorange: "reversed" },
+      barmode: "stack", showlegend: true, margin: { t: 80, r: 10, b: 50, l: 20 },
+      title: { text: "Runs by how they ended, per job group (" + units[metric] + ")", x: 0, xanchor: "left", font: { size: 15 } },
+      legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom" },
+      xaxis: { title: { text: units[metric] }, tickformat: ",.0f" }, yaxis: { autorange: "reversed", automargin: true },
       height: Math.max(260, 70 * names.length + 120),
     }, { displaylogo: false, responsive: true });
   }

@@ -20,14 +20,17 @@
     ], {
       grid: { rows: 1, columns: 3, pattern: "independent" },
       xaxis: { type: "category" }, xaxis2: { type: "category" }, xaxis3: { type: "category" },
-      barmode: "stack",
-      margin: { t: 30, r: 10, b: 60, l: 50 },
+      barmode: "stack", showlegend: true,
+      margin: { t: 70, r: 10, b: 10, l: 60 },
+      yaxis: { title: { text: cur || "cost" }, automargin: true, tickformat: ",.2f" },
+      yaxis2: { title: { text: "kWh" }, automargin: true, tickformat: ",.1f" },
+      yaxis3: { title: { text: "kg CO2e" }, automargin: true, tickformat: ",.1f" },
       annotations: [
         { text: "Cost (" + cur + ")", xref: "x domain", yref: "y domain", x: 0.5, y: 1.1, showarrow: false },
         { text: "Energy (kWh)", xref: "x2 domain", yref: "y2 domain", x: 0.5, y: 1.1, showarrow: false },
         { text: "Carbon (kg CO2e)", xref: "x3 domain", yref: "y3 domain", x: 0.5, y: 1.1, showarrow: false },
       ],
-      legend: { orientation: "h", y: -0.2 },
+      legend: { orientation: "h", x: 0, y: 1.15, yanchor: "bottom" },
     }, { displaylogo: false, responsive: true });
 
     const methods = Object.keys(methodColors).filter((m) => rollup.periods.some((p) => p.energy_by_method_j[m]));
@@ -35,8 +38,12 @@
       type: "bar", name: m, marker: { color: methodColors[m] }, x: days,
       y: rollup.periods.map((p) => (p.energy_by_method_j[m] || 0) / 3.6e6),
     })), {
-      barmode: "stack", xaxis: { type: "category" }, yaxis: { title: { text: "GPU energy (kWh)" } },
-      margin: { t: 10, r: 10, b: 40, l: 60 }, legend: { orientation: "h" },
+      // The legend even for a single method: which method made the number is the point of this chart.
+      barmode: "stack", showlegend: true, xaxis: { type: "category", automargin: true },
+      yaxis: { title: { text: "GPU energy (kWh)" }, automargin: true, tickformat: ",.1f" },
+      title: { text: "GPU energy per day (kWh), by split method", x: 0, xanchor: "left", font: { size: 15 } },
+      margin: { t: 80, r: 10, b: 10, l: 60 },
+      legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom", title: { text: "Split method: " } },
     }, { displaylogo: false, responsive: true });
   }
 
