@@ -95,7 +95,8 @@ FINDING_BASIS: dict[str, str] = {
 
 # An hour "sampled" for longer than 3600 s: a dcgm-exporter row counts its samples x the scrape interval, and
 # an hour's range can hold a sample at both of its ends (61 samples at a 60 s interval: 3660 s); an agent's
-# counter rise can likewise take in a scrape that straddles the hour's start. Shown capped, with this note.
+# counter rise can likewise take in a scrape that straddles the hour's start. The ingest caps a dcgm-exporter
+# row at the hour (apps/telemetry/hour.py); rows stored before that are shown capped, with this note.
 SAMPLED_CAP_NOTE = (
     "Capped at the hour's 3,600 s: the samples are counted at the scrape interval, and the hour's first and "
     "last scrapes can both fall in it (61 samples at 60 s = 3,660 s)."

@@ -441,7 +441,8 @@ def _dcgm_attribution(
                     uuid=uuid,
                     source="dcgm",
                     energy_by_method={method: jobs_j * share},
-                    sampled_s=p.samples * step,
+                    # A range holds a sample at both ends of the hour (61 x 60 s): never more than the hour.
+                    sampled_s=min(p.samples * step, 3600.0),
                     sm_s=(p.util or 0.0) / 100.0 * p.samples * step,
                     occupancy_s=durations[job_key] * scale,
                     peak_memory_bytes=int(p.fb_max * 1024 * 1024),

@@ -52,7 +52,7 @@ KIND_INFO: dict[FlagKind, KindInfo] = {
     ),
     FlagKind.IDLE_ALLOCATION: KindInfo(
         "Idle Allocation",
-        "Had a whole GPU to itself at under 5 % SM for an hour or more.",
+        "Had a whole GPU to itself at under 5 % SM for an hour or more, or was allocated GPUs it never ran on.",
         True,
         False,
         "Idle allocations (whole GPU, under 5 % SM)",
