@@ -88,7 +88,7 @@ def test_a_generated_client_lists_jobs_reads_rollups_and_gets_typed_errors(
     doc = rollup.sync(client=client, id=world.vision.pk, start=START, end=END)
     # then the rollup is typed, and its total is the sum of the jobs' rounded costs
     assert isinstance(doc, models.Rollup) and doc.currency == "EUR"
-    assert Decimal(doc.totals.cost_minor) == sum((Decimal(j.cost) for j in jobs), Decimal(0))
+    assert Decimal(doc.totals.cost) == sum((Decimal(j.cost) for j in jobs), Decimal(0))
     assert doc.totals.energy_kwh == pytest.approx(doc.totals.energy_j / 3.6e6)
 
     # when it reads the same rollup as CSV (the client's own authenticated transport: the schema declares
@@ -98,7 +98,7 @@ def test_a_generated_client_lists_jobs_reads_rollups_and_gets_typed_errors(
     # then the CSV names team, period and currency and ends with the same total
     assert response.headers["content-type"].startswith("text/csv")
     rows = list(csv.DictReader(io.StringIO(response.text)))
-    assert rows[-1]["period"] == "total" and rows[-1]["cost_minor"] == doc.totals.cost_minor
+    assert rows[-1]["period"] == "total" and rows[-1]["cost"] == doc.totals.cost
     assert {(r["team"], r["currency"]) for r in rows} == {("vision", "EUR")}
 
     # when it asks with a bad parameter, or for a team that does not exist

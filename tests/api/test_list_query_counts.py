@@ -149,7 +149,7 @@ class Endpoint:
 
 
 # Every list pages by a cursor (no COUNT: 3 queries, as jobs); a rollup (and compare) reads its jobs' costs once
-# more, for `cost_minor` (the sum of the jobs' rounded costs; docs/api.md, "Money").
+# more, for `cost` (the sum of the jobs' rounded costs; docs/api.md, "Money").
 ENDPOINTS = {
     "jobs": Endpoint("/api/jobs/", _jobs, _results, 1, queries=3),
     "jobs-csv-streamed": Endpoint("/api/jobs/", _jobs, _csv_rows, 1, queries=3, query={"format": "csv"}),

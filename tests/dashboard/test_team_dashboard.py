@@ -50,7 +50,8 @@ def test_team_page_shows_cost_energy_carbon_and_the_intensity_basis(live_server,
     assert by_method == pytest.approx(sum(p["energy_j"] for p in rollup["periods"]) / 3.6e6)
     csv = page.request.get(live_server.url + page.get_attribute("#rollup-csv", "href"))
     assert csv.ok and csv.headers["content-type"].startswith("text/csv")
-    assert csv.text().splitlines()[0].startswith("period,") and len(csv.text().splitlines()) == 3
+    # a header, a row a day, and the totals row
+    assert csv.text().splitlines()[0].startswith("period,") and len(csv.text().splitlines()) == 4
     carbon = float(page.inner_text("#total-carbon").split()[0].replace(",", ""))
     total_kg = sum(p["operational_kg"] + p["embodied_kg"] for p in rollup["periods"])
     assert carbon == pytest.approx(total_kg, abs=0.05)  # to the tenth shown, not truncated to a whole kg

@@ -41,7 +41,8 @@ def _api_week(world: World, start: str, end: str) -> dict:
     assert response.status_code == 200
     periods = response.json()["periods"]
     return {
-        "cost": sum((Decimal(p["cost"]) for p in periods), Decimal(0)),
+        # the report shows the exact sum, rounded once (the API's `cost` adds the jobs' rounded costs)
+        "cost": sum((Decimal(p["cost_exact"]) for p in periods), Decimal(0)),
         "energy_kwh": sum(p["energy_j"] for p in periods) / 3.6e6,
         "co2e_kg": sum(p["operational_kg"] + p["embodied_kg"] for p in periods),
         "gpu_hours": sum(p["gpu_hours"] for p in periods),

@@ -61,12 +61,12 @@ def test_a_teams_job_rows_add_up_to_its_rollup_to_the_cent(world: OutcomesWorld)
     assert all(Decimal(j["cost_exact"]) == Job.objects.get(pk=j["id"]).cost for j in jobs)
     jobs_total = sum((Decimal(j["cost"]) for j in jobs), Decimal(0))
     periods = rollup["periods"]
-    assert Decimal(rollup["totals"]["cost_minor"]) == jobs_total
-    assert sum((Decimal(p["cost_minor"]) for p in periods), Decimal(0)) == jobs_total
-    # the remainder against the unrounded sum stays in `cost` (exact), which is unchanged
-    exact = sum((Decimal(p["cost"]) for p in periods), Decimal(0))
+    assert Decimal(rollup["totals"]["cost"]) == jobs_total
+    assert sum((Decimal(p["cost"]) for p in periods), Decimal(0)) == jobs_total
+    # the remainder against the unrounded sum stays in `cost_exact`
+    exact = sum((Decimal(p["cost_exact"]) for p in periods), Decimal(0))
     stored = sum((Job.objects.get(pk=j["id"]).cost for j in jobs), Decimal(0))
-    assert Decimal(rollup["totals"]["cost"]) == exact == stored
+    assert Decimal(rollup["totals"]["cost_exact"]) == exact == stored
     assert exact.quantize(CENT, rounding=ROUND_HALF_EVEN) != jobs_total  # the case the rule is for
     # and energy is in kWh beside J
     assert rollup["totals"]["energy_kwh"] == pytest.approx(rollup["totals"]["energy_j"] / 3.6e6)
@@ -94,27 +94,27 @@ def test_a_job_across_two_periods_is_split_so_its_parts_add_up_to_its_rounded_co
     # then the days add up to the jobs' rounded costs: the job's 1.33 is split 0.67 + 0.66 (two thirds each
     # day, the unit left over to the first day), not rounded per day to 0.67 + 0.67
     assert [p["period"] for p in rollup["periods"]] == ["2026-11-02", "2026-11-03"]
-    assert rollup["periods"][1]["cost_minor"] == "0.66"
-    assert Decimal(rollup["totals"]["cost_minor"]) == sum((Decimal(j["cost"]) for j in jobs), Decimal(0))
+    assert rollup["periods"][1]["cost"] == "0.66"
+    assert Decimal(rollup["totals"]["cost"]) == sum((Decimal(j["cost"]) for j in jobs), Decimal(0))
 
 
 def test_rollup_csv_names_team_period_currency_and_ends_with_totals(world: OutcomesWorld) -> None:
     # given finance's client
     client = _client(world)
     url = f"/api/teams/{world.vision.pk}/rollup/"
-    # when it reads the rollup as CSV with its totals row, and as JSON
-    response = client.get(url, {**PERIOD, "format": "csv", "totals": "true"})
+    # when it reads the rollup as CSV (its totals row is there by default), and as JSON
+    response = client.get(url, {**PERIOD, "format": "csv"})
     doc = client.get(url, PERIOD).json()
-    plain = client.get(url, {**PERIOD, "format": "csv"})
+    plain = client.get(url, {**PERIOD, "format": "csv", "totals": "false"})
     # then every row names the team, period and currency, and the last one is the total of the others
     assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
     rows = list(csv.DictReader(io.StringIO(response.content.decode())))
     assert [r["period"] for r in rows] == ["2026-11-02", "total"]
     assert {(r["team"], r["currency"]) for r in rows} == {("vision", "EUR")}
-    assert Decimal(rows[-1]["cost_minor"]) == sum((Decimal(r["cost_minor"]) for r in rows[:-1]), Decimal(0))
-    assert rows[-1]["cost_minor"] == doc["totals"]["cost_minor"]
+    assert Decimal(rows[-1]["cost"]) == sum((Decimal(r["cost"]) for r in rows[:-1]), Decimal(0))
+    assert rows[-1]["cost"] == doc["totals"]["cost"]
     assert float(rows[-1]["energy_kwh"]) == pytest.approx(doc["totals"]["energy_kwh"])
-    # without ?totals=true, the rows are the periods only (as before)
+    # with ?totals=false, the rows are the periods only
     assert len(plain.content.decode().splitlines()) == 2
 
 
@@ -155,8 +155,8 @@ def test_compare_gives_each_team_its_rollup_total_in_minor_units(world: Outcomes
     teams = {t["team"]: t for t in client.get("/api/teams/compare/", PERIOD).json()}
     rollup = client.get(f"/api/teams/{world.vision.pk}/rollup/", PERIOD).json()
     # then vision's line has the rollup's totals, in minor units and in kWh
-    assert teams["vision"]["cost_minor"] == rollup["totals"]["cost_minor"]
-    assert Decimal(teams["vision"]["cost"]) == Decimal(rollup["totals"]["cost"])
+    assert teams["vision"]["cost"] == rollup["totals"]["cost"]
+    assert Decimal(teams["vision"]["cost_exact"]) == Decimal(rollup["totals"]["cost_exact"])
     assert teams["vision"]["energy_kwh"] == pytest.approx(rollup["totals"]["energy_kwh"])
     assert set(teams) == {"vision", "nlp"}
 
@@ -167,8 +167,8 @@ def test_job_group_outcomes_add_up_in_minor_units_to_the_groups_job_rows(world: 
     # when it reads how the group's runs ended, and the group's jobs
     doc = client.get(f"/api/job-groups/{world.group.pk}/outcomes/", PERIOD).json()
     jobs = [j for team in ("vision", "nlp") for j in _all_jobs(client, team) if j["job_group"] == "sweeps"]
-    # then each outcome's cost_minor is its runs' rounded costs added up, and the total theirs
-    by_outcome = {o["outcome"]: Decimal(o["cost_minor"]) for o in doc["outcomes"]}
-    assert Decimal(doc["total"]["cost_minor"]) == sum(by_outcome.values(), Decimal(0))
-    assert Decimal(doc["total"]["cost_minor"]) == sum((Decimal(j["cost"]) for j in jobs), Decimal(0))
+    # then each outcome's cost is its runs' rounded costs added up, and the total theirs
+    by_outcome = {o["outcome"]: Decimal(o["cost"]) for o in doc["outcomes"]}
+    assert Decimal(doc["total"]["cost"]) == sum(by_outcome.values(), Decimal(0))
+    assert Decimal(doc["total"]["cost"]) == sum((Decimal(j["cost"]) for j in jobs), Decimal(0))
     assert len(jobs) == 9

@@ -41,7 +41,7 @@ class JobSerializer(PlannedRepresentationMixin, serializers.ModelSerializer):
     energy_kwh = serializers.SerializerMethodField(help_text="GPU energy measured for the job (kWh).")
     cost = serializers.SerializerMethodField(
         help_text="GPU-hours x rate + facility kWh x price, in `currency`, rounded half-even to its minor unit "
-        "(2 places for EUR and USD, 0 for JPY): a team's rollup `cost_minor` is the sum of these (docs/api.md)."
+        "(2 places for EUR and USD, 0 for JPY): a team's rollup `cost` is the sum of these (docs/api.md)."
     )
     cost_exact = serializers.DecimalField(
         source="cost", max_digits=16, decimal_places=6, help_text="The cost before rounding (6 places)."

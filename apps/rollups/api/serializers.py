@@ -81,13 +81,13 @@ class PeriodQuerySerializer(serializers.Serializer):
 class RollupQuerySerializer(PeriodQuerySerializer):
     granularity = serializers.ChoiceField(choices=["day", "week", "month"], default="day")
     totals = serializers.BooleanField(
-        default=False,
-        help_text="CSV: end with a `total` row, the periods added up (its `cost_minor` the sum of theirs). "
-        "JSON always has `totals`.",
+        default=True,
+        help_text="CSV: end with a `total` row, the periods added up (its `cost` the sum of theirs); `false` leaves "
+        "it out. JSON always has `totals`.",
     )
 
 
-# Amounts in minor units (`cost_minor`) are declared with up to 3 places: ISO 4217 exponents are 0 (JPY), 2 (EUR,
+# Amounts in minor units (`cost`) are declared with up to 3 places: ISO 4217 exponents are 0 (JPY), 2 (EUR,
 # USD) or 3 (KWD); the answer has exactly the currency's (apps/core/money.py).
 class IdleLineSerializer(serializers.Serializer):
     energy_j = serializers.FloatField(help_text="GPU energy outside every job (J).")
@@ -96,10 +96,10 @@ class IdleLineSerializer(serializers.Serializer):
     operational_kg = serializers.FloatField()
     embodied_kg = serializers.FloatField(help_text="Embodied CO2e of unoccupied GPU-hours (kg).")
     energy_kwh = serializers.FloatField(help_text="GPU energy outside every job (kWh).")
-    cost = serializers.DecimalField(max_digits=16, decimal_places=6, help_text="Exact, 6 places, in `currency`.")
-    cost_minor = serializers.DecimalField(
-        max_digits=16, decimal_places=3, help_text="`cost` rounded half-even to the currency's minor unit."
+    cost = serializers.DecimalField(
+        max_digits=16, decimal_places=3, help_text="`cost_exact` rounded half-even to the currency's minor unit."
     )
+    cost_exact = serializers.DecimalField(max_digits=16, decimal_places=6, help_text="Exact, 6 places, in `currency`.")
 
 
 class PeriodSerializer(serializers.Serializer):
@@ -111,12 +111,12 @@ class PeriodSerializer(serializers.Serializer):
     embodied_kg = serializers.FloatField(help_text="Embodied CO2e (kg).")
     energy_kwh = serializers.FloatField(help_text="GPU energy of the jobs (kWh).")
     cost = serializers.DecimalField(
-        max_digits=16, decimal_places=6, help_text="Exact sum of the rows, 6 places, in `currency`."
-    )
-    cost_minor = serializers.DecimalField(
         max_digits=16,
         decimal_places=3,
         help_text="In the currency's minor unit: the sum of the period's jobs' rounded costs (docs/api.md, Money).",
+    )
+    cost_exact = serializers.DecimalField(
+        max_digits=16, decimal_places=6, help_text="Exact sum of the rows, 6 places, in `currency`."
     )
     energy_by_method_j = serializers.DictField(child=serializers.FloatField(), help_text="Joules per split method.")
     idle = IdleLineSerializer(allow_null=True, help_text="The idle line (clusters; teams when shared back).")
@@ -129,10 +129,8 @@ class TotalsSerializer(serializers.Serializer):
     facility_kwh = serializers.FloatField(help_text="Facility energy (kWh).")
     operational_kg = serializers.FloatField(help_text="Operational CO2e (kg).")
     embodied_kg = serializers.FloatField(help_text="Embodied CO2e (kg).")
-    cost = serializers.DecimalField(max_digits=18, decimal_places=6, help_text="Exact, 6 places.")
-    cost_minor = serializers.DecimalField(
-        max_digits=18, decimal_places=3, help_text="Sum of the periods' `cost_minor`."
-    )
+    cost = serializers.DecimalField(max_digits=18, decimal_places=3, help_text="Sum of the periods' `cost`.")
+    cost_exact = serializers.DecimalField(max_digits=18, decimal_places=6, help_text="Exact, 6 places.")
     idle = IdleLineSerializer(allow_null=True, help_text="The periods' idle lines added up; null without one.")
 
 
@@ -142,7 +140,7 @@ class RollupSerializer(serializers.Serializer):
     intensity_basis = serializers.CharField(help_text="location, market or marginal; never mixed.")
     intensity_zones = serializers.ListField(child=serializers.CharField())
     periods = PeriodSerializer(many=True)
-    totals = TotalsSerializer(help_text="The periods added up: `cost_minor` is the sum of theirs.")
+    totals = TotalsSerializer(help_text="The periods added up: `cost` is the sum of theirs.")
     embodied_kg_per_useful_gpu_hour = serializers.FloatField(required=False, allow_null=True)
 
 
@@ -161,10 +159,10 @@ class TeamTotalsSerializer(serializers.Serializer):
     operational_kg = serializers.FloatField(help_text="Operational CO2e (kg).")
     embodied_kg = serializers.FloatField(help_text="Embodied CO2e (kg).")
     energy_kwh = serializers.FloatField(help_text="GPU energy (kWh).")
-    cost = serializers.DecimalField(max_digits=18, decimal_places=6, help_text="In the sites' currency, exact.")
-    cost_minor = serializers.DecimalField(
+    cost = serializers.DecimalField(
         max_digits=18, decimal_places=3, help_text="The sum of the team's jobs' costs, each rounded to the minor unit."
     )
+    cost_exact = serializers.DecimalField(max_digits=18, decimal_places=6, help_text="In the sites' currency, exact.")
 
 
 class OutcomeFiguresSerializer(serializers.Serializer):
@@ -176,13 +174,13 @@ class OutcomeFiguresSerializer(serializers.Serializer):
     operational_kg = serializers.FloatField(help_text="Operational CO2e (kg).")
     embodied_kg = serializers.FloatField(help_text="Embodied CO2e (kg).")
     co2e_kg = serializers.FloatField(help_text="Operational + embodied CO2e (kg).")
-    cost = serializers.DecimalField(max_digits=18, decimal_places=6, help_text="In `currency`, exact.")
-    cost_minor = serializers.DecimalField(
+    cost = serializers.DecimalField(
         max_digits=18,
         decimal_places=3,
         help_text="In the currency's minor unit: the sum of the runs' costs in the period, each rounded "
         "(the total's: the sum of the outcomes').",
     )
+    cost_exact = serializers.DecimalField(max_digits=18, decimal_places=6, help_text="In `currency`, exact.")
 
 
 class OutcomeSerializer(OutcomeFiguresSerializer):

@@ -105,33 +105,37 @@ def _computed(compute: Callable[..., dict], query: dict[str, Any]) -> dict:
         raise ValidationError({"detail": str(exc)}) from None
 
 
-_SUMMED = ("energy_j", "gpu_hours", "facility_kwh", "operational_kg", "embodied_kg", "cost")
+_SUMMED = ("energy_j", "gpu_hours", "facility_kwh", "operational_kg", "embodied_kg")
 
 
-def _line(figures: dict, cost_minor: Decimal) -> dict:
-    return {**figures, "energy_kwh": kwh(figures["energy_j"]), "cost_minor": cost_minor}
+def _line(figures: dict, *, exact: Decimal, minor: Decimal) -> dict:
+    """A line's figures with kWh beside J, its cost in the currency's minor unit and its exact cost."""
+    return {**figures, "energy_kwh": kwh(figures["energy_j"]), "cost": minor, "cost_exact": exact}
+
+
+def _lines_added(lines: list[dict], zero: Decimal) -> dict:
+    """Lines added up: their costs in minor units summed (not the exact sum rounded)."""
+    figures = {k: sum((line[k] for line in lines), 0.0) for k in _SUMMED}
+    exact = sum((line["cost_exact"] for line in lines), Decimal(0))
+    return _line(figures, exact=exact, minor=sum((line["cost"] for line in lines), zero))
 
 
 def _for_finance(doc: dict, costs_minor: dict[str, Decimal]) -> dict:
-    """The rollup with kWh beside J, each cost also in the currency's minor unit, and a totals line: a
-    period's `cost_minor` is the sum of its jobs' rounded costs (`costs_minor`), an idle line's its own cost
-    rounded, the totals' the sum of the periods' (docs/api.md, "Money")."""
+    """The rollup with kWh beside J, costs in the currency's minor unit (`cost`) and exact (`cost_exact`), and
+    a totals line: a period's `cost` is the sum of its jobs' rounded costs (`costs_minor`), an idle line's its
+    own cost rounded, the totals' the sum of the periods' (docs/api.md, "Money")."""
     currency = doc["currency"]
+    zero = round_minor(Decimal(0), currency)
     periods, idle_lines = [], []
     for p in doc["periods"]:
         idle = p["idle"]
         if idle is not None:
-            idle = _line(idle, round_minor(idle["cost"], currency))
+            idle = _line(idle, exact=idle["cost"], minor=round_minor(idle["cost"], currency))
             idle_lines.append(idle)
-        minor = costs_minor.get(p["period"], round_minor(Decimal(0), currency))
-        periods.append({**_line(p, round_minor(minor, currency)), "idle": idle})
-    totals: dict[str, Any] = {k: sum((p[k] for p in periods), Decimal(0) if k == "cost" else 0.0) for k in _SUMMED}
-    totals = _line(totals, sum((p["cost_minor"] for p in periods), round_minor(Decimal(0), currency)))
-    idle_total: dict[str, Any] | None = None
-    if idle_lines:
-        idle_total = {k: sum((i[k] for i in idle_lines), Decimal(0) if k == "cost" else 0.0) for k in _SUMMED}
-        idle_total = _line(idle_total, sum((i["cost_minor"] for i in idle_lines), round_minor(Decimal(0), currency)))
-    totals["idle"] = idle_total
+        minor = round_minor(costs_minor.get(p["period"], zero), currency)
+        periods.append({**_line(p, exact=p["cost"], minor=minor), "idle": idle})
+    totals = _lines_added(periods, zero)
+    totals["idle"] = _lines_added(idle_lines, zero) if idle_lines else None
     return {**doc, "periods": periods, "totals": totals}
 
 
@@ -155,7 +159,7 @@ def _csv_row(line: dict, first: dict) -> dict:
 
 def _flat(doc: dict, subject: tuple[str, str], *, totals: bool) -> list[dict]:
     """One CSV row per period naming the period, what it sums (team, cluster or job group), the currency and
-    basis; with `?totals=true`, then a `total` row (the periods added up; its `cost_minor` the sum of theirs)."""
+    basis; then, unless `?totals=false`, a `total` row (the periods added up; its `cost` the sum of theirs)."""
     name, value = subject
     context = {name: value, "currency": doc["currency"], "intensity_basis": doc["intensity_basis"]}
     rows = [_csv_row(_money_as_text(p), {"period": p["period"], **context}) for p in doc["periods"]]
@@ -193,8 +197,8 @@ class TeamRollupViewSet(_RollupMixin, viewsets.GenericViewSet):
     @action(detail=False, methods=["get"], url_path="compare", pagination_class=None)
     def compare(self, request: Request, format: str | None = None) -> Response:
         """The teams the user may see, side by side over the period (whole UTC days, as their rollups): GPU-hours,
-        energy (J and kWh), facility kWh, CO2e, and cost both exact and in minor units, where `cost_minor` is the
-        sum of the team's jobs' rounded costs (as its rollup's `totals.cost_minor` over the same days). A
+        energy (J and kWh), facility kWh, CO2e, and cost in minor units (`cost`: the sum of the team's jobs' rounded
+        costs, as its rollup's `totals.cost` over the same days) and exact (`cost_exact`). A
         team whose days span sites on different intensity bases is left out. `?format=csv` gives one row per
         team. Teams a member is not in are not listed; finance and admins see every team."""
         start, end, _ = _period_query(request)
@@ -205,7 +209,12 @@ class TeamRollupViewSet(_RollupMixin, viewsets.GenericViewSet):
         minor = team_totals_costs_minor(user=request.user, start=start, end=end)
         return Response(
             [
-                {**t, "energy_kwh": kwh(t["energy_j"]), "cost_minor": str(minor.get(t["team"], Decimal("0.00")))}
+                {
+                    **t,
+                    "energy_kwh": kwh(t["energy_j"]),
+                    "cost": str(minor.get(t["team"], Decimal("0.00"))),
+                    "cost_exact": t["cost"],
+                }
                 for t in teams
             ]
         )
@@ -271,8 +280,9 @@ class JobGroupRollupViewSet(_RollupMixin, viewsets.GenericViewSet):
         )
         zero = round_minor(Decimal(0), doc["currency"])
         for o in entry["outcomes"]:
-            o["cost_minor"] = minor.get(o["outcome"], zero)
-        entry["total"]["cost_minor"] = sum((o["cost_minor"] for o in entry["outcomes"]), zero)
+            o["cost_exact"], o["cost"] = o["cost"], minor.get(o["outcome"], zero)
+        entry["total"]["cost_exact"] = entry["total"]["cost"]
+        entry["total"]["cost"] = sum((o["cost"] for o in entry["outcomes"]), zero)
         context = {"currency": doc["currency"], "intensity_basis": doc["intensity_basis"]}
         if request.accepted_renderer.format == "csv":
             return Response(_money_as_text([{"job_group": entry["name"], **o, **context} for o in entry["outcomes"]]))
