@@ -22,22 +22,13 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from apps.core.access import FINANCE_GROUP
+from apps.core.command_args import aware_time_arg
 from apps.fleet.models import Cluster, Team, TeamMembership, TeamRule
 from apps.reports.models import ReportRecipient
 from apps.simulator.demo_database import NotTheDemoDatabase, demo_database_check
 
 LOCAL_SLURM_CLUSTER = "slurm-local"
 LOCAL_SLURM_ACCOUNT = "fwteam"  # scripts/slurm.sh's account; its jobs are vision's in the demo
-
-
-def _aware(text: str) -> datetime:
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise CommandError(f"--scenario-start {text!r} is not an ISO 8601 time") from None
-    if moment.tzinfo is None:
-        raise CommandError(f"--scenario-start {text!r} needs a zone (Z or an offset)")
-    return moment
 
 
 def simulated_sacct_command(*, scenario: str, scenario_start: datetime) -> str:
@@ -117,7 +108,8 @@ class Command(BaseCommand):
                 "scheduler": Cluster.Scheduler.SLURM_SACCT,
                 "kube_pods": True,  # its Kubernetes nodes' pods, from the simulator's kube-state-metrics series
                 "sacct_command": simulated_sacct_command(
-                    scenario=options["scenario"], scenario_start=_aware(options["scenario_start"])
+                    scenario=options["scenario"],
+                    scenario_start=aware_time_arg(options["scenario_start"], "--scenario-start"),
                 ),
             }
         demo, _ = Cluster.objects.update_or_create(name=settings.FLEETWATT_CLUSTER, defaults=defaults)

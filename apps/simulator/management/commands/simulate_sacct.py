@@ -17,6 +17,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from apps.core.command_args import aware_time_arg
 from apps.simulator.sacct import (
     SacctUsageError,
     accounting_records,
@@ -27,16 +28,6 @@ from apps.simulator.sacct import (
     sacct_time_parse,
 )
 from apps.simulator.scenario import ScenarioError, scenario_load
-
-
-def _aware(text: str, option: str) -> datetime:
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise SacctUsageError(f"simulate_sacct: {option} {text!r} is not an ISO 8601 time") from None
-    if moment.tzinfo is None:
-        raise SacctUsageError(f"simulate_sacct: {option} {text!r} needs a zone (Z or an offset)")
-    return moment.astimezone(UTC)
 
 
 def _caller_zone_restore() -> None:
@@ -96,8 +87,18 @@ class Command(BaseCommand):
         if not (options["json"] or options["parsable2"]):
             self.stderr.write("simulate_sacct: only --json and --parsable2 output is simulated")
             sys.exit(2)
-        now = _aware(options["now"], "--now") if options["now"] else datetime.now(UTC)
-        anchor = _aware(options["scenario_start"], "--scenario-start") if options["scenario_start"] else None
+        now = (
+            aware_time_arg(options["now"], "simulate_sacct: --now", error=SacctUsageError).astimezone(UTC)
+            if options["now"]
+            else datetime.now(UTC)
+        )
+        anchor = (
+            aware_time_arg(
+                options["scenario_start"], "simulate_sacct: --scenario-start", error=SacctUsageError
+            ).astimezone(UTC)
+            if options["scenario_start"]
+            else None
+        )
         scenario = scenario_load(str(options["scenario"]), now=anchor)
         if anchor is not None:
             scenario.start = anchor  # as `simulate --start` does: the history and this accounting agree
