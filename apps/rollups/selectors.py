@@ -20,7 +20,7 @@ from django.db.models import Case, CharField, Count, F, Q, QuerySet, Sum, Value,
 from django.db.models.functions import TruncDay, TruncMonth, TruncWeek
 
 from apps.carbon.models import JobGroup
-from apps.core.aggregates import exact_sum, footprint_sums
+from apps.core.aggregates import footprint_sums
 from apps.core.footprint import S_PER_HOUR, Footprint
 from apps.core.money import round_minor, split_rounded
 from apps.fleet.models import Cluster, Team, team_scoped
@@ -493,6 +493,10 @@ def failed_run_jobs(*, user: User, start: datetime, end: datetime, team: Team | 
     return jobs.filter(flag_rows__kind=FlagKind.FAILED_RUN).order_by("-cost", "id")
 
 
+# A job's own footprint columns (its rows' sums, stored on it: GPU-hours rather than occupancy seconds).
+JOB_FOOTPRINT_COLUMNS = ("energy_j", "gpu_hours", "facility_kwh", "operational_kg", "embodied_kg", "cost")
+
+
 def failed_run_totals(*, user: User, start: datetime, end: datetime, team: Team | None = None) -> list[dict[str, Any]]:
     """The failed runs of `failed_run_jobs` summed per team (and currency), in one aggregate query: runs,
     GPU-hours, GPU and facility energy, CO2e and cost."""
@@ -501,12 +505,7 @@ def failed_run_totals(*, user: User, start: datetime, end: datetime, team: Team 
         .values("team_id", "team__name", "currency")
         .annotate(
             runs=Count("id"),
-            energy_j=exact_sum("energy_j"),
-            gpu_hours=exact_sum("gpu_hours"),
-            facility_kwh=exact_sum("facility_kwh"),
-            operational_kg=exact_sum("operational_kg"),
-            embodied_kg=exact_sum("embodied_kg"),
-            cost=Sum("cost"),
+            **footprint_sums(columns=JOB_FOOTPRINT_COLUMNS),
         )
         .order_by("team__name", "currency")
     )

@@ -467,6 +467,8 @@ def unobserved_estimates_refresh(*, cluster: Cluster, start: datetime, end: date
             "pk", "scheduler_start", "scheduler_end", "scheduler_seen_at", "gpu_indices", "node_list", "gpus_allocated"
         )
     )
+    if not holders:  # most hours of a cluster whose scheduler is not read: nothing to look up
+        return EstimatesRefresh(job_ids=touched, rows=0)
     held_gpus = _held_gpus(cluster, holders)
     gpu_ids = set().union(*held_gpus.values()) if held_gpus else set()
     if not gpu_ids:

@@ -89,48 +89,41 @@ class RollupQuerySerializer(PeriodQuerySerializer):
 
 # Amounts in minor units (`cost`) are declared with up to 3 places: ISO 4217 exponents are 0 (JPY), 2 (EUR,
 # USD) or 3 (KWD); the answer has exactly the currency's (apps/core/money.py).
-class IdleLineSerializer(serializers.Serializer):
-    energy_j = serializers.FloatField(help_text="GPU energy outside every job (J).")
-    gpu_hours = serializers.FloatField(help_text="GPU-hours no job occupied (h).")
-    facility_kwh = serializers.FloatField()
-    operational_kg = serializers.FloatField()
-    embodied_kg = serializers.FloatField(help_text="Embodied CO2e of unoccupied GPU-hours (kg).")
-    energy_kwh = serializers.FloatField(help_text="GPU energy outside every job (kWh).")
-    cost = serializers.DecimalField(
-        max_digits=16, decimal_places=3, help_text="`cost_exact` rounded half-even to the currency's minor unit."
-    )
-    cost_exact = serializers.DecimalField(max_digits=16, decimal_places=6, help_text="Exact, 6 places, in `currency`.")
+class FiguresSerializer(serializers.Serializer):
+    """The figures every line of a rollup carries: energy, GPU-hours, carbon and money."""
 
-
-class PeriodSerializer(serializers.Serializer):
-    period = serializers.DateField(help_text="First day of the period.")
-    energy_j = serializers.FloatField(help_text="GPU energy of the jobs (J).")
-    gpu_hours = serializers.FloatField(help_text="GPU-hours the jobs occupied (h).")
+    energy_j = serializers.FloatField(help_text="GPU energy (J).")
+    energy_kwh = serializers.FloatField(help_text="GPU energy (kWh).")
+    gpu_hours = serializers.FloatField(help_text="GPU-hours occupied (h).")
     facility_kwh = serializers.FloatField(help_text="Facility energy (kWh).")
     operational_kg = serializers.FloatField(help_text="Operational CO2e (kg).")
     embodied_kg = serializers.FloatField(help_text="Embodied CO2e (kg).")
-    energy_kwh = serializers.FloatField(help_text="GPU energy of the jobs (kWh).")
     cost = serializers.DecimalField(
-        max_digits=16,
+        max_digits=18,
         decimal_places=3,
-        help_text="In the currency's minor unit: the sum of the period's jobs' rounded costs (docs/api.md, Money).",
+        help_text="In the currency's minor unit: the sum of its jobs' rounded costs (docs/api.md, Money).",
     )
-    cost_exact = serializers.DecimalField(
-        max_digits=16, decimal_places=6, help_text="Exact sum of the rows, 6 places, in `currency`."
+    cost_exact = serializers.DecimalField(max_digits=18, decimal_places=6, help_text="Exact, 6 places, in `currency`.")
+
+
+class IdleLineSerializer(FiguresSerializer):
+    energy_j = serializers.FloatField(help_text="GPU energy outside every job (J).")
+    energy_kwh = serializers.FloatField(help_text="GPU energy outside every job (kWh).")
+    gpu_hours = serializers.FloatField(help_text="GPU-hours no job occupied (h).")
+    embodied_kg = serializers.FloatField(help_text="Embodied CO2e of unoccupied GPU-hours (kg).")
+    cost = serializers.DecimalField(
+        max_digits=18, decimal_places=3, help_text="`cost_exact` rounded half-even to the currency's minor unit."
     )
+
+
+class PeriodSerializer(FiguresSerializer):
+    period = serializers.DateField(help_text="First day of the period.")
     energy_by_method_j = serializers.DictField(child=serializers.FloatField(), help_text="Joules per split method.")
     idle = IdleLineSerializer(allow_null=True, help_text="The idle line (clusters; teams when shared back).")
 
 
-class TotalsSerializer(serializers.Serializer):
-    energy_j = serializers.FloatField(help_text="GPU energy of the jobs (J).")
-    energy_kwh = serializers.FloatField(help_text="GPU energy of the jobs (kWh).")
-    gpu_hours = serializers.FloatField(help_text="GPU-hours the jobs occupied (h).")
-    facility_kwh = serializers.FloatField(help_text="Facility energy (kWh).")
-    operational_kg = serializers.FloatField(help_text="Operational CO2e (kg).")
-    embodied_kg = serializers.FloatField(help_text="Embodied CO2e (kg).")
+class TotalsSerializer(FiguresSerializer):
     cost = serializers.DecimalField(max_digits=18, decimal_places=3, help_text="Sum of the periods' `cost`.")
-    cost_exact = serializers.DecimalField(max_digits=18, decimal_places=6, help_text="Exact, 6 places.")
     idle = IdleLineSerializer(allow_null=True, help_text="The periods' idle lines added up; null without one.")
 
 
@@ -151,28 +144,12 @@ class DailyEnergySerializer(serializers.Serializer):
     energy_j = serializers.FloatField(help_text="GPU energy (J).")
 
 
-class TeamTotalsSerializer(serializers.Serializer):
+class TeamTotalsSerializer(FiguresSerializer):
     team = serializers.CharField()
-    gpu_hours = serializers.FloatField(help_text="GPU-hours occupied (h).")
-    energy_j = serializers.FloatField(help_text="GPU energy (J).")
-    facility_kwh = serializers.FloatField(help_text="Facility energy (kWh).")
-    operational_kg = serializers.FloatField(help_text="Operational CO2e (kg).")
-    embodied_kg = serializers.FloatField(help_text="Embodied CO2e (kg).")
-    energy_kwh = serializers.FloatField(help_text="GPU energy (kWh).")
-    cost = serializers.DecimalField(
-        max_digits=18, decimal_places=3, help_text="The sum of the team's jobs' costs, each rounded to the minor unit."
-    )
-    cost_exact = serializers.DecimalField(max_digits=18, decimal_places=6, help_text="In the sites' currency, exact.")
 
 
-class OutcomeFiguresSerializer(serializers.Serializer):
+class OutcomeFiguresSerializer(FiguresSerializer):
     jobs = serializers.IntegerField(help_text="Runs with GPU-hours in the period.")
-    energy_j = serializers.FloatField(help_text="GPU energy (J).")
-    energy_kwh = serializers.FloatField(help_text="GPU energy (kWh).")
-    gpu_hours = serializers.FloatField(help_text="GPU-hours occupied (h).")
-    facility_kwh = serializers.FloatField(help_text="Facility energy (kWh).")
-    operational_kg = serializers.FloatField(help_text="Operational CO2e (kg).")
-    embodied_kg = serializers.FloatField(help_text="Embodied CO2e (kg).")
     co2e_kg = serializers.FloatField(help_text="Operational + embodied CO2e (kg).")
     cost = serializers.DecimalField(
         max_digits=18,
@@ -180,7 +157,6 @@ class OutcomeFiguresSerializer(serializers.Serializer):
         help_text="In the currency's minor unit: the sum of the runs' costs in the period, each rounded "
         "(the total's: the sum of the outcomes').",
     )
-    cost_exact = serializers.DecimalField(max_digits=18, decimal_places=6, help_text="In `currency`, exact.")
 
 
 class OutcomeSerializer(OutcomeFiguresSerializer):
