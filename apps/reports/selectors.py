@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -26,7 +26,7 @@ from apps.core.aggregates import footprint_sums
 from apps.core.footprint import Footprint
 from apps.fleet.models import Cluster, Team
 from apps.jobs.models import Job, JobGpuHour
-from apps.rollups.selectors import MixedBasisError, cluster_rollup, team_rollup
+from apps.rollups.selectors import MixedBasisError, cluster_rollup, team_job_costs_minor, team_rollup
 from apps.waste import kinds as waste_kinds
 from apps.waste.models import Flag
 
@@ -169,6 +169,14 @@ def fleet_timezone() -> str:
 
 def _totals(periods: list[dict[str, Any]]) -> Footprint:
     return Footprint.total(Footprint.from_sums(p) for p in periods)
+
+
+def _billed(team: Team, start: datetime, end: datetime, rollup: dict[str, Any]) -> Footprint:
+    """The week's totals with the cost a finance tool reads from the API for the same days: the sum of the
+    team's jobs' costs, each rounded to the currency's minor unit (not the unrounded sum rounded once)."""
+    week = _totals(rollup["periods"])
+    minor = team_job_costs_minor(team=team, start=start, end=end, granularity="week", currency=rollup["currency"])
+    return replace(week, cost=sum(minor.values(), Decimal(0)))
 
 
 def _idle(periods: list[dict[str, Any]]) -> Footprint | None:
@@ -336,7 +344,7 @@ def report_build(*, team: Team, week_start: date) -> TeamReport:
     prev_start, prev_end = week_window(week_start - timedelta(days=7), tz)
     rollup = team_rollup(team=team, start=start, end=end, granularity="week")
     previous_rollup = team_rollup(team=team, start=prev_start, end=prev_end, granularity="week")
-    week, previous = _totals(rollup["periods"]), _totals(previous_rollup["periods"])
+    week, previous = _billed(team, start, end, rollup), _billed(team, prev_start, prev_end, previous_rollup)
     waste = _waste(team, start, end, tz)
     zones, basis = rollup["intensity_zones"], rollup["intensity_basis"]
     estimated_s = (

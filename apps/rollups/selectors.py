@@ -21,7 +21,7 @@ from django.db.models.functions import TruncDay, TruncMonth, TruncWeek
 
 from apps.carbon.models import JobGroup
 from apps.core.aggregates import footprint_sums
-from apps.core.footprint import S_PER_HOUR, Footprint
+from apps.core.footprint import S_PER_HOUR, Footprint, kwh
 from apps.core.money import round_minor, split_rounded
 from apps.fleet.models import Cluster, Team, team_scoped
 from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy, JobQuerySet
@@ -279,8 +279,8 @@ def team_job_costs_minor(
     *, team: Team, start: datetime, end: datetime, granularity: str, currency: str
 ) -> dict[str, Decimal]:
     """team_rollup's job cost per period in minor units (whole UTC days, jobs excluded from the bill left out,
-    as its daily sums)."""
-    first = datetime.combine(start.astimezone(UTC).date(), time(0), tzinfo=UTC)
+    as its daily sums: `start` taken to its own day, like team_rollup's)."""
+    first = datetime.combine(start.date(), time(0), tzinfo=UTC)
     after = datetime.combine(day_after(end), time(0), tzinfo=UTC)
     rows = JobGpuHour.objects.filter(job__team=team, job__excluded_from_bill=False, hour__gte=first, hour__lt=after)
     return _job_costs_minor(rows, TRUNC[granularity], currency)
@@ -362,8 +362,8 @@ User = AbstractBaseUser | AnonymousUser
 
 
 def team_daily_energy(*, user: User, start: datetime, end: datetime) -> list[dict[str, Any]]:
-    """GPU energy per whole UTC day, team and split method (J), for the teams the user may see: from the
-    teams' daily sums, as their rollups, so jobs an admin excluded from a team's bill are not on it."""
+    """GPU energy per whole UTC day, team and split method (J, and kWh beside it), for the teams the user may
+    see: from the teams' daily sums, as their rollups, so jobs an admin excluded from a team's bill are not on it."""
     per_key: dict[tuple[str, str, str], float] = defaultdict(float)
     days = TeamDay.objects.filter(
         team__in=Team.objects.visible_to(user), day__gte=start.date(), day__lt=day_after(end)
@@ -372,7 +372,7 @@ def team_daily_energy(*, user: User, start: datetime, end: datetime) -> list[dic
         for method, joules in by_method.items():
             per_key[(day.isoformat(), team, method)] += joules
     return [
-        {"day": day, "team": team, "method": method, "energy_j": joules}
+        {"day": day, "team": team, "method": method, "energy_j": joules, "energy_kwh": kwh(joules)}
         for (day, team, method), joules in sorted(per_key.items())
     ]
 

@@ -267,6 +267,14 @@ def test_daily_energy_by_team_and_method_is_the_team_rollups_and_leaves_excluded
     client = APIClient()
     client.force_authenticate(User.objects.create_user("root", is_staff=True))
     rows = client.get("/api/teams/daily-energy/", {"start": "2026-11-02", "end": "2026-11-03"}).json()
-    assert rows == [{"day": "2026-11-02", "team": fleet.team.name, "method": "whole_gpu", "energy_j": 3 * 500 * 3600.0}]
+    assert rows == [
+        {
+            "day": "2026-11-02",
+            "team": fleet.team.name,
+            "method": "whole_gpu",
+            "energy_j": 3 * 500 * 3600.0,
+            "energy_kwh": 1.5,  # beside J, as everywhere in the API
+        }
+    ]
     by_method = team_rollup(team=fleet.team, **DAY)["periods"][0]["energy_by_method_j"]
     assert by_method == {"whole_gpu": rows[0]["energy_j"]}

@@ -41,8 +41,8 @@ def _api_week(world: World, start: str, end: str) -> dict:
     assert response.status_code == 200
     periods = response.json()["periods"]
     return {
-        # the report shows the exact sum, rounded once (the API's `cost` adds the jobs' rounded costs)
-        "cost": sum((Decimal(p["cost_exact"]) for p in periods), Decimal(0)),
+        # the API's `cost`: the sum of the jobs' rounded costs, which the report shows to the cent
+        "cost": sum((Decimal(p["cost"]) for p in periods), Decimal(0)),
         "energy_kwh": sum(p["energy_j"] for p in periods) / 3.6e6,
         "co2e_kg": sum(p["operational_kg"] + p["embodied_kg"] for p in periods),
         "gpu_hours": sum(p["gpu_hours"] for p in periods),
@@ -92,7 +92,7 @@ def test_report_arrives_once_per_recipient_with_the_api_numbers(world: World, sm
     cur = api["currency"]
     for label, value in (
         ("Cost", f"{_money(api['cost'])} {cur}"),
-        ("Energy", f"{api['energy_kwh']:,.2f} kWh"),
+        ("GPU energy", f"{api['energy_kwh']:,.2f} kWh (GPU)"),
         ("CO2e", f"{api['co2e_kg']:,.2f} kg"),
         ("GPU-hours", f"{api['gpu_hours']:,.1f} h"),
     ):
@@ -117,7 +117,7 @@ def test_waste_lines_use_the_findings_units_and_the_worst_jobs_link_to_their_pag
     hog_line = next(line for line in text.splitlines() if line.startswith("- Memory hogs"))
     assert f"1 job, {hog.evidence['gpu_hours_blocked']:,.1f} h," in hog_line
     e = hog.evidence
-    assert f"{e['energy_kwh']:,.2f} kWh, {e['co2e_kg']:,.2f} kg, {_money(e['cost'])} EUR" in hog_line
+    assert f"{e['energy_kwh']:,.2f} kWh (GPU), {e['co2e_kg']:,.2f} kg, {_money(e['cost'])} EUR" in hog_line
     idle_line = next(line for line in text.splitlines() if line.startswith("- Idle allocations"))
     assert f"{idle.evidence['gpu_hours_blocked']:,.1f} h" in idle_line and _money(idle.evidence["cost"]) in idle_line
     assert "- Low-coverage jobs (energy partly measured: mean coverage 80 %): 1 job, 4.0 h" in text

@@ -142,6 +142,7 @@ class DailyEnergySerializer(serializers.Serializer):
     team = serializers.CharField()
     method = serializers.CharField(help_text="Split method.")
     energy_j = serializers.FloatField(help_text="GPU energy (J).")
+    energy_kwh = serializers.FloatField(help_text="GPU energy (kWh).")
 
 
 class TeamTotalsSerializer(FiguresSerializer):

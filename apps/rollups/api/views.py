@@ -189,7 +189,7 @@ class TeamRollupViewSet(_RollupMixin, viewsets.GenericViewSet):
     @extend_schema(parameters=[PeriodQuerySerializer], responses=DailyEnergySerializer(many=True))
     @action(detail=False, methods=["get"], url_path="daily-energy", pagination_class=None)
     def daily_energy(self, request: Request, format: str | None = None) -> Response:
-        """GPU energy per day, team and split method (J) for the teams the user may see."""
+        """GPU energy per day, team and split method (J and kWh) for the teams the user may see."""
         start, end, _ = _period_query(request)
         return Response(team_daily_energy(user=request.user, start=start, end=end))
 
