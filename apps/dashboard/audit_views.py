@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -31,8 +31,8 @@ QUEUE_LISTED = 500
 @staff_member_required
 def queue(request: HttpRequest) -> HttpResponse:
     """Findings on jobs and on GPU-hours (a counter reset, a sum that does not add up), open ones by default;
-    `?status=` (empty) for any status. A GPU-hour finding lists the jobs that ran in it: decisions are taken
-    on a job (the audit log is per job)."""
+    `?status=` (empty) for any status. A GPU-hour finding lists the jobs that ran in it; it is acknowledged or
+    disputed as it is (the log names its GPU and hour), and a job of it is decided on from the job's page."""
     params = request.GET.copy()
     params.setdefault("status", Flag.Status.OPEN)
     flags = Flag.objects.select_related("job__team", "cluster", "gpu__node").order_by("created_at", "id")
@@ -95,14 +95,29 @@ def _back(request: HttpRequest, default: str) -> str:
     return default
 
 
+def _review_gpu_hour(request: HttpRequest, flag: Flag) -> None:
+    """A decision on a GPU-hour's finding: acknowledge or dispute it (there is no job to exclude or move)."""
+    action, reason = request.POST.get("action", ""), request.POST.get("reason", "")
+    subject = f"GPU {flag.gpu.node.hostname}/{flag.gpu.index} at {flag.hour:%Y-%m-%d %H}:00" if flag.gpu else "GPU-hour"
+    try:
+        if action not in ("acknowledge", "dispute"):
+            raise audit.AuditError("A finding on a GPU-hour is acknowledged or disputed; decide on a job from its page.")
+        decisions.flag_review(actor=acting_user(request.user), flag=flag, action=action, reason=reason)
+    except audit.AuditError as exc:
+        messages.error(request, f"{subject}: {exc}")
+    else:
+        messages.success(request, f"{subject}: {action} recorded.")
+
+
 @require_POST
 @staff_member_required
 def act(request: HttpRequest, flag_id: int) -> HttpResponse:
-    """A decision on a finding (and its job), from the queue."""
-    flag = get_object_or_404(Flag.objects.select_related("job"), pk=flag_id, job__isnull=False)
-    if flag.job is None:  # never (the query wants a job): narrows the type for _decide
-        raise Http404
-    _decide(request, flag.job, flag)
+    """A decision on a finding, from the queue: on its job, or on its GPU-hour."""
+    flag = get_object_or_404(Flag.objects.select_related("job", "gpu__node"), pk=flag_id)
+    if flag.job is None:
+        _review_gpu_hour(request, flag)
+    else:
+        _decide(request, flag.job, flag)
     return HttpResponseRedirect(_back(request, reverse("dashboard:audit")))
 
 

@@ -44,17 +44,21 @@ def _job_state(job: Job) -> dict[str, Any]:
     }
 
 
-def _entry(*, actor: User, action: str, job: Job, reason: str, before: dict, after: dict,
+def _entry(*, actor: User, action: str, job: Job | None, reason: str, before: dict, after: dict,
            flag: Flag | None = None) -> AuditEntry:  # fmt: skip
+    """The log's line. A decision on a GPU-hour's finding (no job) names the GPU and the hour instead."""
+    on_gpu_hour = job is None and flag is not None
     return AuditEntry.objects.create(
         actor=actor, action=action, job=job, reason=reason, before=before, after=after,
         flag_id=flag.pk if flag else None, flag_kind=flag.kind if flag else "",
+        gpu_id=flag.gpu_id if on_gpu_hour and flag else None, hour=flag.hour if on_gpu_hour and flag else None,
     )  # fmt: skip
 
 
 @transaction.atomic
 def flag_review(*, actor: User, flag: Flag, action: str, reason: str) -> AuditEntry:
-    """Acknowledge (expected, e.g. a debugging session) or dispute (the attribution looks wrong)."""
+    """Acknowledge (expected, e.g. a debugging session, a known driver reset) or dispute (the attribution, or
+    the meter, looks wrong). A finding on a GPU-hour is decided on as it is: the log names its GPU and hour."""
     reason = _require(actor, reason)
     status: dict[str, str] = {
         AuditEntry.Action.ACKNOWLEDGE: Flag.Status.ACKNOWLEDGED,
@@ -63,8 +67,8 @@ def flag_review(*, actor: User, flag: Flag, action: str, reason: str) -> AuditEn
     if action not in status:
         raise AuditError(f"Unknown review {action!r}: acknowledge or dispute.")
     flag = Flag.objects.select_for_update(of=("self",)).get(pk=flag.pk)
-    if flag.job is None:
-        raise AuditError("This finding is on a GPU-hour, not a job.")
+    if flag.job is None and (flag.gpu_id is None or flag.hour is None):
+        raise AuditError(f"Finding {flag.pk} names neither a job nor a GPU-hour.")
     before = {"status": flag.status}
     flag.status = status[action]
     flag.save(update_fields=["status", "updated_at"])

@@ -72,7 +72,11 @@ class AuditEntry(models.Model):
     at = models.DateTimeField(auto_now_add=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="audit_entries")
     action = models.CharField(max_length=20, choices=Action.choices)
-    job = models.ForeignKey(Job, on_delete=models.PROTECT, related_name="audit_entries")
+    # The subject: a job, or the GPU-hour of a finding on the meter's figures (a counter reset, a sum that
+    # does not add up), which no job carries.
+    job = models.ForeignKey(Job, on_delete=models.PROTECT, null=True, blank=True, related_name="audit_entries")
+    gpu = models.ForeignKey(Gpu, on_delete=models.PROTECT, null=True, blank=True, related_name="audit_entries")
+    hour = models.DateTimeField(null=True, blank=True)
     # The flag by id, not by foreign key: a withdrawn flag must not rewrite (SET NULL) an entry.
     flag_id = models.BigIntegerField(null=True, blank=True)
     flag_kind = models.CharField(max_length=30, blank=True)
@@ -83,6 +87,19 @@ class AuditEntry(models.Model):
     class Meta:
         ordering = ["-at", "-id"]
         indexes = [models.Index(fields=["job", "at"], name="audit_job_at")]  # a job's trail
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(job__isnull=False) | models.Q(gpu__isnull=False, hour__isnull=False),
+                name="audit_entry_has_subject",
+            )
+        ]
 
     def __str__(self) -> str:
-        return f"{self.at:%Y-%m-%d %H:%M} {self.actor} {self.action} {self.job}"
+        return f"{self.at:%Y-%m-%d %H:%M} {self.actor} {self.action} {self.subject}"
+
+    @property
+    def subject(self) -> str:
+        """The job's key, or "GPU <uuid> at <hour>" for a decision on a GPU-hour's finding."""
+        if self.job_id is not None:
+            return self.job.job_key if self.job else str(self.job_id)
+        return f"GPU {self.gpu.uuid if self.gpu else self.gpu_id} at {self.hour:%Y-%m-%d %H}:00 UTC"

@@ -180,3 +180,38 @@ def test_the_team_page_and_the_weekly_report_count_the_same_findings(world) -> N
     [line] = [line for line in report.waste if line.kind == "memory_hog"]
     assert line.jobs == 1
     assert "as the weekly report counts them" in _text(html[html.index('id="waste-rule"') :])
+
+
+def test_a_gpu_level_finding_is_acknowledged_from_the_queue_and_logged_on_its_gpu_hour(world) -> None:
+    fleet, flags, admin, member = world
+    reset = flags["counter_reset"]
+    client = _client(admin)
+    # given the queue offers the finding's own decisions only (no job to exclude or move), each with a label
+    html = client.get("/audit/", {"kind": "counter_reset"}).content.decode()
+    row = html[html.index(f'data-flag="{reset.pk}"') :]
+    form = row[: row.index("</form>")]
+    assert 'value="acknowledge"' in form and 'value="dispute"' in form
+    assert 'value="exclude"' not in form and 'name="team"' not in form
+    assert f'aria-label="Decision on finding {reset.pk}"' in form
+    # when the admin acknowledges it (a known driver reset), once without a reason, once with one
+    client.post(f"/audit/{reset.pk}/act/", {"action": "acknowledge", "reason": " "})
+    assert AuditEntry.objects.count() == 0
+    client.post(f"/audit/{reset.pk}/act/", {"action": "exclude", "reason": "no job here"})
+    assert AuditEntry.objects.count() == 0
+    answer = client.post(f"/audit/{reset.pk}/act/", {"action": "acknowledge", "reason": "driver update"}, follow=True)
+    # then the finding is acknowledged and the log names its GPU and hour, with no job
+    reset.refresh_from_db()
+    assert reset.status == Flag.Status.ACKNOWLEDGED
+    [entry] = AuditEntry.objects.all()
+    assert (entry.job_id, entry.gpu_id, entry.hour) == (None, fleet.gpus[2].pk, T0 + HOUR)
+    assert entry.flag_id == reset.pk and entry.before == {"status": "open"} and entry.after == {"status": "acknowledged"}
+    assert "GPU c1-n0/2 at 2026-11-02 01:00: acknowledge recorded." in answer.content.decode()
+    # and the audit log's API and CSV show it on its GPU-hour
+    [logged] = client.get("/api/audit-log/").json()["results"]
+    assert logged["job"] is None and logged["job_key"] is None
+    assert logged["gpu_uuid"] == fleet.gpus[2].uuid and logged["hour"].startswith("2026-11-02T01:00")
+    csv = client.get("/api/audit-log/", {"format": "csv"}).content.decode()
+    assert fleet.gpus[2].uuid in csv
+    # and a member may not decide on it
+    assert _client(member).post(f"/audit/{reset.pk}/act/", {"action": "dispute", "reason": "x"}).status_code == 302
+    assert AuditEntry.objects.count() == 1

@@ -46,9 +46,17 @@ class ReassignSerializer(ReasonSerializer):
 
 class AuditEntrySerializer(serializers.ModelSerializer):
     actor = serializers.CharField(source="actor.username")
-    job_key = serializers.CharField(source="job.job_key")
+    job_key = serializers.CharField(
+        source="job.job_key", default=None, allow_null=True, help_text="Null for a decision on a GPU-hour's finding."
+    )
+    gpu_uuid = serializers.CharField(
+        source="gpu.uuid", default=None, allow_null=True, help_text="The GPU of a GPU-hour's finding; else null."
+    )
 
     class Meta:
         model = AuditEntry
-        fields = ["id", "at", "actor", "action", "job", "job_key", "flag_id", "flag_kind", "reason", "before", "after"]
+        fields = [
+            "id", "at", "actor", "action", "job", "job_key", "gpu_uuid", "hour", "flag_id", "flag_kind", "reason",
+            "before", "after",
+        ]  # fmt: skip
         read_only_fields = fields

@@ -115,5 +115,5 @@ class AuditLogViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     serializer_class = AuditEntrySerializer
     pagination_class = AuditCursorPagination
     permission_classes = FLEET_WIDE
-    queryset = AuditEntry.objects.select_related("actor", "job").order_by("-at", "-id")
+    queryset = AuditEntry.objects.select_related("actor", "job", "gpu").order_by("-at", "-id")
     filterset_fields = ["action", "job"]
