@@ -46,7 +46,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "apps.core.middleware.StyledNotFoundMiddleware",  # outermost: it sees the 404 page Django made
+    "apps.core.middleware.StyledErrorPagesMiddleware",  # outermost: it sees the 404 page Django made
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -275,6 +275,8 @@ FLEETWATT_IDLE_MIN_SECONDS = env.int("FLEETWATT_IDLE_MIN_SECONDS", default=3600)
 FLEETWATT_INTENSITY_FILL_HOURS = env.int("FLEETWATT_INTENSITY_FILL_HOURS", default=3)
 FLEETWATT_IDLE_SHARED_TO_TEAMS = env.bool("FLEETWATT_IDLE_SHARED_TO_TEAMS", default=False)
 FLEETWATT_SHIFT_DEADLINE_H = env.int("FLEETWATT_SHIFT_DEADLINE_H", default=24)
+# With DEBUG on, an error is the site's 500 page and the traceback goes to the log; 1: Django's traceback page.
+FLEETWATT_DEBUG_TRACEBACK_PAGES = env.bool("FLEETWATT_DEBUG_TRACEBACK_PAGES", default=False)
 
 LOGGING = {
     "version": 1,

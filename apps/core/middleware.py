@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
-from .views import page_not_found
+from .views import page_not_found, server_error
 
 # What Django's technical 404 page says of itself; with DEBUG off, handler404 answers instead.
 _TECHNICAL_404 = b"DEBUG = True"
 
+logger = logging.getLogger("django.request")
 
-class StyledNotFoundMiddleware:
-    """With DEBUG on, Django answers a 404 with its technical page, which lists every URL pattern: the site's
-    own 404 page (JSON under /api/) answers instead. A 500 keeps its traceback page: that one is for the
-    developer."""
+
+class StyledErrorPagesMiddleware:
+    """With DEBUG on, Django answers a 404 with its technical page, which lists every URL pattern, and an
+    error with its traceback page: the site's own 404 and 500 pages (JSON under /api/) answer instead, and the
+    traceback goes to the log. FLEETWATT_DEBUG_TRACEBACK_PAGES=1 keeps Django's traceback page for a
+    developer who wants it in the browser."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -31,3 +35,9 @@ class StyledNotFoundMiddleware:
         ):
             return page_not_found(request, Exception())
         return response
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not settings.DEBUG or settings.FLEETWATT_DEBUG_TRACEBACK_PAGES:
+            return None  # DEBUG off: handler500 answers, and Django logs the error itself
+        logger.error("Internal Server Error: %s", request.path, exc_info=exception, extra={"request": request})
+        return server_error(request)

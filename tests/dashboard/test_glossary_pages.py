@@ -104,7 +104,7 @@ def test_the_job_page_s_hours_are_hours_and_sampled_never_exceeds_the_hour(world
     html = client.get(f"/jobs/{job.pk}/").content.decode()
     table = _section(html, "job-hours")
     headers = re.findall(r"<th[^>]*>([^<]*)</th>", table)
-    assert "GPU energy (kWh (GPU))" in headers and "GPU-h" in headers
+    assert "GPU energy (kWh)" in headers and "GPU-h" in headers
     rows = re.findall(r"<tr>(<td data-source=.*?)</tr>", table, re.S)
     cells = [[_text(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)] for row in rows]
     gpu_h = [c[headers.index("GPU-h")] for c in cells]
@@ -130,8 +130,8 @@ def test_the_team_page_says_which_energy_each_figure_is(world) -> None:
     html = client.get(f"/teams/{fleet.team.pk}/", {"start": "2026-11-02", "end": "2026-11-03"}).content.decode()
     totals = _text(_section(html, "total-energy"))
     assert totals.endswith("kWh (facility)")
-    assert "Facility energy (kWh (facility))" in _text(_section(html, "waste"))
-    assert "GPU energy (kWh (GPU))" in _text(_section(html, "top-jobs"))
+    assert "Facility energy (kWh)" in _text(_section(html, "waste"))
+    assert "GPU energy (kWh)" in _text(_section(html, "top-jobs"))
     # methods in the top jobs' split are named with their exactness
     assert "Whole GPU — exact" in _section(html, "top-jobs")
     # findings in the waste table are named, with their status
