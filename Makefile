@@ -42,6 +42,7 @@ beat: bootstrap
 bench: bootstrap
 	@command -v ab >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq apache2-utils >/dev/null
 	$(PY) bench/ingest_cluster_hour.py
+	$(PY) bench/ingest_fanout.py
 	$(PY) bench/dashboard_endpoints.py
 	@if [ -f bench/agent_tick.py ]; then $(PY) bench/agent_tick.py; fi
 

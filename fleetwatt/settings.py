@@ -236,9 +236,21 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     ),
 }
 CELERY_TIMEZONE = "UTC"
+# The ingest fanned out (apps.pipeline.fanout): beat queues each cluster's closed hours as one task per hour
+# and shard, on the cluster's queue, for any number of workers; 0: one task ingests every cluster in turn.
+FLEETWATT_INGEST_FANOUT = env.bool("FLEETWATT_INGEST_FANOUT", default=True)
+# Hours in one batch (derived at once); a longer catch-up takes several beats.
+FLEETWATT_INGEST_BATCH_HOURS = env.int("FLEETWATT_INGEST_BATCH_HOURS", default=24)
+# A batch untouched this long is derived as far as it was written and its missing parts queued again.
+FLEETWATT_INGEST_STALL_S = env.int("FLEETWATT_INGEST_STALL_S", default=15 * 60)
+# The queue of the ingest's tasks, and clusters pinned to their own ("cluster=queue,...": a worker started
+# with `-Q <queue>` near that cluster's Prometheus takes them).
+FLEETWATT_INGEST_QUEUE = env.str("FLEETWATT_INGEST_QUEUE", default="celery")
+FLEETWATT_INGEST_CLUSTER_QUEUES = env.dict("FLEETWATT_INGEST_CLUSTER_QUEUES", default={})
 CELERY_BEAT_SCHEDULE = {
     "ingest-closed-hours": {
-        "task": "apps.telemetry.tasks.ingest_closed_hours_task",
+        "task": "apps.telemetry.tasks."
+        + ("ingest_dispatch_task" if FLEETWATT_INGEST_FANOUT else "ingest_closed_hours_task"),
         # A few minutes past the hour, so the hour's last scrapes have landed in Prometheus.
         "schedule": crontab(minute=env.int("FLEETWATT_INGEST_MINUTE", default=5)),
     },
@@ -252,6 +264,10 @@ FLEETWATT_PROMETHEUS_TIMEOUT_S = env.float("FLEETWATT_PROMETHEUS_TIMEOUT_S", def
 # How far back the ingest looks for a counter's last value before an hour: a counter with no sample
 # in this window is taken as new (counted from 0), so scrape gaps longer than this would count twice.
 FLEETWATT_COUNTER_LOOKBACK_S = env.int("FLEETWATT_COUNTER_LOOKBACK_S", default=3 * 3600)
+# The per-hour tables are partitioned by UTC month (apps.telemetry.partitions): beat makes this many months
+# ahead; `manage.py hour_rows_expire` drops the months older than the keep setting (0: keep every month).
+FLEETWATT_HOUR_PARTITIONS_AHEAD_MONTHS = env.int("FLEETWATT_HOUR_PARTITIONS_AHEAD_MONTHS", default=3)
+FLEETWATT_HOUR_ROWS_KEEP_MONTHS = env.int("FLEETWATT_HOUR_ROWS_KEEP_MONTHS", default=0)
 # Hours the beat task catches up at most in one run (the rest on its next run).
 FLEETWATT_CATCHUP_MAX_HOURS = env.int("FLEETWATT_CATCHUP_MAX_HOURS", default=24 * 7)
 # `manage.py ingest` covers at most this many hours per cluster in one run (a typo of a year is refused).
@@ -303,6 +319,10 @@ FLEETWATT_BASE_URL = env.str("FLEETWATT_BASE_URL", default="http://127.0.0.1:800
 FLEETWATT_REPORT_WEEKDAY = env.int("FLEETWATT_REPORT_WEEKDAY", default=0)
 FLEETWATT_REPORT_HOUR = env.int("FLEETWATT_REPORT_HOUR", default=7)
 # Hourly: each run sends the reports whose local send time has passed and that are not yet sent.
+CELERY_BEAT_SCHEDULE["hour-partitions-ahead"] = {
+    "task": "apps.telemetry.tasks.hour_partitions_ahead_task",
+    "schedule": crontab(minute=45, hour=3),
+}
 CELERY_BEAT_SCHEDULE["weekly-waste-reports"] = {
     "task": "apps.reports.tasks.send_weekly_reports_task",
     "schedule": crontab(minute=20),

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install what is missing and start what is not running: the virtual environment and its packages,
-# Debian's prometheus (and chromium for the browser tests), apache2-utils (ab), Postgres, Redis, the database.
+# Debian's prometheus and victoria-metrics (and chromium for the browser tests), apache2-utils (ab), Postgres, Redis, the database.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 want_chromium=${WANT_CHROMIUM:-0}
@@ -13,6 +13,8 @@ apt_install() {
 
 pkgs=()
 command -v prometheus >/dev/null && command -v promtool >/dev/null || pkgs+=(prometheus)
+# VictoriaMetrics (single node) and vmauth: the ingest's end-to-end tests run against both engines.
+command -v victoria-metrics >/dev/null && command -v vmauth >/dev/null || pkgs+=(victoria-metrics)
 if [ "$want_chromium" = 1 ]; then command -v chromium >/dev/null || pkgs+=(chromium); fi
 command -v pg_isready >/dev/null || pkgs+=(postgresql postgresql-client)
 command -v redis-server >/dev/null || pkgs+=(redis-server)

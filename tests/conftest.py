@@ -1,5 +1,5 @@
 """Shared fixtures: real Postgres (pytest-django), and real Prometheus servers loaded with simulated
-history through promtool."""
+history through promtool (and the same history in VictoriaMetrics, through its import API)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from apps.simulator.engine import FleetSimulation, JobTruth
-from apps.simulator.exposition import openmetrics_write
+from apps.simulator.exposition import import_text_write, openmetrics_write
 from apps.simulator.local_prometheus import LocalPrometheus, blocks_create, config_write, free_port
+from apps.simulator.local_victoria import LocalVictoria
 from apps.simulator.scenario import Scenario, scenario_from_dict
 
 SIM_LABELS = {"job": "fleetwatt-sim", "instance": "simulator:9400"}
@@ -24,7 +25,7 @@ class LoadedHistory:
     scenario: Scenario
     sim: FleetSimulation
     truth: dict[str, JobTruth]
-    prometheus: LocalPrometheus
+    prometheus: LocalPrometheus | LocalVictoria  # the engine that holds it
 
     @property
     def url(self) -> str:
@@ -55,6 +56,51 @@ def history_loader(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callabl
     yield load
     for history in loaded.values():
         history.prometheus.stop()
+
+
+@pytest.fixture(scope="session")
+def victoria_history_loader(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[[dict[str, Any]], LoadedHistory]]:
+    """As history_loader, into a fresh VictoriaMetrics through /api/v1/import/prometheus (cached): the very
+    samples promtool backfills, millisecond for millisecond."""
+    loaded: dict[str, LoadedHistory] = {}
+
+    def load(raw: dict[str, Any]) -> LoadedHistory:
+        key = json.dumps(raw, sort_keys=True)
+        if key not in loaded:
+            scenario = scenario_from_dict(raw)
+            sim = FleetSimulation(scenario)
+            folder = tmp_path_factory.mktemp(f"victoria-{scenario.name}")
+            history = folder / "history.txt"
+            with history.open("w") as out:
+                written = import_text_write(sim.series(), out, extra_labels=SIM_LABELS)
+            victoria = LocalVictoria(folder / "data")
+            victoria.start(log=folder / "victoria-metrics.log")
+            loaded[key] = LoadedHistory(scenario, sim, sim.truth(), victoria)
+            victoria.history_import(history, expected_samples=written)
+        return loaded[key]
+
+    yield load
+    for history in loaded.values():
+        history.prometheus.stop()
+
+
+ENGINES = ("prometheus", "victoria-metrics")
+
+
+@pytest.fixture
+def engine_loader(
+    request: pytest.FixtureRequest,
+) -> Callable[[str, dict[str, Any]], LoadedHistory]:
+    """`load(engine, scenario)`: the scenario's history in the engine named (one of ENGINES)."""
+
+    def load(engine: str, raw: dict[str, Any]) -> LoadedHistory:
+        fixture = {"prometheus": "history_loader", "victoria-metrics": "victoria_history_loader"}[engine]
+        loader: Callable[[dict[str, Any]], LoadedHistory] = request.getfixturevalue(fixture)
+        return loader(raw)
+
+    return load
 
 
 @pytest.fixture

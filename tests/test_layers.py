@@ -24,6 +24,7 @@ APPS = ROOT / "apps"
 
 PURE = {
     "apps.core.footprint",
+    "apps.fleet.endpoint",
     "apps.core.glossary",
     "apps.core.money",
     "apps.jobs.methods",
@@ -39,6 +40,7 @@ PURE = {
     "apps.telemetry.promql",
     "apps.telemetry.guard",
     "apps.telemetry.unobserved",
+    "apps.telemetry.shards",
     "apps.reports.schedule",
     "apps.reports.formatting",
     "apps.schedulers.slurm",

@@ -20,6 +20,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 
+from apps.fleet.endpoint import MAX_TIMEOUT_S, env_name_problem, headers_problems
+
 HOURS_PER_YEAR = 8760
 FORMAT_VERSION = 1
 
@@ -37,6 +39,16 @@ CLUSTER_SCHEDULER_KEYS = (
     "slurmrest_url",
     "slurmrest_token_env",
     "slurmrest_user",
+)
+# A cluster's keys that say how its Prometheus-compatible endpoint is reached (apps.fleet.endpoint): the same
+# names as the Cluster's fields. Secrets only by the NAME of an environment variable.
+CLUSTER_ENDPOINT_KEYS = (
+    "prometheus_bearer_token_env",
+    "prometheus_basic_auth_user",
+    "prometheus_basic_auth_password_env",
+    "prometheus_headers",
+    "prometheus_ca_file",
+    "prometheus_timeout_s",
 )
 
 _SLUG = re.compile(r"^[-a-zA-Z0-9_]+\Z")
@@ -97,6 +109,15 @@ class NodeMatch:
 
 
 @dataclass(frozen=True)
+class ShardConfig:
+    """A node group of a big cluster: nodes whose name matches `nodes` (a fully anchored regex, as PromQL's
+    `=~`) are fetched together (apps.telemetry.shards)."""
+
+    name: str
+    nodes: str
+
+
+@dataclass(frozen=True)
 class ClusterConfig:
     """A cluster; None means "leave the stored value as it is" (new clusters get the settings' defaults)."""
 
@@ -112,6 +133,14 @@ class ClusterConfig:
     slurmrest_url: str | None = None
     slurmrest_token_env: str | None = None  # the NAME of the environment variable, never the token
     slurmrest_user: str | None = None
+    # How its endpoint is reached; the *_env keys hold the NAME of an environment variable, never a secret.
+    prometheus_bearer_token_env: str | None = None
+    prometheus_basic_auth_user: str | None = None
+    prometheus_basic_auth_password_env: str | None = None
+    prometheus_headers: Mapping[str, str] | None = None
+    prometheus_ca_file: str | None = None
+    prometheus_timeout_s: float | None = None
+    shards: tuple[ShardConfig, ...] | None = None  # None: the stored shards are left alone; () : none
 
 
 @dataclass(frozen=True)
@@ -636,6 +665,7 @@ def _cluster(
             f.where("slurmrest_token_env"), "the NAME of an environment variable (e.g. SLURM_JWT), never the token"
         )
     slurmrest_user = f.string("slurmrest_user", required=False, max_length=100, allow_empty=True)
+    endpoint = _endpoint(f)
     site = _reference(f, "site", what="site", in_file=sites, known=known.sites, required=False)
     nodes: list[NodeMatch] = []
     first: dict[str, str] = {}
@@ -652,11 +682,13 @@ def _cluster(
             first[glob] = path
         if glob is not None and kind is not None:
             nodes.append(NodeMatch(match=glob, server_type=kind))
+    shards = _shards(f, problems)
     if len(f.problems) > before:
         return None
     assert name
     return ClusterConfig(
         name=name,
+        shards=shards,
         prometheus_url=url,
         selector=selector,
         scrape_interval_s=scrape,
@@ -668,7 +700,74 @@ def _cluster(
         slurmrest_url=slurmrest_url,
         slurmrest_token_env=token_env,
         slurmrest_user=slurmrest_user,
+        **endpoint,
     )
+
+
+_RESERVED_SHARDS = ("all", "rest")  # apps.telemetry.shards: the whole cluster, and the nodes no shard names
+
+
+def _shards(f: _Fields, problems: _Problems) -> tuple[ShardConfig, ...] | None:
+    """The cluster's node groups, if the key is given: each a name and a node-name regex."""
+    if not f.has("shards"):
+        return None
+    out: list[ShardConfig] = []
+    for path, element in f.items("shards"):
+        shard = _mapping(element, path, problems, ("name", "nodes"))
+        if shard is None:
+            continue
+        name = shard.string("name", max_length=50, slug=True)
+        pattern = shard.string("nodes", max_length=500)
+        if name is not None and name in _RESERVED_SHARDS:
+            problems.add(shard.where("name"), f"{name!r} is reserved (the nodes no shard names are 'rest')")
+        elif name is not None and name in {s.name for s in out}:
+            problems.add(shard.where("name"), f"{name!r} is named twice")
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                problems.add(shard.where("nodes"), f"not a regular expression: {exc}")
+                pattern = None
+        if name is not None and pattern is not None:
+            out.append(ShardConfig(name=name, nodes=pattern))
+    return tuple(out)
+
+
+def _endpoint(f: _Fields) -> dict[str, Any]:
+    """How the cluster's endpoint is reached; only the keys given (the others stay as stored). Empty
+    strings clear a setting."""
+    out: dict[str, Any] = {}
+    for key, example in (("prometheus_bearer_token_env", "PROM_TOKEN"), ("prometheus_basic_auth_password_env",
+                         "PROM_PASSWORD")):  # fmt: skip
+        name = f.string(key, required=False, max_length=100, allow_empty=True)
+        if name and (problem := env_name_problem(name, example=example)):
+            f.problems.add(f.where(key), problem)
+        elif name is not None:
+            out[key] = name
+    user = f.string("prometheus_basic_auth_user", required=False, max_length=100, allow_empty=True)
+    if user is not None:
+        out["prometheus_basic_auth_user"] = user
+    if f.has("prometheus_headers"):
+        headers = f.raw["prometheus_headers"] if f.raw["prometheus_headers"] is not None else {}
+        problems = headers_problems(headers)
+        for problem in problems:
+            f.problems.add(f.where("prometheus_headers"), problem)
+        if not problems:
+            out["prometheus_headers"] = dict(headers)
+    ca_file = f.string("prometheus_ca_file", required=False, max_length=500, allow_empty=True)
+    if ca_file is not None:
+        out["prometheus_ca_file"] = ca_file
+    if f.has("prometheus_timeout_s"):
+        timeout = f.number("prometheus_timeout_s", above=0.0)
+        if timeout is not None and timeout > MAX_TIMEOUT_S:
+            f.problems.add(f.where("prometheus_timeout_s"), f"at most {MAX_TIMEOUT_S:g} seconds, got {timeout:g}")
+        elif timeout is not None:
+            out["prometheus_timeout_s"] = timeout
+    if out.get("prometheus_bearer_token_env") and out.get("prometheus_basic_auth_user"):
+        f.problems.add(
+            f.where("prometheus_basic_auth_user"), "give prometheus_bearer_token_env or basic auth, not both"
+        )
+    return out
 
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -810,6 +909,8 @@ def config_parse(document: Any, *, known: KnownNames | None = None) -> FleetConf
                 "site",
                 "nodes",
                 *CLUSTER_SCHEDULER_KEYS,
+                *CLUSTER_ENDPOINT_KEYS,
+                "shards",
             ),
             lambda f: _cluster(f, known=known, sites=site_names, server_types=type_names, problems=problems),
         ),
@@ -847,6 +948,7 @@ __all__ = [
     "KnownNames",
     "NodeMatch",
     "ServerTypeConfig",
+    "ShardConfig",
     "SiteConfig",
     "TeamConfig",
     "TeamRuleConfig",

@@ -25,16 +25,18 @@ from apps.core.footprint import S_PER_HOUR, Footprint
 from apps.fleet.models import Cluster, Gpu, Node, Team, TeamRule
 from apps.jobs.models import Job, JobGpuHour
 from apps.jobs.summary import JobGpuTotals
-from apps.telemetry.models import GpuHour
+from apps.telemetry.models import ClusterShard, GpuHour
 
 from .arithmetic import HOUR, HourFactors, footprint, intensity_fill, shift_saving_kg
 from .config import (
     BASES,
+    CLUSTER_ENDPOINT_KEYS,
     CLUSTER_SCHEDULER_KEYS,
     ConfigError,
     FleetConfig,
     KnownNames,
     NodeMatch,
+    ShardConfig,
     server_type_for_hostname,
 )
 from .intensity import IntensityError, IntensityRow
@@ -415,6 +417,7 @@ def config_write(*, config: FleetConfig, dry_run: bool = False) -> ApplyReport:
         "gpu_models",
         "clusters",
         "server_type_rules",
+        "shards",
         "teams",
         "team_rules",
         "job_groups",
@@ -431,6 +434,8 @@ def config_write(*, config: FleetConfig, dry_run: bool = False) -> ApplyReport:
         for cc in config.clusters:
             if cc.nodes is not None:
                 _server_type_rules_apply(cluster=clusters[cc.name], patterns=cc.nodes, counts=c["server_type_rules"])
+            if cc.shards is not None:
+                _shards_apply(cluster=clusters[cc.name], shards=cc.shards, counts=c["shards"])
             if cc.nodes:
                 nodes = node_server_types_apply(cluster_id=clusters[cc.name].id)
                 report.nodes.updated += nodes.updated
@@ -524,7 +529,7 @@ def _clusters_apply(
             values["selector"] = cc.selector
         if cc.scrape_interval_s is not None:
             values["scrape_interval_s"] = cc.scrape_interval_s
-        for name in CLUSTER_SCHEDULER_KEYS:
+        for name in (*CLUSTER_SCHEDULER_KEYS, *CLUSTER_ENDPOINT_KEYS):
             if getattr(cc, name) is not None:
                 values[name] = getattr(cc, name)
         if cc.site is not None:
@@ -557,6 +562,15 @@ def _server_type_rules_apply(*, cluster: Cluster, patterns: Sequence[NodeMatch],
             counts=counts,
         )
     stale = ServerTypeRule.objects.filter(cluster=cluster).exclude(hostname_glob__in=[p.match for p in patterns])
+    counts.deleted += stale.delete()[0]
+
+
+def _shards_apply(*, cluster: Cluster, shards: Sequence[ShardConfig], counts: Counts) -> None:
+    """The cluster's node groups become exactly `shards` (the next batch the ingest queues uses them)."""
+    for shard in shards:
+        _upsert(ClusterShard, lookup={"cluster_id": cluster.id, "name": shard.name},
+                values={"node_pattern": shard.nodes}, counts=counts)  # fmt: skip
+    stale = ClusterShard.objects.filter(cluster=cluster).exclude(name__in=[s.name for s in shards])
     counts.deleted += stale.delete()[0]
 
 

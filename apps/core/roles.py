@@ -28,6 +28,11 @@ def app_role_grant(*, connection: BaseDatabaseWrapper, role: str) -> None:
         ).format(name),
         sql.SQL("ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT ON SEQUENCES TO {}").format(name),
     ]
+    # The hour tables' months made ahead by beat and the ingest (apps.telemetry.partitions); dropping them
+    # stays with the owner.
+    statements.append(
+        sql.SQL("GRANT EXECUTE ON FUNCTION fleetwatt_hour_partitions_ensure(date, date) TO {}").format(name)
+    )
     for table in APPEND_ONLY_TABLES:
         statements.append(
             sql.SQL("REVOKE UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER ON {} FROM {}").format(

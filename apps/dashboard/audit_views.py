@@ -101,7 +101,7 @@ def _review_gpu_hour(request: HttpRequest, flag: Flag) -> None:
     subject = f"GPU {flag.gpu.node.hostname}/{flag.gpu.index} at {flag.hour:%Y-%m-%d %H}:00" if flag.gpu else "GPU-hour"
     try:
         if action not in ("acknowledge", "dispute"):
-            raise audit.AuditError("A finding on a GPU-hour is acknowledged or disputed; decide on a job from its page.")
+            raise audit.AuditError("A GPU-hour's finding is acknowledged or disputed; decide on a job from its page.")
         decisions.flag_review(actor=acting_user(request.user), flag=flag, action=action, reason=reason)
     except audit.AuditError as exc:
         messages.error(request, f"{subject}: {exc}")

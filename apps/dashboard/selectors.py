@@ -11,7 +11,7 @@ from django.db.models import Count, Q
 from apps.fleet.models import Cluster
 from apps.jobs.models import Job, JobGpuHour
 from apps.jobs.states import JobState
-from apps.telemetry.models import GpuHour, IngestWatermark
+from apps.telemetry.models import GpuHour, IngestBatch, IngestWatermark
 from apps.waste.models import Flag
 
 RECENT = timedelta(days=1)  # "jobs of the last day": seen since then
@@ -32,6 +32,7 @@ class ClusterSyncStatus:
     unknown: int  # of them, with no scheduler record (state unknown)
     missing: int  # of them, absent from a whole window of the scheduler's accounting
     missing_jobs: list[Job]
+    open_batch: IngestBatch | None = None  # the fanned-out ingest's batch in progress, and its last error
 
     @property
     def has_scheduler(self) -> bool:
@@ -39,11 +40,12 @@ class ClusterSyncStatus:
 
 
 def scheduler_sync_status(*, now: datetime) -> list[ClusterSyncStatus]:
-    """Every cluster, by name: three queries whatever their number (clusters, watermarks, one aggregate of
-    the last day's jobs) and one per cluster that has missing jobs, for their names."""
+    """Every cluster, by name: four queries whatever their number (clusters, watermarks, open ingest batches,
+    one aggregate of the last day's jobs) and one per cluster that has missing jobs, for their names."""
     since = now - RECENT
     clusters = list(Cluster.objects.order_by("name"))
     marks = dict(IngestWatermark.objects.values_list("cluster_id", "ingested_through"))
+    batches = {b.cluster_id: b for b in IngestBatch.objects.filter(done_at__isnull=True)}
     recent = Job.objects.filter(start__lt=now).seen_since(since)
     counts = {
         r["cluster_id"]: r
@@ -77,6 +79,7 @@ def scheduler_sync_status(*, now: datetime) -> list[ClusterSyncStatus]:
                 )
                 if c["missing"]
                 else [],
+                open_batch=batches.get(cluster.pk),
             )
         )
     return out

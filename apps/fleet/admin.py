@@ -26,6 +26,21 @@ class ClusterAdmin(admin.ModelAdmin):
     fieldsets = (
         (None, {"fields": ("name", "prometheus_url", "selector", "scrape_interval_s", "site", "source_retention_s")}),
         (
+            "Connection to the endpoint (docs/config.md)",
+            {
+                "description": "Secrets are never stored here: give the NAME of the worker's environment variable "
+                'that holds each (a header\'s value as "${NAME}"). Thanos and Mimir tenants: an X-Scope-OrgID header.',
+                "fields": (
+                    "prometheus_bearer_token_env",
+                    "prometheus_basic_auth_user",
+                    "prometheus_basic_auth_password_env",
+                    "prometheus_headers",
+                    "prometheus_ca_file",
+                    "prometheus_timeout_s",
+                ),
+            },
+        ),
+        (
             "Scheduler (docs/schedulers.md)",
             {
                 "description": "Kubernetes (kube-state-metrics) is read from this cluster's Prometheus, with its "

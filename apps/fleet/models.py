@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import TypeVar
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 
 from apps.core.access import user_sees_all_teams
+
+from .endpoint import EndpointSettings, env_name_problem, headers_problems
 
 _Q = TypeVar("_Q", bound=models.QuerySet)
 
@@ -24,6 +27,42 @@ class Cluster(models.Model):
 
     name = models.SlugField(max_length=100, unique=True)
     prometheus_url = models.URLField(help_text="Query endpoint, e.g. http://prometheus:9090")
+    # How the endpoint is reached (apps.fleet.endpoint; docs/config.md): secrets by the NAME of the
+    # worker's environment variable that holds them, never in clear.
+    prometheus_bearer_token_env = models.CharField(
+        max_length=100,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="NAME of the worker's environment variable holding a bearer token (never the token).",
+    )
+    prometheus_basic_auth_user = models.CharField(
+        max_length=100, blank=True, default="", db_default="", help_text="Basic auth user name; empty: no basic auth."
+    )
+    prometheus_basic_auth_password_env = models.CharField(
+        max_length=100,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="NAME of the worker's environment variable holding the basic auth password (never the password).",
+    )
+    prometheus_headers = models.JSONField(
+        default=dict,
+        blank=True,
+        db_default={},
+        help_text='Extra headers, e.g. {"X-Scope-OrgID": "tenant-a"}; a value "${NAME}" is read from the '
+        "environment variable NAME (required for secrets).",
+    )
+    prometheus_ca_file = models.CharField(
+        max_length=500,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="Path on the worker of a CA bundle (PEM) to verify the endpoint's certificate; empty: the system's.",
+    )
+    prometheus_timeout_s = models.FloatField(
+        null=True, blank=True, help_text="Seconds per query; empty: FLEETWATT_PROMETHEUS_TIMEOUT_S."
+    )
     selector = models.CharField(
         max_length=500,
         blank=True,
@@ -89,6 +128,37 @@ class Cluster(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        errors: dict[str, str] = {}
+        for name, example in (
+            ("prometheus_bearer_token_env", "PROM_TOKEN"),
+            ("prometheus_basic_auth_password_env", "PROM_PASSWORD"),
+        ):
+            value = getattr(self, name)
+            if value and (problem := env_name_problem(value, example=example)):
+                errors[name] = problem
+        if problems := headers_problems(self.prometheus_headers):
+            errors["prometheus_headers"] = "; ".join(problems)
+        if self.prometheus_bearer_token_env and self.prometheus_basic_auth_user:
+            errors["prometheus_basic_auth_user"] = "give a bearer token or basic auth, not both"
+        if self.prometheus_timeout_s is not None and not 0 < self.prometheus_timeout_s <= 600:
+            errors["prometheus_timeout_s"] = "over 0 and at most 600 seconds"
+        if errors:
+            raise ValidationError(errors)
+
+    def endpoint_settings(self) -> EndpointSettings:
+        """How its endpoint is reached, as stored (the secrets' variable names, not their values)."""
+        return EndpointSettings(
+            cluster=self.name,
+            url=self.prometheus_url,
+            bearer_token_env=self.prometheus_bearer_token_env,
+            basic_auth_user=self.prometheus_basic_auth_user,
+            basic_auth_password_env=self.prometheus_basic_auth_password_env,
+            headers=dict(self.prometheus_headers or {}),
+            ca_file=self.prometheus_ca_file,
+            timeout_s=self.prometheus_timeout_s,
+        )
 
     def scheduler_sources(self) -> list[str]:
         """Where its jobs' records are read: its scheduler, and kube-state-metrics' pods where asked for."""

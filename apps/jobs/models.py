@@ -120,6 +120,12 @@ class Job(models.Model):
     excluded_from_bill = models.BooleanField(
         default=False, help_text="Left out of its team's bill; still in the fleet's totals."
     )
+    rows_expired = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Some of its hour rows were dropped (FLEETWATT_HOUR_ROWS_KEEP_MONTHS): its totals, footprint and "
+        "findings are kept as they were and no longer derived.",
+    )
 
     # Footprint: the sums of its hour rows (apps.carbon.services.footprints_refresh).
     server_kwh = models.FloatField(default=0.0)

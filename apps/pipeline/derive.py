@@ -100,10 +100,13 @@ class DeriveRun:
 
     def jobs(self) -> list[Job]:
         """The run's jobs, loaded once (after the groups and footprints that find them): the steps update
-        these objects as they store their figures, so each step reads what the one before wrote."""
+        these objects as they store their figures, so each step reads what the one before wrote. A job whose
+        hour rows partly expired is left as it was: summed again, it would lose the hours that are gone."""
         if self._jobs is None:
             self._jobs = list(
-                Job.objects.filter(pk__in=sorted(self.job_ids)).select_related("cluster__site", "job_group")
+                Job.objects.filter(pk__in=sorted(self.job_ids), rows_expired=False).select_related(
+                    "cluster__site", "job_group"
+                )
             )
         return self._jobs
 

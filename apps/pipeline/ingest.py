@@ -8,7 +8,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -22,9 +23,10 @@ from apps.telemetry import promql
 from apps.telemetry import services as telemetry
 from apps.telemetry.fetch import hour_fetch
 from apps.telemetry.guard import beyond_retention, source_loss
-from apps.telemetry.hour import hour_compute
+from apps.telemetry.hour import HourInput, hour_compute
 from apps.telemetry.models import IngestWatermark
-from apps.telemetry.prometheus import PrometheusReader, PrometheusUnavailable
+from apps.telemetry.partitions import expiry_horizon, hour_partition_ensure
+from apps.telemetry.prometheus import PrometheusReader, PrometheusUnavailable, reader_for
 from apps.telemetry.services import (
     HOUR,
     HourReport,
@@ -61,28 +63,66 @@ def hour_ingest(
     the source now gives far less of it): SourceLossError, nothing written, unless `force`."""
     started = time.perf_counter()
     own_reader = reader is None
-    reader = reader or PrometheusReader(cluster.prometheus_url, timeout_s=settings.FLEETWATT_PROMETHEUS_TIMEOUT_S)
+    reader = reader or reader_for(cluster)
+    try:
+        fetched = hour_fetch_shard(cluster=cluster, hour=hour, reader=reader, node_match="")
+    finally:
+        if own_reader:
+            reader.close()
+    return hour_write(cluster=cluster, hour=hour, fetched=fetched, force=force, started=started)
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """One cluster-hour's (or shard-hour's) answers, parsed, with what fetching them took."""
+
+    data: HourInput
+    retention: timedelta | None
+    query_count: int
+    prometheus_s: float
+
+
+def hour_fetch_shard(*, cluster: Cluster, hour: datetime, reader: PrometheusReader, node_match: str) -> Fetched:
+    """The hour's queries for the cluster, or for one shard of it (`node_match`, apps.telemetry.shards)."""
     count0, seconds0 = reader.log.count, reader.log.seconds
     queries = promql.HourQueries(
         cluster_selector=cluster.selector,
         scrape_interval_s=cluster.scrape_interval_s,
         lookback_s=settings.FLEETWATT_COUNTER_LOOKBACK_S,
+        windows_open_left=reader.windows_open_left(),
+        node_match=node_match,
     )
-    try:
-        data = hour_fetch(reader=reader, queries=queries, hour_start=hour.timestamp())
-        retention = reader.retention()
-    finally:
-        if own_reader:
-            reader.close()
-    result = hour_compute(data)
+    data = hour_fetch(reader=reader, queries=queries, hour_start=hour.timestamp())
+    retention = reader.retention()
+    return Fetched(data, retention, reader.log.count - count0, reader.log.seconds - seconds0)
+
+
+def hour_write(
+    *, cluster: Cluster, hour: datetime, fetched: Fetched, force: bool = False, derive_now: bool = True,
+    started: float | None = None,
+) -> HourReport:  # fmt: skip
+    """Compute the hour's rows from its answers and, in one transaction under the cluster-hour's lock, replace
+    the stored ones. `derive_now`: derive what follows and move the watermark in the same transaction (the
+    hour alone); otherwise the hour waits, not derived, for its batch's one derivation (apps.pipeline.fanout).
+    Inside a caller's transaction, it joins it."""
+    started = time.perf_counter() if started is None else started
+    horizon = expiry_horizon(now=timezone.now(), keep_months=settings.FLEETWATT_HOUR_ROWS_KEEP_MONTHS)
+    if horizon is not None and hour < datetime(horizon.year, horizon.month, 1, tzinfo=UTC):
+        raise IngestError(
+            f"cluster {cluster.name}, hour {hour:%Y-%m-%d %H}:00 UTC is past the hour rows' retention "
+            f"(FLEETWATT_HOUR_ROWS_KEEP_MONTHS={settings.FLEETWATT_HOUR_ROWS_KEEP_MONTHS}: kept from {horizon}); "
+            "its jobs' totals are kept as they were. Nothing was written."
+        )
+    result = hour_compute(fetched.data)
+    hour_partition_ensure(hour)
     with transaction.atomic():
         telemetry.cluster_hour_lock(cluster=cluster, hour=hour)
         telemetry.cluster_write_lock(cluster=cluster)
-        telemetry.cluster_retention_record(cluster=cluster, retention=retention)
+        telemetry.cluster_retention_record(cluster=cluster, retention=fetched.retention)
         loss = source_loss(
             stored=telemetry.stored_hour_totals(cluster=cluster, hour=hour),
             fresh=telemetry.fresh_hour_totals(result),
-            beyond=beyond_retention(hour=hour, now=timezone.now(), retention=retention),
+            beyond=beyond_retention(hour=hour, now=timezone.now(), retention=fetched.retention),
             min_ratio=settings.FLEETWATT_INGEST_MIN_SOURCE_RATIO,
         )
         if loss and not force:
@@ -94,24 +134,31 @@ def hour_ingest(
         written = telemetry.hour_rows_write(cluster=cluster, hour=hour, result=result, teams=teams)
         if written.new_nodes:  # before the footprints: a node's server type sets its overhead and embodied carbon
             carbon.node_server_types_apply(cluster_id=cluster.pk, only_unset=True)
-        derived = derive(
-            Scope.hour(
-                cluster_id=cluster.pk, hour=hour, job_ids=written.job_ids, ingested_through=written.ingested_through
-            ),
-            changed={Fact.JOB_ROWS},
-        )
+        # Jobs an earlier, not yet derived write of this hour changed are derived with this one's.
+        job_ids = set(written.job_ids) | telemetry.pending_job_ids(cluster=cluster, hour=hour)
+        derive_s, derive_steps_s = 0.0, dict[str, float]()
+        if derive_now:
+            derived = derive(
+                Scope.hour(
+                    cluster_id=cluster.pk, hour=hour, job_ids=job_ids, ingested_through=written.ingested_through
+                ),
+                changed={Fact.JOB_ROWS},
+            )
+            derive_s, derive_steps_s = derived.duration_s, derived.timings_s
         report = HourReport(
             cluster=cluster.name,
             hour=hour,
             gpus=len(result.gpu_hours),
             jobs=len({r.job_key for r in result.job_hours}),
-            query_count=reader.log.count - count0,
-            prometheus_s=reader.log.seconds - seconds0,
+            query_count=fetched.query_count,
+            prometheus_s=fetched.prometheus_s,
             duration_s=time.perf_counter() - started,
-            derive_s=derived.duration_s,
-            derive_steps_s=derived.timings_s,
+            derive_s=derive_s,
+            derive_steps_s=derive_steps_s,
         )
-        telemetry.ingested_hour_record(cluster=cluster, hour=hour, report=report)
+        telemetry.ingested_hour_record(
+            cluster=cluster, hour=hour, report=report, pending_job_ids=None if derive_now else job_ids
+        )
     return report
 
 
@@ -134,7 +181,7 @@ def range_ingest(
     ingest_range_validate(start, end)
     reports = []
     for cluster in clusters:
-        reader = PrometheusReader(cluster.prometheus_url, timeout_s=settings.FLEETWATT_PROMETHEUS_TIMEOUT_S)
+        reader = reader_for(cluster)
         try:
             for hour in hours_between(start, end):
                 report = hour_ingest(cluster=cluster, hour=hour, reader=reader, force=force)
@@ -160,12 +207,17 @@ def closed_hours_ingest(*, now: datetime | None = None) -> list[HourReport]:
             mark = IngestWatermark.objects.filter(cluster=cluster).first()
             first = mark.ingested_through if mark else target
             hours = hours_between(first, target + HOUR)[: settings.FLEETWATT_CATCHUP_MAX_HOURS]
-            reader = PrometheusReader(cluster.prometheus_url, timeout_s=settings.FLEETWATT_PROMETHEUS_TIMEOUT_S)
+            try:
+                reader = reader_for(cluster)
+            except PrometheusUnavailable as exc:  # its settings cannot be used (a variable unset): the others go on
+                log.warning("%s; nothing ingested", exc)
+                continue
             try:
                 for hour in hours:
                     reports.append(hour_ingest(cluster=cluster, hour=hour, reader=reader))
             except (PrometheusUnavailable, SourceLossError) as exc:
-                log.warning("cluster %s: %s; will catch up from %s next run", cluster.name, exc, hour.isoformat())
+                # Both name the cluster (the reader's errors, SourceLossError's "cluster a, hour ...").
+                log.warning("%s; will catch up from %s next run", exc, hour.isoformat())
             finally:
                 reader.close()
         finally:

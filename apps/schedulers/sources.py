@@ -24,7 +24,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from apps.fleet.models import Cluster
-from apps.telemetry.prometheus import PrometheusReader, PrometheusUnavailable
+from apps.telemetry.prometheus import PrometheusUnavailable, reader_for
 
 from .kube import KubeAnswers, KubeQueries, kube_jobs_parse, kube_window
 from .slurm import SchedulerDataError, SchedulerJob, exit_codes_apply, sacct_json_parse, sacct_parsable_exit_codes
@@ -150,14 +150,17 @@ def kube_records_read(*, cluster: Cluster, start: datetime, end: datetime) -> li
     cluster, each evaluated at the window's end (apps.schedulers.kube)."""
     at, range_ms = kube_window(start, end)
     queries = KubeQueries(cluster_selector=cluster.selector, range_ms=range_ms)
-    reader = PrometheusReader(cluster.prometheus_url, timeout_s=settings.FLEETWATT_PROMETHEUS_TIMEOUT_S)
+    try:
+        reader = reader_for(cluster)
+    except PrometheusUnavailable as exc:  # its connection settings cannot be used: nothing asked
+        raise SchedulerUnavailable(f"cluster {cluster.name}: kube-state-metrics: {_one_line(exc.detail)}") from None
     answers: dict[str, list[dict[str, Any]]] = {}
     try:
         for name, query in queries.by_answer().items():
             answers[name] = reader.instant(query, at=at)
         return kube_jobs_parse(KubeAnswers(**answers), label_allowlist=settings.FLEETWATT_K8S_POD_LABELS)
     except PrometheusUnavailable as exc:
-        raise SchedulerUnavailable(f"cluster {cluster.name}: kube-state-metrics: {_one_line(str(exc))}") from None
+        raise SchedulerUnavailable(f"cluster {cluster.name}: kube-state-metrics: {_one_line(exc.detail)}") from None
     except (KeyError, TypeError) as exc:  # a 200 answer without Prometheus's data.result: another server
         raise SchedulerUnavailable(
             f"cluster {cluster.name}: kube-state-metrics: {reader.url} did not answer as Prometheus does "

@@ -51,6 +51,27 @@ def openmetrics_write(series: Iterable[Series], out: TextIO, *, extra_labels: di
     return written
 
 
+def import_text_write(series: Iterable[Series], out: TextIO, *, extra_labels: dict[str, str] | None = None) -> int:
+    """Write series as Prometheus text exposition lines with millisecond timestamps, what VictoriaMetrics's
+    /api/v1/import/prometheus reads; returns the number of samples written. The timestamps are the
+    OpenMetrics file's own digits (`openmetrics_write`), so both engines hold the very same samples."""
+    written = 0
+    extra = extra_labels or {}
+    for s in series:
+        if not len(s.times):
+            continue
+        prefix = f"{s.family}{{{_labels({**s.labels, **extra})}}} "
+        pairs = zip(s.values.tolist(), s.times.tolist(), strict=True)
+        out.write("".join(f"{prefix}{v!r} {_milliseconds(t)}\n" for v, t in pairs))
+        written += len(s.times)
+    return written
+
+
+def _milliseconds(t_s: float) -> str:
+    """Seconds as whole milliseconds, rounded exactly as `openmetrics_write` prints them (`{t:.3f}`)."""
+    return f"{t_s:.3f}".replace(".", "")
+
+
 def text_exposition(sim: FleetSimulation, at_s: float) -> str:
     """The live /metrics page at one instant (seconds since the scenario's start)."""
     times = np.array([float(at_s)])

@@ -9,7 +9,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from .models import IngestedHour, IngestWatermark
+from .models import ClusterShard, IngestBatch, IngestedHour, IngestWatermark
 
 
 @admin.register(IngestedHour)
@@ -40,6 +40,30 @@ class IngestedHourAdmin(admin.ModelAdmin):
 @admin.register(IngestWatermark)
 class IngestWatermarkAdmin(admin.ModelAdmin):
     list_display = ("cluster", "ingested_through", "updated_at")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+@admin.register(ClusterShard)
+class ClusterShardAdmin(admin.ModelAdmin):
+    """A big cluster's node groups (docs/operations.md, "Sharding a big cluster"): the nodes no pattern names
+    are fetched as one more group."""
+
+    list_display = ("cluster", "name", "node_pattern")
+    list_filter = ("cluster",)
+
+
+@admin.register(IngestBatch)
+class IngestBatchAdmin(admin.ModelAdmin):
+    """The fanned-out ingest's batches: open ones, and why one is waiting (its last part's error)."""
+
+    list_display = ("cluster", "start", "end", "queued_at", "derive_queued_at", "done_at", "error")
+    list_filter = ("cluster",)
+    ordering = ("-queued_at",)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

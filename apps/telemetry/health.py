@@ -10,18 +10,28 @@ from typing import Any
 
 import requests
 
+from apps.fleet.endpoint import EndpointConnection
 from apps.fleet.models import Cluster
 
 from .models import IngestWatermark
+from .prometheus import PrometheusUnavailable, connection_for
 from .services import HOUR, last_closed_hour
 
 Check = dict[str, Any]
 
 
-def prometheus_check(url: str, *, timeout_s: float) -> Check:
-    """The endpoint answers an instant query (the one API every Prometheus-compatible engine has)."""
+def prometheus_check(connection: EndpointConnection, *, timeout_s: float) -> Check:
+    """The endpoint answers an instant query (the one API every Prometheus-compatible engine has), asked
+    with the cluster's credentials, headers and CA bundle."""
     try:
-        answer = requests.get(f"{url.rstrip('/')}/api/v1/query", params={"query": "1"}, timeout=timeout_s)
+        answer = requests.get(
+            f"{connection.url.rstrip('/')}/api/v1/query",
+            params={"query": "1"},
+            headers=dict(connection.headers),
+            auth=connection.basic_auth,
+            verify=connection.ca_file or True,
+            timeout=timeout_s,
+        )
     except requests.RequestException as exc:
         return {"ok": False, "error": exc.__class__.__name__}
     if answer.status_code != 200:
@@ -31,6 +41,14 @@ def prometheus_check(url: str, *, timeout_s: float) -> Check:
     except ValueError:
         success = False
     return {"ok": True} if success else {"ok": False, "error": "not a Prometheus query API answer"}
+
+
+def _cluster_prometheus_check(cluster: Cluster, *, timeout_s: float) -> Check:
+    try:
+        connection = connection_for(cluster)
+    except PrometheusUnavailable as exc:  # its text holds names of variables and files, never a secret
+        return {"ok": False, "error": exc.detail}
+    return prometheus_check(connection, timeout_s=timeout_s)
 
 
 def ingest_lag_check(*, ingested_through: datetime | None, now: datetime, max_lag_h: int) -> Check:
@@ -48,7 +66,7 @@ def cluster_checks(*, now: datetime, max_lag_h: int, timeout_s: float) -> dict[s
     clusters = list(Cluster.objects.order_by("name"))
     marks = dict(IngestWatermark.objects.values_list("cluster_id", "ingested_through"))
     with ThreadPoolExecutor(max_workers=max(1, min(8, len(clusters)))) as pool:
-        reachable = list(pool.map(lambda c: prometheus_check(c.prometheus_url, timeout_s=timeout_s), clusters))
+        reachable = list(pool.map(lambda c: _cluster_prometheus_check(c, timeout_s=timeout_s), clusters))
     checks: dict[str, Check] = {}
     for cluster, prometheus in zip(clusters, reachable, strict=True):
         checks[f"prometheus:{cluster.name}"] = prometheus

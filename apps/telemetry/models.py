@@ -72,6 +72,10 @@ class IngestedHour(models.Model):
     duration_s = models.FloatField(default=0.0)
     prometheus_s = models.FloatField(default=0.0, help_text="Time spent waiting on Prometheus.")
     stats = models.JSONField(default=dict)
+    # Written by a fanned-out ingest and not yet derived: the jobs whose rows it changed wait here for the
+    # batch's one derivation, and the watermark stays before it until then.
+    derived = models.BooleanField(default=True, db_default=True)
+    pending_job_ids = ArrayField(models.BigIntegerField(), default=list, blank=True)
 
     class Meta:
         ordering = ["cluster__name", "hour"]
@@ -93,3 +97,75 @@ class IngestWatermark(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster} through {self.ingested_through:%Y-%m-%d %H}:00"
+
+
+class ClusterShard(models.Model):
+    """A node group of a big cluster, ingested on its own so that no query loads the whole cluster: its nodes
+    are those whose name matches `node_pattern` (a fully anchored RE2 regex, as PromQL's `=~`). The nodes no
+    pattern matches form one more group, so the groups always cover the cluster; patterns must not overlap
+    (an ingest that finds a GPU in two groups refuses the hour)."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="shards")
+    name = models.SlugField(max_length=50)
+    node_pattern = models.CharField(max_length=500, help_text='e.g. "gpu-a[0-9]+" (nodes gpu-a1, gpu-a2, ...)')
+
+    class Meta:
+        ordering = ["cluster__name", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="clustershard_unique_name"),
+            models.CheckConstraint(condition=~models.Q(name="rest"), name="clustershard_rest_is_implicit"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster}/{self.name}"
+
+
+class IngestBatch(models.Model):
+    """The hours of one cluster that beat fanned out as tasks, one per hour and shard. Each part says when it
+    is written; the last one queues the batch's one derivation (a latch in Postgres: it survives a killed
+    worker and a flushed broker, and beat queues the missing parts of a batch that stalled)."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="ingest_batches")
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+    shards = models.JSONField(
+        default=list, help_text='The shards each hour is fetched in, as queued: [{"name", "node_match"}].'
+    )
+    queued_at = models.DateTimeField(auto_now_add=True)
+    requeued_at = models.DateTimeField(null=True, blank=True)
+    derive_queued_at = models.DateTimeField(null=True, blank=True)
+    done_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["-queued_at"]
+        constraints = [
+            # One open batch per cluster: beat running twice queues nothing twice.
+            models.UniqueConstraint(
+                fields=["cluster"], condition=models.Q(done_at__isnull=True), name="ingestbatch_one_open"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster} {self.start:%Y-%m-%d %H}:00..{self.end:%H}:00"
+
+
+class IngestPart(models.Model):
+    """One shard of one hour of a batch: fetched (its answer staged until the hour's shards are all in), then
+    written. A sharded hour is written once all of its shards are staged, from their merged answers."""
+
+    batch = models.ForeignKey(IngestBatch, on_delete=models.CASCADE, related_name="parts")
+    hour = models.DateTimeField()
+    shard = models.CharField(max_length=50)
+    # The shard's parsed answers (sharded hours only), as zlib-compressed JSON (apps.telemetry.shards): opaque
+    # bytes, so that Postgres stores them without parsing a jsonb document of thousands of series.
+    staged = models.BinaryField(null=True, blank=True)
+    fetched_at = models.DateTimeField(auto_now=True)
+    written_at = models.DateTimeField(null=True, blank=True, help_text="When its hour's rows were written.")
+
+    class Meta:
+        ordering = ["hour", "shard"]
+        constraints = [models.UniqueConstraint(fields=["batch", "hour", "shard"], name="ingestpart_unique")]
+
+    def __str__(self) -> str:
+        return f"batch {self.batch_id} {self.hour:%Y-%m-%d %H}:00 {self.shard}"

@@ -1,7 +1,7 @@
 """The fixed handful of PromQL queries the ingest runs per cluster-hour (pure string building).
 
-Every query covers the whole cluster: their number does not grow with GPUs or jobs. Each is evaluated
-as an instant query at the hour's end, so `[1h]` is the hour itself.
+Every query covers the whole cluster, or one shard of it: their number does not grow with GPUs or jobs.
+Each is evaluated as an instant query at the hour's end, so `[1h]` is the hour itself.
 """
 
 from __future__ import annotations
@@ -49,6 +49,12 @@ DCGM_JOB_LABELS = ("pod", "exported_pod", "hpc_job")
 # Tag label that lets one HTTP query carry several aggregates of the same series.
 TAG = "fw_q"
 
+# Whether an engine's windows are open on the left, asked of it without data: at a whole second t, a
+# subquery over the last 2 s at a 1 s step has 3 steps on Prometheus 2 (windows [t - d, t]) and 2 on
+# VictoriaMetrics and Prometheus 3 (windows (t - d, t]). See HourQueries.windows_open_left.
+WINDOW_PROBE = "count_over_time(vector(1)[2s:1s])"
+WINDOW_PROBE_STEPS_CLOSED = 3
+
 
 def selector(metric: str, cluster_selector: str, extra: str = "") -> str:
     matchers = ",".join(m for m in (cluster_selector.strip().strip("{}"), extra) if m)
@@ -70,16 +76,39 @@ class HourQueries:
     cluster_selector: str
     scrape_interval_s: int
     lookback_s: int
+    # Prometheus 2 (and Thanos, Mimir 2) windows are [t - d, t]: a sample on the hour's start is in the
+    # hour's aggregates, and a subquery's first step sits on it. VictoriaMetrics's are (t - d, t]; so that
+    # both engines give the same rows, its windows are 1 ms longer, which makes them [t - d, t] for
+    # samples stamped in milliseconds (docs/operations.md, "Engines").
+    windows_open_left: bool = False
+    # A shard's node matcher without its label (`=~"gpu-a.*"`, or `!~"..."` for the nodes no shard names): the
+    # agent's series name their node in `hostname`, dcgm-exporter's in `Hostname` (apps.telemetry.shards).
+    node_match: str = ""
+
+    def _sel(self, metric: str, extra: str = "") -> str:
+        """The metric's selector: the cluster's matchers, the shard's node matcher, and `extra`."""
+        node = ""
+        if self.node_match:
+            node = ("Hostname" if metric.startswith("DCGM_") else "hostname") + self.node_match
+        return selector(metric, self.cluster_selector, ",".join(m for m in (node, extra) if m))
+
+    def window(self, seconds: int) -> str:
+        """A range of `seconds` that covers [t - seconds, t] on this engine."""
+        return f"{seconds * 1000 + 1}ms" if self.windows_open_left else f"{seconds}s"
+
+    @property
+    def hour(self) -> str:
+        return "1h" if not self.windows_open_left else self.window(3600)
 
     def counter_window(self, metric: str) -> str:
         """Last value, anchor (last value at or before the hour), minimum and resets, per series."""
-        m = selector(metric, self.cluster_selector)
+        m = self._sel(metric)
         return _tagged_union(
             {
-                "last": f"last_over_time({m}[1h])",
-                "anchor": f"last_over_time({m}[{self.lookback_s}s] offset 1h)",
-                "min": f"min_over_time({m}[1h])",
-                "resets": f"resets({m}[1h])",
+                "last": f"last_over_time({m}[{self.hour}])",
+                "anchor": f"last_over_time({m}[{self.window(self.lookback_s)}] offset 1h)",
+                "min": f"min_over_time({m}[{self.hour}])",
+                "resets": f"resets({m}[{self.hour}])",
             }
         )
 
@@ -87,23 +116,23 @@ class HourQueries:
         """The hour's raw samples of the series whose `label` is one of `values` (resets only)."""
         pattern = "|".join(_regex_escape(v) for v in sorted(set(values)))
         matcher = label + '=~"' + pattern + '"'
-        return selector(metric, self.cluster_selector, matcher) + "[1h]"
+        return self._sel(metric, matcher) + f"[{self.hour}]"
 
     def job_gauges(self) -> str:
         """Per job and GPU: peak memory and last-seen time; per job and host: start time."""
         return _tagged_union(
             {
-                "memory": f"max_over_time({selector(JOB_MEMORY, self.cluster_selector)}[1h])",
-                "last_seen": f"max_over_time({selector(JOB_LAST_SEEN, self.cluster_selector)}[1h])",
-                "start": f"min_over_time({selector(JOB_START, self.cluster_selector)}[1h])",
+                "memory": f"max_over_time({self._sel(JOB_MEMORY)}[{self.hour}])",
+                "last_seen": f"max_over_time({self._sel(JOB_LAST_SEEN)}[{self.hour}])",
+                "start": f"min_over_time({self._sel(JOB_START)}[{self.hour}])",
             }
         )
 
     def job_info(self) -> str:
         """The jobs' metadata, and each agent's (its version): told apart by the `job_key` label."""
         return (
-            f"last_over_time({selector(JOB_INFO, self.cluster_selector)}[1h]) or "
-            f"last_over_time({selector(AGENT_INFO, self.cluster_selector)}[1h])"
+            f"last_over_time({self._sel(JOB_INFO)}[{self.hour}]) or "
+            f"last_over_time({self._sel(AGENT_INFO)}[{self.hour}])"
         )
 
     def dcgm_series(self) -> str:
@@ -112,27 +141,27 @@ class HourQueries:
 
         First and last sample times need a subquery at the scrape step, the costliest query here, so
         they are asked only of job-labelled series, which only GPUs without an agent need."""
-        step = f"{self.scrape_interval_s}s"
-        power = selector(DCGM_POWER, self.cluster_selector)
+        step, hour = f"{self.scrape_interval_s}s", self.hour
+        power = self._sel(DCGM_POWER)
 
         def each(template: str, metric: str) -> str:
             # timestamp() gives sample times only over a plain selector, so `or` goes outside.
-            return " or ".join(template.format(s=s, step=step) for s in self._job_labelled_selectors(metric))
+            return " or ".join(template.format(s=s, hour=hour, step=step) for s in self._job_labelled_selectors(metric))
 
         return _tagged_union(
             {
-                "power_sum": f"sum_over_time({power}[1h])",
-                "samples": each("count_over_time({s}[1h])", DCGM_POWER),
-                "first": each("min_over_time(timestamp({s})[1h:{step}])", DCGM_POWER),
-                "last": each("max_over_time(timestamp({s})[1h:{step}])", DCGM_POWER),
-                "util": each("avg_over_time({s}[1h])", DCGM_UTIL),
-                "fb_avg": each("avg_over_time({s}[1h])", DCGM_FB_USED),
-                "fb_max": each("max_over_time({s}[1h])", DCGM_FB_USED),
+                "power_sum": f"sum_over_time({power}[{hour}])",
+                "samples": each("count_over_time({s}[{hour}])", DCGM_POWER),
+                "first": each("min_over_time(timestamp({s})[{hour}:{step}])", DCGM_POWER),
+                "last": each("max_over_time(timestamp({s})[{hour}:{step}])", DCGM_POWER),
+                "util": each("avg_over_time({s}[{hour}])", DCGM_UTIL),
+                "fb_avg": each("avg_over_time({s}[{hour}])", DCGM_FB_USED),
+                "fb_max": each("max_over_time({s}[{hour}])", DCGM_FB_USED),
             }
         )
 
     def _job_labelled_selectors(self, metric: str) -> list[str]:
-        return [selector(metric, self.cluster_selector, f'{label}!=""') for label in DCGM_JOB_LABELS]
+        return [self._sel(metric, f'{label}!=""') for label in DCGM_JOB_LABELS]
 
 
 def _regex_escape(value: str) -> str:

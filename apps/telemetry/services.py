@@ -334,8 +334,12 @@ def hour_rows_write(*, cluster: Cluster, hour: datetime, result: HourResult, tea
     return HourWrite(job_ids=affected, ingested_through=through, new_nodes=new_nodes)
 
 
-def ingested_hour_record(*, cluster: Cluster, hour: datetime, report: HourReport) -> None:
-    """Remember that the hour was ingested, with what it took; then move the watermark over it."""
+def ingested_hour_record(
+    *, cluster: Cluster, hour: datetime, report: HourReport, pending_job_ids: set[int] | None = None
+) -> None:
+    """Remember that the hour was ingested, with what it took; then move the watermark over it. With
+    `pending_job_ids` the hour is written but not derived: it keeps the jobs to derive, and the watermark
+    stays before it until its batch is derived (apps.pipeline.fanout)."""
     IngestedHour.objects.update_or_create(
         cluster=cluster,
         hour=hour,
@@ -344,9 +348,20 @@ def ingested_hour_record(*, cluster: Cluster, hour: datetime, report: HourReport
             "duration_s": report.duration_s,
             "prometheus_s": report.prometheus_s,
             "stats": {"gpus": report.gpus, "jobs": report.jobs},
+            "derived": pending_job_ids is None,
+            "pending_job_ids": sorted(pending_job_ids or ()),
         },
     )
-    _watermark_advance(cluster)
+    if pending_job_ids is None:
+        watermark_advance(cluster)
+
+
+def pending_job_ids(*, cluster: Cluster, hour: datetime) -> set[int]:
+    """The jobs an earlier write of the hour changed that have not been derived yet (none, usually)."""
+    ids = IngestedHour.objects.filter(cluster=cluster, hour=hour, derived=False).values_list(
+        "pending_job_ids", flat=True
+    )
+    return {job_id for row in ids for job_id in row}
 
 
 def _ingested_through(cluster: Cluster, hour: datetime) -> datetime:
@@ -355,10 +370,10 @@ def _ingested_through(cluster: Cluster, hour: datetime) -> datetime:
     return max(hour, latest) + HOUR if latest else hour + HOUR
 
 
-def _watermark_advance(cluster: Cluster) -> None:
-    """Move the watermark over every contiguous ingested hour from where it stands."""
+def watermark_advance(cluster: Cluster) -> None:
+    """Move the watermark over every contiguous ingested and derived hour from where it stands."""
     mark = IngestWatermark.objects.select_for_update().filter(cluster=cluster).first()
-    ingested = IngestedHour.objects.filter(cluster=cluster)
+    ingested = IngestedHour.objects.filter(cluster=cluster, derived=True)
     if mark is None:
         first = ingested.order_by("hour").values_list("hour", flat=True).first()
         if first is None:

@@ -115,7 +115,9 @@ def _seen_power(
     power = {}
     for job_id in occupancy:
         part = seen.get(job_id)
-        if part is not None and part.occupancy_s > 0 and part.energy_j > 0:
+        # A second at least: the agent samples once a second, and a sliver of occupancy (float noise) would
+        # make the power infinite.
+        if part is not None and part.occupancy_s >= 1.0 and part.energy_j > 0:
             power[job_id] = part.energy_j / part.occupancy_s
         elif seen_power_w.get(job_id, 0.0) > 0:
             power[job_id] = seen_power_w[job_id]

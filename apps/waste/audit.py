@@ -29,6 +29,16 @@ def _require(actor: User, reason: str) -> str:
     return reason
 
 
+def _billable(job: Job) -> None:
+    """A job's team or bill can change only while its hour rows are all there: the teams' daily sums are
+    recomputed from them."""
+    if job.rows_expired:
+        raise AuditError(
+            f"Job {job.job_key}'s hour rows are past retention: its team's daily sums cannot be recomputed, so its "
+            "team and bill stay as they are."
+        )
+
+
 def _cited(flag: Flag | None, job: Job) -> None:
     """A decision on a job may cite a finding of that job, and no other: the log must not tie a job's
     decision to another job's evidence."""
@@ -82,6 +92,7 @@ def job_exclude(*, actor: User, job: Job, exclude: bool, reason: str, flag: Flag
     reason = _require(actor, reason)
     _cited(flag, job)
     job = Job.objects.select_for_update(of=("self",)).select_related("team", "job_group").get(pk=job.pk)
+    _billable(job)
     if job.excluded_from_bill == exclude:
         raise AuditError("The job is already " + ("excluded." if exclude else "on its team's bill."))
     before = _job_state(job)
@@ -102,6 +113,8 @@ def job_reassign(
         raise AuditError("Reassign to a team or to a job group (one of them).")
     _cited(flag, job)
     job = Job.objects.select_for_update(of=("self",)).select_related("team", "job_group").get(pk=job.pk)
+    if team is not None:
+        _billable(job)
     before = _job_state(job)
     if team is not None:
         if team.pk == job.team_id:

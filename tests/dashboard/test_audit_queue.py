@@ -204,7 +204,8 @@ def test_a_gpu_level_finding_is_acknowledged_from_the_queue_and_logged_on_its_gp
     assert reset.status == Flag.Status.ACKNOWLEDGED
     [entry] = AuditEntry.objects.all()
     assert (entry.job_id, entry.gpu_id, entry.hour) == (None, fleet.gpus[2].pk, T0 + HOUR)
-    assert entry.flag_id == reset.pk and entry.before == {"status": "open"} and entry.after == {"status": "acknowledged"}
+    assert entry.flag_id == reset.pk
+    assert (entry.before, entry.after) == ({"status": "open"}, {"status": "acknowledged"})
     assert "GPU c1-n0/2 at 2026-11-02 01:00: acknowledge recorded." in answer.content.decode()
     # and the audit log's API and CSV show it on its GPU-hour
     [logged] = client.get("/api/audit-log/").json()["results"]

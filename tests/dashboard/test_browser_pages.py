@@ -33,8 +33,6 @@ CHARTS_SETTLED = (
 )
 
 
-
-
 def _axe_serious(page) -> list[str]:
     """axe-core's serious and critical violations on the page, as 'rule: target' lines."""
     page.add_script_tag(path=str(AXE))

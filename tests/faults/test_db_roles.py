@@ -89,3 +89,16 @@ def test_the_app_role_still_writes_everything_else(as_app: psycopg.Connection, e
     as_app.execute("INSERT INTO fleet_team (name, display_name) VALUES ('nlp', 'NLP')")
     as_app.execute("DELETE FROM fleet_team WHERE name = 'nlp'")
     assert Job.objects.get().name == "renamed"
+
+
+def test_the_app_role_makes_months_of_the_hour_tables_but_cannot_drop_them(as_app: psycopg.Connection) -> None:
+    # beat and the ingest make months ahead, as the app's role, through the owner's function
+    assert as_app.execute("SELECT fleetwatt_hour_partitions_ensure('2031-01-01', '2031-01-01')").fetchone() == (3,)
+    # dropping history stays with the owner (`manage.py hour_rows_expire` runs as it)
+    for statement in (
+        "SELECT fleetwatt_hour_partitions_drop_before('2031-02-01')",
+        "DROP TABLE jobs_jobgpuhour_p203101",
+        "ALTER TABLE jobs_jobgpuhour DETACH PARTITION jobs_jobgpuhour_p203101",
+    ):
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            as_app.execute(statement)

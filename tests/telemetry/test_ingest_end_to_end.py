@@ -1,4 +1,5 @@
-"""The spine end to end: simulator -> promtool -> a real Prometheus -> `manage.py ingest` -> Postgres."""
+"""The spine end to end: simulator -> promtool -> a real Prometheus -> `manage.py ingest` -> Postgres; and
+the same history imported into VictoriaMetrics, which must give the same rows to the joule."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from django.core.management import call_command
 from apps.jobs.models import Job
 from apps.telemetry.models import GpuHour
 from apps.waste.models import Flag
+from tests.conftest import ENGINES
 from tests.scenarios import spine_scenario
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.django_db]
@@ -21,10 +23,11 @@ def _ingest(start: str = START, end: str = END) -> None:
     call_command("ingest", start=start, end=end, verbosity=0)
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("offset_s", [0.0, 7.0], ids=["aligned", "scrapes-7s-off-the-hour"])
-def test_every_job_matches_the_truth(history_loader, cluster_for, offset_s: float) -> None:
+def test_every_job_matches_the_truth(engine_loader, cluster_for, engine: str, offset_s: float) -> None:
     # given
-    history = history_loader(spine_scenario(scrape_offset_s=offset_s))
+    history = engine_loader(engine, spine_scenario(scrape_offset_s=offset_s))
     cluster_for(history)
     # when
     _ingest()
@@ -150,3 +153,78 @@ def test_short_job_of_a_few_minutes_is_exact(history_loader, cluster_for) -> Non
     assert short.energy_j == pytest.approx(truth.physical_energy_j, rel=1e-4)
     assert short.start == datetime.fromtimestamp(truth.start).astimezone(short.start.tzinfo)
     assert short.end is not None
+
+
+def _energy_rows() -> dict[str, dict[tuple, tuple]]:
+    """Every stored row that carries energy, by its natural key: what two engines must agree on."""
+    from apps.jobs.models import JobGpuHour, JobGpuHourEnergy
+
+    def keyed(rows: list[tuple], key_len: int) -> dict[tuple, tuple]:
+        return {row[:key_len]: row[key_len:] for row in rows}
+
+    return {
+        "jobs": keyed(list(Job.objects.values_list("job_key", "energy_j", "coverage", "gpu_hours", "start", "end")), 1),
+        "job_gpu_hours": keyed(
+            list(
+                JobGpuHour.objects.values_list(
+                    "job__job_key", "gpu__uuid", "hour", "energy_j", "sampled_s", "occupancy_s", "sm_s"
+                )
+            ),
+            3,
+        ),
+        "energy": keyed(
+            list(JobGpuHourEnergy.objects.values_list("job__job_key", "gpu__uuid", "hour", "method", "energy_j")), 4
+        ),
+        "gpu_hours": keyed(
+            list(
+                GpuHour.objects.values_list(
+                    "gpu__uuid",
+                    "hour",
+                    "source",
+                    "device_energy_j",
+                    "jobs_energy_j",
+                    "idle_energy_j",
+                    "unobserved_j",
+                    "residual_j",
+                    "agent_energy_j",
+                    "dcgm_energy_j",
+                    "sampled_s",
+                    "occupied_s",
+                    "counter_resets",
+                )
+            ),
+            2,
+        ),
+        "flags": keyed(list(Flag.objects.values_list("kind", "job__job_key", "gpu__uuid", "hour")), 4),
+    }
+
+
+def _same_to_the_microjoule(a: tuple, b: tuple) -> bool:
+    """Equal, numbers within 1e-6 J (or 1e-9 relative): VictoriaMetrics keeps a value's first 15 or so
+    significant digits, Prometheus all of a float64's."""
+    return len(a) == len(b) and all(
+        x == pytest.approx(y, rel=1e-9, abs=1e-6) if isinstance(x, float) and isinstance(y, float) else x == y
+        for x, y in zip(a, b, strict=True)
+    )
+
+
+@pytest.mark.parametrize("offset_s", [0.0, 7.0], ids=["aligned", "scrapes-7s-off-the-hour"])
+def test_prometheus_and_victoria_metrics_store_the_same_rows(engine_loader, cluster_for, offset_s: float) -> None:
+    # given the same history in both engines
+    scenario = spine_scenario(scrape_offset_s=offset_s)
+    rows = {}
+    for engine in ENGINES:
+        cluster_for(engine_loader(engine, scenario))
+        # when each is ingested into an empty database
+        Job.objects.all().delete()
+        GpuHour.objects.all().delete()
+        Flag.objects.all().delete()
+        _ingest()
+        rows[engine] = _energy_rows()
+    # then every row is there in both, with the same figures
+    prometheus, victoria = rows["prometheus"], rows["victoria-metrics"]
+    for table in prometheus:
+        assert prometheus[table].keys() == victoria[table].keys(), table
+        for key, values in prometheus[table].items():
+            assert _same_to_the_microjoule(values, victoria[table][key]), (table, key, values, victoria[table][key])
+    assert len(prometheus["job_gpu_hours"]) > 30 and len(prometheus["gpu_hours"]) > 40

@@ -90,3 +90,13 @@ def test_estimates_never_charge_more_than_the_gap(
     assert joules <= unobserved_j * (1 + 1e-9) + 1e-9
     assert all(e.occupancy_s >= 0 and e.energy_j >= 0 for e in estimates)
     assert {e.job_id for e in estimates} <= set(held)
+
+
+def test_a_sliver_of_seen_occupancy_does_not_make_an_infinite_power() -> None:
+    # given a job seen for a float's sliver of a second with real energy (the agent samples once a second)
+    gap = GpuHourGap(unoccupied_s=1800.0, unseen_s=1800.0, unobserved_j=0.0)
+    seen = {1: SeenPart(sampled_s=0.0, occupancy_s=5e-324, energy_j=3e6), 2: SeenPart(0.0, 600.0, 1.2e5)}
+    # when the gap's time is charged to the jobs that held the GPU
+    estimates = gap_estimates(gap=gap, held_s={1: 3600.0, 2: 3600.0}, seen=seen)
+    # then every figure is a number (it was NaN: infinite power times zero energy)
+    assert all(e.energy_j == 0.0 and e.occupancy_s == 900.0 for e in estimates)

@@ -1,0 +1,143 @@
+"""A big cluster's node groups, and one hour's answers put back together (pure).
+
+A cluster is split by node name: each shard's queries carry its node matcher, so no query loads more than one
+group's series, and the number of queries per shard-hour stays the same whatever the fleet's size. The nodes
+no shard names form the `rest` shard (`!~` every pattern), so the shards always cover the cluster. Each shard's
+answers are parsed on their own; the hour is computed once from their union, which is what one query over the
+whole cluster would have returned (the queries aggregate per series, never across series) — provided no node
+is in two shards, which `hour_inputs_merge` checks.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+from .counters import CounterWindow
+from .hour import HourInput, SeriesWindow
+
+WHOLE = "all"  # the one "shard" of a cluster that is not split
+REST = "rest"  # the nodes no pattern names
+
+
+class ShardOverlapError(ValueError):
+    """A node's series came back in two shards: their patterns overlap; the hour would count it twice."""
+
+
+@dataclass(frozen=True)
+class Shard:
+    name: str
+    node_match: str  # for HourQueries.node_match: `=~"..."`, `!~"..."`, or "" for the whole cluster
+
+
+def _quoted(pattern: str) -> str:
+    return '"' + pattern.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def cluster_shards(patterns: list[tuple[str, str]]) -> list[Shard]:
+    """[(name, node regex)] -> the shards to fetch: each named one, then `rest`. None named: the whole cluster."""
+    if not patterns:
+        return [Shard(WHOLE, "")]
+    named = [Shard(name, "=~" + _quoted(pattern)) for name, pattern in sorted(patterns)]
+    rest = "!~" + _quoted("|".join(f"(?:{pattern})" for _, pattern in sorted(patterns)))
+    return [*named, Shard(REST, rest)]
+
+
+# --- Staging a shard's answers (JSON in Postgres) until its hour's other shards are in ----------------
+
+
+def _window_json(w: CounterWindow) -> dict[str, Any]:
+    return {"last": w.last, "anchor": w.anchor, "minimum": w.minimum, "resets": w.resets, "raw": w.raw}
+
+
+def _window(d: dict[str, Any]) -> CounterWindow:
+    raw = d.get("raw")
+    return CounterWindow(
+        last=d["last"],
+        anchor=d["anchor"],
+        minimum=d["minimum"],
+        resets=d["resets"],
+        raw=[(float(t), float(v)) for t, v in raw] if raw is not None else None,
+    )
+
+
+def _series_json(windows: list[SeriesWindow]) -> list[dict[str, Any]]:
+    return [{"labels": sw.labels, "window": _window_json(sw.window)} for sw in windows]
+
+
+def _series(items: list[dict[str, Any]]) -> list[SeriesWindow]:
+    return [SeriesWindow(labels=dict(i["labels"]), window=_window(i["window"])) for i in items]
+
+
+def hour_input_json(data: HourInput) -> dict[str, Any]:
+    """The parsed answers as JSON (floats survive exactly: JSON keeps Python's shortest repr)."""
+    return {
+        "hour_start": data.hour_start,
+        "scrape_interval_s": data.scrape_interval_s,
+        "counters": {metric: _series_json(ws) for metric, ws in data.counters.items()},
+        "dcgm_energy": _series_json(data.dcgm_energy),
+        "job_gauges": [list(t) for t in data.job_gauges],
+        "job_info": data.job_info,
+        "agent_info": data.agent_info,
+        "dcgm_series": [list(t) for t in data.dcgm_series],
+    }
+
+
+def hour_input_from_json(d: dict[str, Any]) -> HourInput:
+    return HourInput(
+        hour_start=float(d["hour_start"]),
+        scrape_interval_s=int(d["scrape_interval_s"]),
+        counters={metric: _series(items) for metric, items in d["counters"].items()},
+        dcgm_energy=_series(d["dcgm_energy"]),
+        job_gauges=[(str(tag), dict(labels), float(v)) for tag, labels, v in d["job_gauges"]],
+        job_info=[dict(x) for x in d["job_info"]],
+        agent_info=[dict(x) for x in d["agent_info"]],
+        dcgm_series=[(str(tag), dict(labels), float(v)) for tag, labels, v in d["dcgm_series"]],
+    )
+
+
+def staged_bytes(data: HourInput, meta: dict[str, Any]) -> bytes:
+    """A shard's answers and what fetching them took, as they wait in Postgres for the hour's other shards."""
+    document = {**hour_input_json(data), "_meta": meta}
+    return zlib.compress(json.dumps(document, separators=(",", ":")).encode(), level=1)
+
+
+def staged_read(blob: bytes) -> tuple[HourInput, dict[str, Any]]:
+    document = json.loads(zlib.decompress(blob))
+    return hour_input_from_json(document), document["_meta"]
+
+
+def _nodes(data: HourInput) -> set[str]:
+    """The node names a shard's answers carry (the agent's `hostname`, dcgm-exporter's `Hostname`)."""
+    labels: list[dict[str, str]] = [sw.labels for ws in data.counters.values() for sw in ws]
+    labels += [sw.labels for sw in data.dcgm_energy]
+    labels += [lb for _, lb, _ in data.job_gauges] + data.job_info + data.agent_info
+    labels += [lb for _, lb, _ in data.dcgm_series]
+    return {lb.get("hostname") or lb.get("Hostname") or "" for lb in labels} - {""}
+
+
+def hour_inputs_merge(parts: dict[str, HourInput]) -> HourInput:
+    """One hour's shards as one answer (in shard order, so a re-run merges the same way). A node in two
+    shards is refused: ShardOverlapError names it and the shards."""
+    if not parts:
+        raise ValueError("No shard to merge.")
+    seen: dict[str, str] = {}
+    for name in sorted(parts):
+        for node in _nodes(parts[name]):
+            if node in seen:
+                raise ShardOverlapError(f"node {node} is in shards {seen[node]} and {name}: their patterns overlap")
+            seen[node] = name
+    first = parts[sorted(parts)[0]]
+    merged = HourInput(hour_start=first.hour_start, scrape_interval_s=first.scrape_interval_s)
+    for name in sorted(parts):
+        data = parts[name]
+        for metric, windows in data.counters.items():
+            merged.counters.setdefault(metric, []).extend(windows)
+        merged.dcgm_energy += data.dcgm_energy
+        merged.job_gauges += data.job_gauges
+        merged.job_info += data.job_info
+        merged.agent_info += data.agent_info
+        merged.dcgm_series += data.dcgm_series
+    return merged
