@@ -9,7 +9,11 @@ the parts ran (every shard-hour's), run with the workers' concurrency and nothin
 Reports per cluster-hour: wall seconds, the floor, their ratio, queries per shard-hour, and the workers'
 CPU seconds per 1,000 GPUs (our cost per GPU, which should stay flat as the fleet grows).
 
-    .venv/bin/python bench/ingest_fanout.py [--sizes 1000,3000,10000] [--hours 2] [--workers 2] [--keep DIR]
+    .venv/bin/python bench/ingest_fanout.py [--sizes 1000,3000,10000] [--hours 3] [--batch 1] [--workers 2]
+        [--keep DIR]
+
+`--batch 1` times beat's hourly steady state (a batch of the last closed hour); by default the batch is
+every hour of the history, as after an outage (one derivation for all of them).
 """
 
 from __future__ import annotations
@@ -200,7 +204,10 @@ def shard_queries(cluster, hours: list[datetime]) -> list[tuple[str, float]]:
     return out
 
 
-def measure(label: str, clusters: list, hours: int, workers: Workers, prom_url: str, concurrency: int) -> Run:
+def measure(
+    label: str, clusters: list, hours: int, batch: int, workers: Workers, prom_url: str, concurrency: int
+) -> Run:
+    """Beat's batch of the last `batch` of the history's `hours` (1: the hourly steady state), timed."""
     from django.db import connection
 
     from apps.fleet.services import default_cluster_ensure
@@ -209,7 +216,8 @@ def measure(label: str, clusters: list, hours: int, workers: Workers, prom_url: 
     from apps.telemetry.tasks import ingest_dispatch_task
 
     for cluster in clusters:
-        IngestWatermark.objects.update_or_create(cluster=cluster, defaults={"ingested_through": H0})
+        start = H0 + timedelta(hours=hours - batch)
+        IngestWatermark.objects.update_or_create(cluster=cluster, defaults={"ingested_through": start})
     # The settings' default cluster (beat's dispatch creates it) has nothing to ingest here.
     IngestWatermark.objects.update_or_create(
         cluster=default_cluster_ensure(), defaults={"ingested_through": H0 + timedelta(days=3650)}
@@ -223,7 +231,7 @@ def measure(label: str, clusters: list, hours: int, workers: Workers, prom_url: 
         time.sleep(0.05)
     wall = time.perf_counter() - started
     cpu = workers.cpu_s() - cpu0
-    window = [H0 + timedelta(hours=h) for h in range(hours)]
+    window = [H0 + timedelta(hours=h) for h in range(hours - batch, hours)]
     shards = len(IngestBatch.objects.filter(cluster=clusters[0]).latest("queued_at").shards)
     counts = sorted(
         {
@@ -236,18 +244,19 @@ def measure(label: str, clusters: list, hours: int, workers: Workers, prom_url: 
     queries = [q for cluster in clusters for q in shard_queries(cluster, window)]
     floor_s = floor(prom_url, queries, concurrency)
     gpus = sum(c.gpus for c in clusters)  # type: ignore[attr-defined]
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE telemetry_gpuhour, jobs_jobgpuhour, jobs_jobgpuhourenergy")
+    with connection.cursor() as cursor:  # live rows only: the derivation's updates leave dead versions behind
+        cursor.execute("VACUUM FULL telemetry_gpuhour, jobs_jobgpuhour, jobs_jobgpuhourenergy")
     _, size = hour_tables_bytes()
     stored = GpuHour.objects.filter(gpu__node__cluster__in=clusters).count()
-    return Run(label, gpus, len(clusters), hours, shards, wall, floor_s, counts, cpu, size / max(stored, 1))
+    return Run(label, gpus, len(clusters), batch, shards, wall, floor_s, counts, cpu, size / max(stored, 1))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1000,3000,10000")
     ap.add_argument("--clusters-of-1000", type=int, default=10, help="0: leave the many-clusters run out")
-    ap.add_argument("--hours", type=int, default=2)
+    ap.add_argument("--hours", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=0, help="hours in beat's batch, the last ones (default: all)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--shard-gpus", type=int, default=RACK_GPUS)
     ap.add_argument("--keep", type=Path, help="reuse/keep the Prometheus data folders here")
@@ -308,7 +317,9 @@ def main() -> None:
                         ClusterShard.objects.create(cluster=cluster, name=f"s{s:02d}", node_pattern=f"(?:{names})-.*")
                     cluster.gpus = gpus  # type: ignore[attr-defined]
                     clusters.append(cluster)
-                runs.append(measure(label, clusters, args.hours, workers, prom.url, concurrency))
+                runs.append(
+                    measure(label, clusters, args.hours, args.batch or args.hours, workers, prom.url, concurrency)
+                )
                 r = runs[-1]
                 print(
                     f"  {r.wall_s:.1f}s for {r.hours} h: {r.wall_s / r.hours:.2f}s per hour of the fleet; floor "

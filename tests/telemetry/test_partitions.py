@@ -11,6 +11,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.db import connection
+from django.test import Client
 
 from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy
 from apps.pipeline import decisions
@@ -124,6 +125,11 @@ def test_an_expired_month_is_dropped_while_jobs_daily_sums_findings_and_the_audi
     # even when every footprint is derived again (a new price, a new PUE)
     footprints_recompute()
     assert kept() == before
+    # and its page says so
+    admin_page = Client()
+    admin_page.force_login(admin)
+    assert 'id="rows-expired"' in admin_page.get(f"/jobs/{across.pk}/").content.decode()
+    assert 'id="rows-expired"' not in admin_page.get(f"/jobs/{november.pk}/").content.decode()
     # and a frozen job's team or bill cannot change (its daily sums cannot be recomputed)
     with pytest.raises(AuditError, match="past retention"):
         decisions.job_exclude(actor=admin, job=across, exclude=True, reason="benchmark")
