@@ -95,6 +95,33 @@ def history_backfill(raw: dict, data: Path, *, copies: list[dict[str, str]]) -> 
     print(f"  simulated and backfilled {raw['name']} x{len(copies)} in {time.perf_counter() - started:.0f}s")
 
 
+def victoria_start(raw: dict, folder: Path, *, copies: list[dict[str, str]]):
+    """VictoriaMetrics holding the very samples promtool backfills (imported once, kept in `folder`)."""
+    from apps.simulator.engine import FleetSimulation
+    from apps.simulator.exposition import import_text_write
+    from apps.simulator.local_victoria import LocalVictoria
+    from apps.simulator.scenario import scenario_from_dict
+
+    fresh = not (folder / "data").exists()
+    folder.mkdir(parents=True, exist_ok=True)
+    victoria = LocalVictoria(folder / "data")
+    victoria.start(log=folder / "victoria-metrics.log", timeout_s=600)
+    if fresh:
+        started = time.perf_counter()
+        sc = scenario_from_dict(raw)
+        sim = FleetSimulation(sc)
+        for labels in copies:
+            for first in range(0, sc.duration_s, 7200):
+                part = sim.scrapes[(sim.scrapes >= first) & (sim.scrapes < first + 7200)]
+                path = folder / "history.txt"
+                with path.open("w") as out:
+                    import_text_write(sim.series(np.asarray(part)), out, extra_labels={"job": "sim", **labels})
+                victoria.history_import(path)
+                path.unlink()
+        print(f"  simulated and imported {raw['name']} x{len(copies)} in {time.perf_counter() - started:.0f}s")
+    return victoria
+
+
 class Workers:
     """`celery worker` processes (prefork, one pool process each) on the bench's database and Redis."""
 
@@ -183,7 +210,7 @@ def floor(prom_url: str, queries: list[tuple[str, float]], concurrency: int) -> 
     return time.perf_counter() - started
 
 
-def shard_queries(cluster, hours: list[datetime]) -> list[tuple[str, float]]:
+def shard_queries(cluster, hours: list[datetime], windows_open_left: bool) -> list[tuple[str, float]]:
     """Every query the parts asked (the fixed ones per shard-hour; the bench's fleet has no counter reset)."""
     from django.conf import settings
 
@@ -197,6 +224,7 @@ def shard_queries(cluster, hours: list[datetime]) -> list[tuple[str, float]]:
             scrape_interval_s=cluster.scrape_interval_s,
             lookback_s=settings.FLEETWATT_COUNTER_LOOKBACK_S,
             node_match=shard.node_match,
+            windows_open_left=windows_open_left,  # as the reader asks VictoriaMetrics (apps.telemetry.prometheus)
         )
         batch = [queries.counter_window(m) for m in (*promql.AGENT_COUNTERS, promql.DCGM_ENERGY)]
         batch += [queries.job_gauges(), queries.job_info(), queries.dcgm_series()]
@@ -205,8 +233,9 @@ def shard_queries(cluster, hours: list[datetime]) -> list[tuple[str, float]]:
 
 
 def measure(
-    label: str, clusters: list, hours: int, batch: int, workers: Workers, prom_url: str, concurrency: int
-) -> Run:
+    label: str, clusters: list, hours: int, batch: int, workers: Workers, prom_url: str, concurrency: int,
+    *, windows_open_left: bool = False,
+) -> Run:  # fmt: skip
     """Beat's batch of the last `batch` of the history's `hours` (1: the hourly steady state), timed."""
     from django.db import connection
 
@@ -241,7 +270,7 @@ def measure(
             )
         }
     )
-    queries = [q for cluster in clusters for q in shard_queries(cluster, window)]
+    queries = [q for cluster in clusters for q in shard_queries(cluster, window, windows_open_left)]
     floor_s = floor(prom_url, queries, concurrency)
     gpus = sum(c.gpus for c in clusters)  # type: ignore[attr-defined]
     with connection.cursor() as cursor:  # live rows only: the derivation's updates leave dead versions behind
@@ -260,6 +289,11 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--shard-gpus", type=int, default=RACK_GPUS)
     ap.add_argument("--keep", type=Path, help="reuse/keep the Prometheus data folders here")
+    ap.add_argument(
+        "--engines",
+        default="prometheus",
+        help="prometheus, victoria-metrics or both (comma-separated): the same history in each, side by side",
+    )
     args = ap.parse_args()
 
     subprocess.run(["dropdb", "-h", "127.0.0.1", "-U", "postgres", "--if-exists", DATABASE], capture_output=True)
@@ -285,19 +319,22 @@ def main() -> None:
     runs: list[Run] = []
     workers = Workers(args.workers, logs)
     try:
-        for label, gpus, copies in plans:
+        for (plan_label, gpus, copies), engine in [(p, e) for p in plans for e in args.engines.split(",")]:
+            label = plan_label if engine == "prometheus" else f"{plan_label}, {engine}"
             print(label)
             folder = root / f"{gpus}x{copies}"
-            data = folder / "data"
-            folder.mkdir(parents=True, exist_ok=True)
-            if not data.exists():
-                data.mkdir()
-                history_backfill(
-                    scenario(gpus, args.hours), data, copies=[{"cluster": f"c{k:02d}"} for k in range(copies)]
-                )
-            config_write(folder / "prometheus.yml", targets=[], scrape_interval_s=15)
-            prom = LocalPrometheus(data, folder / "prometheus.yml", free_port())
-            prom.start(log=folder / "prometheus.log", timeout_s=600)
+            copy_labels = [{"cluster": f"c{k:02d}"} for k in range(copies)]
+            if engine == "victoria-metrics":
+                prom = victoria_start(scenario(gpus, args.hours), folder / "victoria", copies=copy_labels)
+            else:
+                data = folder / "data"
+                folder.mkdir(parents=True, exist_ok=True)
+                if not data.exists():
+                    data.mkdir()
+                    history_backfill(scenario(gpus, args.hours), data, copies=copy_labels)
+                config_write(folder / "prometheus.yml", targets=[], scrape_interval_s=15)
+                prom = LocalPrometheus(data, folder / "prometheus.yml", free_port())
+                prom.start(log=folder / "prometheus.log", timeout_s=600)
             try:
                 with connection.cursor() as cursor:  # space back too: the hour tables' size is measured below
                     cursor.execute("TRUNCATE telemetry_gpuhour, jobs_jobgpuhour, jobs_jobgpuhourenergy")
@@ -318,8 +355,9 @@ def main() -> None:
                     cluster.gpus = gpus  # type: ignore[attr-defined]
                     clusters.append(cluster)
                 runs.append(
-                    measure(label, clusters, args.hours, args.batch or args.hours, workers, prom.url, concurrency)
-                )
+                    measure(label, clusters, args.hours, args.batch or args.hours, workers, prom.url, concurrency,
+                            windows_open_left=engine == "victoria-metrics")
+                )  # fmt: skip
                 r = runs[-1]
                 print(
                     f"  {r.wall_s:.1f}s for {r.hours} h: {r.wall_s / r.hours:.2f}s per hour of the fleet; floor "
