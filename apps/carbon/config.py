@@ -728,6 +728,11 @@ def _shards(f: _Fields, problems: _Problems) -> tuple[ShardConfig, ...] | None:
             except re.error as exc:
                 problems.add(shard.where("nodes"), f"not a regular expression: {exc}")
                 pattern = None
+            else:
+                if re.search(r"\(\?<?[=!]|\\[1-9]", pattern):
+                    problems.add(shard.where("nodes"), "Prometheus's regular expressions (RE2) have no look-around "
+                                 "or back-reference")  # fmt: skip
+                    pattern = None
         if name is not None and pattern is not None:
             out.append(ShardConfig(name=name, nodes=pattern))
     return tuple(out)

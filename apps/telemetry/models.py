@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 from django.contrib.postgres.fields import ArrayField
+from django.core.exceptions import ValidationError
 from django.db import models
 
 from apps.fleet.models import Cluster, Gpu
@@ -118,6 +121,23 @@ class ClusterShard(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster}/{self.name}"
+
+    def clean(self) -> None:
+        """A pattern Prometheus can run (RE2: no look-around, no back-references), under a name of its own."""
+        problems = {}
+        if self.name in ("all", "rest"):
+            problems["name"] = f"{self.name!r} is reserved (the nodes no shard names are 'rest')."
+        try:
+            re.compile(self.node_pattern)
+        except re.error as exc:
+            problems["node_pattern"] = f"Not a regular expression: {exc}."
+        else:
+            if re.search(r"\(\?<?[=!]|\\[1-9]", self.node_pattern):
+                problems["node_pattern"] = (
+                    "Prometheus's regular expressions (RE2) have no look-around or back-reference."
+                )
+        if problems:
+            raise ValidationError(problems)
 
 
 class IngestBatch(models.Model):

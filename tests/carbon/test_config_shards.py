@@ -33,8 +33,9 @@ def test_shards_are_read_in_the_file_s_order() -> None:
         ([{"name": "a", "nodes": "x"}, {"name": "a", "nodes": "y"}], "clusters[0].shards[1].name: 'a' is named twice"),
         ([{"name": "a", "nodes": "gpu-(r1"}], "clusters[0].shards[0].nodes: not a regular expression"),
         ([{"name": "a"}], "clusters[0].shards[0].nodes"),
+        ([{"name": "a", "nodes": "gpu-(?!b).*"}], "clusters[0].shards[0].nodes: Prometheus's regular expressions"),
     ],
-    ids=["reserved", "twice", "bad-regex", "no-pattern"],
+    ids=["reserved", "twice", "bad-regex", "no-pattern", "look-ahead"],
 )
 def test_a_wrong_shard_names_its_path(shards: list[dict[str, Any]], problem: str) -> None:
     with pytest.raises(ConfigError) as raised:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from django.core.exceptions import ValidationError
 
 from apps.telemetry import promql
 from apps.telemetry.counters import CounterWindow
 from apps.telemetry.hour import HourInput, SeriesWindow
+from apps.telemetry.models import ClusterShard
 from apps.telemetry.shards import (
     Shard,
     ShardOverlapError,
@@ -76,3 +78,15 @@ def test_shards_merge_into_one_answer_in_shard_order() -> None:
 def test_a_node_in_two_shards_is_refused() -> None:
     with pytest.raises(ShardOverlapError, match="node gpu-a1 is in shards a and rest"):
         hour_inputs_merge({"a": _answers("gpu-a1"), "rest": _answers("gpu-a1")})
+
+
+@pytest.mark.parametrize(
+    ("name", "pattern", "field"),
+    [("rest", "gpu-.*", "name"), ("a", "gpu-(a", "node_pattern"), ("a", "gpu-(?!b).*", "node_pattern"),
+     ("a", r"(gpu)-\1", "node_pattern")],
+    ids=["reserved", "not-a-regex", "look-ahead", "back-reference"],
+)  # fmt: skip
+def test_a_shard_prometheus_cannot_run_is_refused_in_the_admin(name: str, pattern: str, field: str) -> None:
+    with pytest.raises(ValidationError) as raised:
+        ClusterShard(name=name, node_pattern=pattern).clean()
+    assert field in raised.value.message_dict
