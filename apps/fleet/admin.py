@@ -4,6 +4,8 @@ from django import forms
 from django.contrib import admin
 from django.db import models
 
+from apps.carbon.config import CLUSTER_ENDPOINT_KEYS, CLUSTER_SCHEDULER_KEYS
+
 from .models import Cluster, Gpu, Node, Team, TeamMembership, TeamRule
 from .selectors import pod_label_rule_parse
 
@@ -30,14 +32,7 @@ class ClusterAdmin(admin.ModelAdmin):
             {
                 "description": "Secrets are never stored here: give the NAME of the worker's environment variable "
                 'that holds each (a header\'s value as "${NAME}"). Thanos and Mimir tenants: an X-Scope-OrgID header.',
-                "fields": (
-                    "prometheus_bearer_token_env",
-                    "prometheus_basic_auth_user",
-                    "prometheus_basic_auth_password_env",
-                    "prometheus_headers",
-                    "prometheus_ca_file",
-                    "prometheus_timeout_s",
-                ),
+                "fields": CLUSTER_ENDPOINT_KEYS,  # the config file's keys are the fields' names
             },
         ),
         (
@@ -46,16 +41,7 @@ class ClusterAdmin(admin.ModelAdmin):
                 "description": "Kubernetes (kube-state-metrics) is read from this cluster's Prometheus, with its "
                 "selector: set only the scheduler, or tick kube_pods beside Slurm. The sacct and slurmrestd fields are "
                 "for Slurm.",
-                "fields": (
-                    "scheduler",
-                    "kube_pods",
-                    "sacct_command",
-                    "slurmrest_url",
-                    "slurmrest_token_env",
-                    "slurmrest_user",
-                    "scheduler_synced_through",
-                    "scheduler_status",
-                ),
+                "fields": (*CLUSTER_SCHEDULER_KEYS, "scheduler_synced_through", "scheduler_status"),
             },
         ),
     )
