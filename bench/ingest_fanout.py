@@ -126,8 +126,8 @@ class Workers:
     """`celery worker` processes (prefork, one pool process each) on the bench's database and Redis."""
 
     def __init__(self, n: int, logs: Path) -> None:
-        # As deployed: DEBUG off (Django keeps no query log), connections closed after each task.
-        env = {**os.environ, "DJANGO_DEBUG": "0", "DJANGO_SECRET_KEY": "bench-only", "DJANGO_CONN_MAX_AGE": "0"}
+        # As deployed: DEBUG off (Django keeps no query log), connections kept between tasks.
+        env = {**os.environ, "DJANGO_DEBUG": "0", "DJANGO_SECRET_KEY": "bench-only"}
         self.procs = []
         for i in range(n):
             with (logs / f"worker-{i}.log").open("wb") as out:
@@ -319,9 +319,12 @@ def main() -> None:
     runs: list[Run] = []
     workers = Workers(args.workers, logs)
     try:
-        for (plan_label, gpus, copies), engine in [(p, e) for p in plans for e in args.engines.split(",")]:
+        # The first run warms the workers up (imports, connections, Django's caches) and is not reported.
+        schedule = [(p, e) for p in plans for e in args.engines.split(",")]
+        for n, ((plan_label, gpus, copies), engine) in enumerate([schedule[0], *schedule]):
+            warm_up = n == 0
             label = plan_label if engine == "prometheus" else f"{plan_label}, {engine}"
-            print(label)
+            print(label + (" (warm-up, not reported)" if warm_up else ""))
             folder = root / f"{gpus}x{copies}"
             copy_labels = [{"cluster": f"c{k:02d}"} for k in range(copies)]
             if engine == "victoria-metrics":
@@ -354,11 +357,10 @@ def main() -> None:
                         ClusterShard.objects.create(cluster=cluster, name=f"s{s:02d}", node_pattern=f"(?:{names})-.*")
                     cluster.gpus = gpus  # type: ignore[attr-defined]
                     clusters.append(cluster)
-                runs.append(
-                    measure(label, clusters, args.hours, args.batch or args.hours, workers, prom.url, concurrency,
-                            windows_open_left=engine == "victoria-metrics")
-                )  # fmt: skip
-                r = runs[-1]
+                r = measure(label, clusters, args.hours, args.batch or args.hours, workers, prom.url, concurrency,
+                            windows_open_left=engine == "victoria-metrics")  # fmt: skip
+                if not warm_up:
+                    runs.append(r)
                 print(
                     f"  {r.wall_s:.1f}s for {r.hours} h: {r.wall_s / r.hours:.2f}s per hour of the fleet; floor "
                     f"{r.floor_s / r.hours:.2f}s; ratio {r.wall_s / r.floor_s:.2f}; queries per shard-hour "

@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from apps.fleet.models import Cluster
@@ -96,6 +97,7 @@ def dispatch(*, now: datetime | None = None) -> list[Dispatched]:
                 cluster=cluster,
                 start=hours[0],
                 end=hours[-1] + HOUR,
+                aimed_through=target + HOUR,
                 shards=[{"name": s.name, "node_match": s.node_match} for s in shards],
             )
             parts = [PartRef(batch.pk, hour, s.name) for hour in hours for s in shards]
@@ -104,8 +106,10 @@ def dispatch(*, now: datetime | None = None) -> list[Dispatched]:
 
 
 def _stalled(batch: IngestBatch, *, now: datetime) -> Dispatched | None:
-    """An open batch untouched for FLEETWATT_INGEST_STALL_S: derive what it wrote, return its missing parts."""
-    since = max(batch.queued_at, batch.requeued_at or batch.queued_at)
+    """An open batch with no part fetched for FLEETWATT_INGEST_STALL_S: derive what it wrote, return its missing
+    parts. (A long batch whose parts keep coming in is not stalled, however long it takes.)"""
+    fetched = IngestPart.objects.filter(batch=batch).aggregate(last=Max("fetched_at"))["last"]
+    since = max(t for t in (batch.queued_at, batch.requeued_at, fetched) if t is not None)
     if now - since < timedelta(seconds=settings.FLEETWATT_INGEST_STALL_S):
         return None
     written = set(IngestPart.objects.filter(batch=batch, written_at__isnull=False).values_list("hour", "shard"))
@@ -227,6 +231,17 @@ def batch_derive(batch_id: int) -> DeriveReport | None:
             batch.save(update_fields=["done_at", "error"])
             IngestPart.objects.filter(batch=batch).update(staged=None)  # the answers are in the rows now
     return report
+
+
+def behind(batch_id: int) -> bool:
+    """Whether the batch, derived, left its cluster short of where beat aimed (a catch-up after an outage longer
+    than a batch): the next batch is then queued at once rather than at beat's next run."""
+    batch = IngestBatch.objects.filter(pk=batch_id, done_at__isnull=False).first()
+    if batch is None or batch.aimed_through is None:
+        return False
+    marks = IngestWatermark.objects.filter(cluster_id=batch.cluster_id).values_list("ingested_through", flat=True)
+    mark = marks.first()
+    return mark is not None and mark < batch.aimed_through
 
 
 def hours_derive(*, cluster: Cluster, start: datetime, end: datetime) -> DeriveReport | None:

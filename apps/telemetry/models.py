@@ -148,6 +148,8 @@ class IngestBatch(models.Model):
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="ingest_batches")
     start = models.DateTimeField()
     end = models.DateTimeField()
+    # Where beat meant to get to (the end of the last closed hour): past `end` when the batch was capped.
+    aimed_through = models.DateTimeField(null=True, blank=True)
     shards = models.JSONField(
         default=list, help_text='The shards each hour is fetched in, as queued: [{"name", "node_match"}].'
     )

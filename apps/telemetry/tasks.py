@@ -74,8 +74,11 @@ def ingest_part_task(batch_id: int, hour_iso: str, shard: str) -> bool:
 
 @shared_task(acks_late=True, **retry_policy())
 def ingest_batch_derive_task(batch_id: int) -> int:
-    """A batch's one derivation (all its hours at once), then the watermark. Returns the jobs derived."""
+    """A batch's one derivation (all its hours at once), then the watermark; the cluster's next batch at once
+    when it is still behind (a catch-up). Returns the jobs derived."""
     report = fanout.batch_derive(batch_id)
+    if fanout.behind(batch_id):
+        ingest_dispatch_task.apply_async()
     return report.jobs if report else 0
 
 

@@ -150,7 +150,9 @@ def test_a_stalled_batch_is_derived_as_far_as_written_and_its_missing_parts_queu
             assert fanout.part_ingest(part).batch_complete is False
     # when beat runs before the batch stalls, nothing is queued; after, the lost parts are, and the batch derived
     assert [d for d in fanout.dispatch(now=NOW) if d.cluster == cluster.name] == []
+    # (nothing fetched for 16 minutes)
     IngestBatch.objects.filter(pk=batch.batch_id).update(queued_at=F("queued_at") - timedelta(minutes=16))
+    IngestPart.objects.filter(batch_id=batch.batch_id).update(fetched_at=F("fetched_at") - timedelta(minutes=16))
     [again] = [d for d in fanout.dispatch(now=NOW) if d.cluster == cluster.name]
     assert again.parts == lost and again.derive
     fanout.batch_derive(again.batch_id)
@@ -212,3 +214,38 @@ def test_the_status_page_shows_a_batch_in_progress_and_why_it_waits(history, clu
     row = html[html.index(f'data-cluster="{cluster.name}"') :]
     assert "ingesting 2026-11-02 00:00 → 07:00 (2 shards per hour)" in row
     assert "2026-11-02 00:00 a: Prometheus at http://prom:9090 is unreachable" in row
+
+
+@pytest.mark.django_db
+def test_a_long_batch_still_fetching_is_not_stalled_and_a_cluster_behind_is_caught_up_at_once(
+    history, cluster_for
+) -> None:
+    cluster = _sharded(history, cluster_for)
+    [batch] = [d for d in fanout.dispatch(now=NOW) if d.cluster == cluster.name]
+    # given a batch queued long ago whose parts are still coming in
+    IngestBatch.objects.filter(pk=batch.batch_id).update(queued_at=F("queued_at") - timedelta(hours=1))
+    fanout.part_ingest(batch.parts[0])
+    # then beat does not take it for stalled
+    assert [d for d in fanout.dispatch(now=NOW) if d.cluster == cluster.name] == []
+    # and once it is derived, where beat aimed is reached: no next batch at once
+    for part in batch.parts[1:]:
+        fanout.part_ingest(part)
+    fanout.batch_derive(batch.batch_id)
+    assert not fanout.behind(batch.batch_id)
+
+
+@pytest.mark.django_db
+def test_a_catch_up_longer_than_a_batch_queues_the_next_batch_at_once(history, cluster_for, settings) -> None:
+    # given an outage longer than a batch (batches of 3 hours, 7 hours to catch up)
+    settings.FLEETWATT_INGEST_BATCH_HOURS = 3
+    cluster = _sharded(history, cluster_for)
+    [batch] = [d for d in fanout.dispatch(now=NOW) if d.cluster == cluster.name]
+    assert len(batch.parts) == 3
+    # when the batch is written and derived
+    for part in batch.parts:
+        fanout.part_ingest(part)
+    fanout.batch_derive(batch.batch_id)
+    # then its cluster is behind where beat aimed, and the next dispatch takes the next three hours
+    assert fanout.behind(batch.batch_id)
+    [following] = [d for d in fanout.dispatch(now=NOW) if d.cluster == cluster.name]
+    assert [p.hour for p in following.parts] == [H0 + timedelta(hours=h) for h in (3, 4, 5)]
