@@ -190,3 +190,9 @@ def test_list_rows_render_exactly_as_drf_would(ingested) -> None:
         for row in rows:
             drf_own = super(PlannedRepresentationMixin, serializer).to_representation(row)
             assert serializer.to_representation(row) == drf_own
+    # and the findings list's rows, read as values() (a GPU-hour's finding among them: no job, no team)
+    values = {r["id"]: r for r in Flag.objects.values(*FlagSerializer.row_keys())}
+    assert any(f.job_id is None for f in flags) and set(values) == {f.pk for f in flags}
+    for flag in flags:
+        drf_own = super(PlannedRepresentationMixin, FlagSerializer()).to_representation(flag)
+        assert FlagSerializer().to_representation(values[flag.pk]) == drf_own
