@@ -37,7 +37,7 @@ class FlagViewSet(viewsets.ReadOnlyModelViewSet):
         flags = Flag.objects.visible_to(self.request.user).order_by("-created_at", "-id")
         if self.action == "list":
             # The page's columns as rows, no model instance (a job row is 45 columns; the list shows two).
-            return flags.values(*FlagSerializer.row_keys())  # type: ignore[return-value]
+            return flags.values(*FlagSerializer.row_keys())
         return flags.select_related("cluster", "job__team", "gpu")
 
     def _review(self, request: Request, action_name: str) -> Response:
