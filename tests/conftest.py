@@ -32,9 +32,11 @@ class LoadedHistory:
         return self.prometheus.url
 
 
-@pytest.fixture(scope="session")
-def history_loader(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[dict[str, Any]], LoadedHistory]]:
-    """Simulate a scenario, backfill it with promtool into a fresh Prometheus, start it (cached)."""
+Serve = Callable[[Scenario, FleetSimulation, Path], LocalPrometheus | LocalVictoria]
+
+
+def _histories(tmp_path_factory: pytest.TempPathFactory, engine: str, serve: Serve) -> Iterator[Callable[..., Any]]:
+    """`load(scenario)`: the scenario simulated once and served by the engine `serve` starts (cached by scenario)."""
     loaded: dict[str, LoadedHistory] = {}
 
     def load(raw: dict[str, Any]) -> LoadedHistory:
@@ -42,48 +44,51 @@ def history_loader(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callabl
         if key not in loaded:
             scenario = scenario_from_dict(raw)
             sim = FleetSimulation(scenario)
-            folder = tmp_path_factory.mktemp(f"prometheus-{scenario.name}")
-            history = folder / "history.om"
-            with history.open("w") as out:
-                written = openmetrics_write(sim.series(), out, extra_labels=SIM_LABELS)
-            blocks_create(history, folder / "data", expected_samples=written)
-            config_write(folder / "prometheus.yml", targets=[], scrape_interval_s=scenario.scrape_interval_s)
-            prometheus = LocalPrometheus(folder / "data", folder / "prometheus.yml", free_port())
-            prometheus.start(log=folder / "prometheus.log")
-            loaded[key] = LoadedHistory(scenario, sim, sim.truth(), prometheus)
+            server = serve(scenario, sim, tmp_path_factory.mktemp(f"{engine}-{scenario.name}"))
+            loaded[key] = LoadedHistory(scenario, sim, sim.truth(), server)
         return loaded[key]
 
     yield load
     for history in loaded.values():
         history.prometheus.stop()
+
+
+def _prometheus_serve(scenario: Scenario, sim: FleetSimulation, folder: Path) -> LocalPrometheus:
+    """Backfill the history with promtool into a fresh Prometheus, and start it."""
+    history = folder / "history.om"
+    with history.open("w") as out:
+        written = openmetrics_write(sim.series(), out, extra_labels=SIM_LABELS)
+    blocks_create(history, folder / "data", expected_samples=written)
+    config_write(folder / "prometheus.yml", targets=[], scrape_interval_s=scenario.scrape_interval_s)
+    prometheus = LocalPrometheus(folder / "data", folder / "prometheus.yml", free_port())
+    prometheus.start(log=folder / "prometheus.log")
+    return prometheus
+
+
+def _victoria_serve(scenario: Scenario, sim: FleetSimulation, folder: Path) -> LocalVictoria:
+    """A fresh VictoriaMetrics holding the very samples promtool backfills, millisecond for millisecond,
+    imported through /api/v1/import/prometheus."""
+    history = folder / "history.txt"
+    with history.open("w") as out:
+        written = import_text_write(sim.series(), out, extra_labels=SIM_LABELS)
+    victoria = LocalVictoria(folder / "data")
+    victoria.start(log=folder / "victoria-metrics.log")
+    victoria.history_import(history, expected_samples=written)
+    return victoria
+
+
+@pytest.fixture(scope="session")
+def history_loader(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[dict[str, Any]], LoadedHistory]]:
+    """Simulate a scenario, backfill it with promtool into a fresh Prometheus, start it (cached)."""
+    yield from _histories(tmp_path_factory, "prometheus", _prometheus_serve)
 
 
 @pytest.fixture(scope="session")
 def victoria_history_loader(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Callable[[dict[str, Any]], LoadedHistory]]:
-    """As history_loader, into a fresh VictoriaMetrics through /api/v1/import/prometheus (cached): the very
-    samples promtool backfills, millisecond for millisecond."""
-    loaded: dict[str, LoadedHistory] = {}
-
-    def load(raw: dict[str, Any]) -> LoadedHistory:
-        key = json.dumps(raw, sort_keys=True)
-        if key not in loaded:
-            scenario = scenario_from_dict(raw)
-            sim = FleetSimulation(scenario)
-            folder = tmp_path_factory.mktemp(f"victoria-{scenario.name}")
-            history = folder / "history.txt"
-            with history.open("w") as out:
-                written = import_text_write(sim.series(), out, extra_labels=SIM_LABELS)
-            victoria = LocalVictoria(folder / "data")
-            victoria.start(log=folder / "victoria-metrics.log")
-            loaded[key] = LoadedHistory(scenario, sim, sim.truth(), victoria)
-            victoria.history_import(history, expected_samples=written)
-        return loaded[key]
-
-    yield load
-    for history in loaded.values():
-        history.prometheus.stop()
+    """As history_loader, into a fresh VictoriaMetrics (cached)."""
+    yield from _histories(tmp_path_factory, "victoria", _victoria_serve)
 
 
 ENGINES = ("prometheus", "victoria-metrics")

@@ -21,6 +21,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import yaml
 
 from apps.fleet.endpoint import MAX_TIMEOUT_S, env_name_problem, headers_problems
+from apps.telemetry.shards import RESERVED as RESERVED_SHARDS
+from apps.telemetry.shards import node_pattern_problem
 
 HOURS_PER_YEAR = 8760
 FORMAT_VERSION = 1
@@ -704,9 +706,6 @@ def _cluster(
     )
 
 
-_RESERVED_SHARDS = ("all", "rest")  # apps.telemetry.shards: the whole cluster, and the nodes no shard names
-
-
 def _shards(f: _Fields, problems: _Problems) -> tuple[ShardConfig, ...] | None:
     """The cluster's node groups, if the key is given: each a name and a node-name regex."""
     if not f.has("shards"):
@@ -718,21 +717,14 @@ def _shards(f: _Fields, problems: _Problems) -> tuple[ShardConfig, ...] | None:
             continue
         name = shard.string("name", max_length=50, slug=True)
         pattern = shard.string("nodes", max_length=500)
-        if name is not None and name in _RESERVED_SHARDS:
+        if name is not None and name in RESERVED_SHARDS:
             problems.add(shard.where("name"), f"{name!r} is reserved (the nodes no shard names are 'rest')")
         elif name is not None and name in {s.name for s in out}:
             problems.add(shard.where("name"), f"{name!r} is named twice")
-        if pattern is not None:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                problems.add(shard.where("nodes"), f"not a regular expression: {exc}")
-                pattern = None
-            else:
-                if re.search(r"\(\?<?[=!]|\\[1-9]", pattern):
-                    problems.add(shard.where("nodes"), "Prometheus's regular expressions (RE2) have no look-around "
-                                 "or back-reference")  # fmt: skip
-                    pattern = None
+        problem = node_pattern_problem(pattern) if pattern is not None else None
+        if problem is not None:
+            problems.add(shard.where("nodes"), problem)
+            pattern = None
         if name is not None and pattern is not None:
             out.append(ShardConfig(name=name, nodes=pattern))
     return tuple(out)

@@ -255,14 +255,13 @@ def hours_derive(*, cluster: Cluster, start: datetime, end: datetime) -> DeriveR
         return None
     hours = sorted(h for h, _ in rows)
     job_ids = {job_id for _, ids in rows for job_id in ids}
-    latest = IngestedHour.objects.filter(cluster=cluster).order_by("-hour").values_list("hour", flat=True).first()
     report = derive(
         Scope(
             cluster_ids=frozenset([cluster.pk]),
             start=hours[0],
             end=hours[-1] + HOUR,
             job_ids=frozenset(job_ids),
-            ingested_through=max(hours[-1], latest or hours[-1]) + HOUR,
+            ingested_through=telemetry.ingested_through(cluster, hours[-1]),
         ),
         changed={Fact.JOB_ROWS},
     )

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import re
-
 from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError
 from django.db import models
 
 from apps.fleet.models import Cluster, Gpu
+
+from .shards import RESERVED as RESERVED_SHARDS
+from .shards import node_pattern_problem
 
 
 class GpuHour(models.Model):
@@ -125,17 +126,11 @@ class ClusterShard(models.Model):
     def clean(self) -> None:
         """A pattern Prometheus can run (RE2: no look-around, no back-references), under a name of its own."""
         problems = {}
-        if self.name in ("all", "rest"):
+        if self.name in RESERVED_SHARDS:
             problems["name"] = f"{self.name!r} is reserved (the nodes no shard names are 'rest')."
-        try:
-            re.compile(self.node_pattern)
-        except re.error as exc:
-            problems["node_pattern"] = f"Not a regular expression: {exc}."
-        else:
-            if re.search(r"\(\?<?[=!]|\\[1-9]", self.node_pattern):
-                problems["node_pattern"] = (
-                    "Prometheus's regular expressions (RE2) have no look-around or back-reference."
-                )
+        problem = node_pattern_problem(self.node_pattern)
+        if problem is not None:
+            problems["node_pattern"] = problem[0].upper() + problem[1:] + "."
         if problems:
             raise ValidationError(problems)
 

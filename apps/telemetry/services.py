@@ -326,7 +326,7 @@ def hour_rows_write(*, cluster: Cluster, hour: datetime, result: HourResult, tea
             "contract_gaps",
         ],
     )
-    through = _ingested_through(cluster, hour)
+    through = ingested_through(cluster, hour)
     # Jobs that were in the hour before, are in it now, or may have ended before it.
     grace = timedelta(seconds=2 * cluster.scrape_interval_s)
     open_ended = Job.objects.filter(cluster=cluster, end__isnull=True, last_seen__lt=through - grace)
@@ -364,8 +364,8 @@ def pending_job_ids(*, cluster: Cluster, hour: datetime) -> set[int]:
     return {job_id for row in ids for job_id in row}
 
 
-def _ingested_through(cluster: Cluster, hour: datetime) -> datetime:
-    """The end of the latest hour ingested for the cluster, this one included."""
+def ingested_through(cluster: Cluster, hour: datetime) -> datetime:
+    """The end of the latest hour ingested for the cluster, `hour` included."""
     latest = IngestedHour.objects.filter(cluster=cluster).order_by("-hour").values_list("hour", flat=True).first()
     return max(hour, latest) + HOUR if latest else hour + HOUR
 

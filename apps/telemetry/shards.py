@@ -11,6 +11,7 @@ is in two shards, which `hour_inputs_merge` checks.
 from __future__ import annotations
 
 import json
+import re
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,20 @@ from .hour import HourInput, SeriesWindow
 
 WHOLE = "all"  # the one "shard" of a cluster that is not split
 REST = "rest"  # the nodes no pattern names
+RESERVED = (WHOLE, REST)  # names no configured shard may take
+# What Python's `re` takes and Prometheus's RE2 does not: look-around and back-references.
+_NOT_RE2 = re.compile(r"\(\?<?[=!]|\\[1-9]")
+
+
+def node_pattern_problem(pattern: str) -> str | None:
+    """Why Prometheus could not run `pattern` as a node matcher (`=~`, RE2), or None when it can."""
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        return f"not a regular expression: {exc}"
+    if _NOT_RE2.search(pattern):
+        return "Prometheus's regular expressions (RE2) have no look-around or back-reference"
+    return None
 
 
 class ShardOverlapError(ValueError):

@@ -4,6 +4,7 @@ findings and the audit log stay as they were."""
 
 from __future__ import annotations
 
+import io
 from datetime import UTC, date, datetime
 from decimal import Decimal
 
@@ -142,11 +143,11 @@ def test_an_expired_month_is_dropped_while_jobs_daily_sums_findings_and_the_audi
 
 def test_the_command_keeps_everything_by_default_and_says_what_a_dry_run_would_drop(settings) -> None:
     settings.FLEETWATT_HOUR_ROWS_KEEP_MONTHS = 0
-    call_command("hour_rows_expire", stdout=(out := __import__("io").StringIO()))
+    call_command("hour_rows_expire", stdout=(out := io.StringIO()))
     assert "every month is kept" in out.getvalue()
     fleet = fleet_build(servers=1, gpus_per_server=1)
     job_run(fleet, key="slurm/old", gpus=fleet.gpus, hours=2, power_w=300, start=datetime(2025, 1, 6, tzinfo=UTC))
     partitions_ensure(date(2025, 1, 1), date(2025, 1, 1))
-    call_command("hour_rows_expire", keep_months=3, dry_run=True, stdout=(out := __import__("io").StringIO()))
+    call_command("hour_rows_expire", keep_months=3, dry_run=True, stdout=(out := io.StringIO()))
     assert "would drop 3 monthly partitions" in out.getvalue() and "1 jobs keep their totals" in out.getvalue()
     assert JobGpuHour.objects.count() == 2 and not Job.objects.filter(rows_expired=True).exists()

@@ -179,6 +179,11 @@ def _fmt_hour(value: datetime | None) -> str:
     return f"{value:%Y-%m-%d %H:%M} UTC" if value else ""
 
 
+def _counted(n: int, noun: str) -> str:
+    """`2, "GPU"` -> "2 GPUs"; `1, "counter reset"` -> "1 counter reset"."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _num(value: Any, digits: int) -> str:
     return f"{float(value):,.{digits}f}"
 
@@ -221,12 +226,12 @@ def evidence_items(flag: Any) -> list[str]:
         out.append(f"exit code {e['exit_code']}")
     gpus = e.get("gpus")
     if isinstance(gpus, list) and gpus and flag.gpu_id is None:
-        out.append(f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''}")
+        out.append(_counted(len(gpus), "GPU"))
     if e.get("gpu_hours_blocked") is not None:
         out.append(f"{_num(e['gpu_hours_blocked'], 1)} GPU-h blocked")
     if e.get("unused_gpus"):
         out.append(
-            f"{e['unused_gpus']} allocated GPU{'s' if e['unused_gpus'] != 1 else ''} never used "
+            f"{_counted(e['unused_gpus'], 'allocated GPU')} never used "
             f"({_num(e.get('unused_gpu_hours') or 0.0, 1)} GPU-h)"
         )
     if e.get("sm_percent") is not None:
@@ -251,7 +256,7 @@ def evidence_items(flag: Any) -> list[str]:
     if e.get("estimated_cost") is not None:
         out.append(f"{e['estimated_cost']} estimated cost")
     if e.get("counter_resets"):
-        out.append(f"{e['counter_resets']} counter reset{'s' if e['counter_resets'] != 1 else ''}")
+        out.append(_counted(e["counter_resets"], "counter reset"))
     if e.get("device_energy_j") is not None:
         out.append(f"{_num(kwh(e['device_energy_j']), 3)} {glossary.energy_unit('gpu')} metered by the agent")
     if e.get("dcgm_energy_j") is not None:
