@@ -20,7 +20,7 @@ from django.db import connection, models, transaction
 from django.db.models import Avg
 from django.db.models.functions import ExtractMonth, ExtractYear
 
-from apps.core.bulk import rows_update
+from apps.core.bulk import columns_update, rows_update
 from apps.core.footprint import S_PER_HOUR, Footprint
 from apps.fleet.models import Cluster, Gpu, Node, Team, TeamRule
 from apps.jobs.models import Job, JobGpuHour
@@ -91,11 +91,11 @@ class FactorBook:
             )
         return self._zones[(zone, basis)]
 
-    def factors(self, gpu: Gpu, hour: datetime) -> HourFactors:
-        node = gpu.node
+    def factors(self, node: Node, gpu_model: str, hour: datetime) -> HourFactors:
+        """An hour's factors for a GPU of `gpu_model` in `node` (its cluster's site and server type loaded)."""
         site: Site | None = node.cluster.site
         server = node.server_type
-        model = self._gpu_models.get(gpu.model_name)
+        model = self._gpu_models.get(gpu_model)
         intensity, estimated = None, False
         if site is not None and site.grid_zone:
             zone = self.zone(site.grid_zone, site.intensity_basis)
@@ -132,8 +132,8 @@ def footprints_refresh(
 ) -> FootprintRefresh:
     """Recompute the footprint of every job-GPU-hour row and the idle line of every GPU-hour in
     [start, end) of the given clusters (default: all)."""
-    gpu_hours = GpuHour.objects.select_related("gpu__node__cluster__site", "gpu__node__server_type")
-    job_rows = JobGpuHour.objects.select_related("gpu__node__cluster__site", "gpu__node__server_type")
+    gpu_hours = GpuHour.objects.all()
+    job_rows = JobGpuHour.objects.all()
     if cluster_ids is not None:
         gpu_hours = gpu_hours.filter(gpu__node__cluster_id__in=cluster_ids)
         job_rows = job_rows.filter(gpu__node__cluster_id__in=cluster_ids)
@@ -141,43 +141,66 @@ def footprints_refresh(
         gpu_hours, job_rows = gpu_hours.filter(hour__gte=start), job_rows.filter(hour__gte=start)
     if end is not None:
         gpu_hours, job_rows = gpu_hours.filter(hour__lt=end), job_rows.filter(hour__lt=end)
-    hours = list(gpu_hours)
-    rows = list(job_rows)
+    # Plain tuples, not model instances: thousands of rows per cluster-hour.
+    hours = list(
+        gpu_hours.values_list(
+            "pk", "gpu_id", "hour", "device_energy_j", "jobs_energy_j", "estimated_j", "occupied_s", "estimated_s"
+        )
+    )
+    rows = list(job_rows.values_list("pk", "gpu_id", "job_id", "hour", "energy_j", "occupancy_s"))
     if not hours and not rows:
         return FootprintRefresh()
-    lo = min([h.hour for h in hours] + [r.hour for r in rows])
-    hi = max([h.hour for h in hours] + [r.hour for r in rows]) + HOUR
+    lo = min([h[2] for h in hours] + [r[3] for r in rows])
+    hi = max([h[2] for h in hours] + [r[3] for r in rows]) + HOUR
     book = FactorBook(start=lo, end=hi)
-    factors: dict[tuple[int, datetime], HourFactors] = {}
+    # Factors depend on a GPU's node (site, server type) and model: looked up once per node, model and hour,
+    # from the few nodes loaded once, not from a chain of related objects per row.
+    gpu_ids = {h[1] for h in hours} | {r[1] for r in rows}
+    gpu_of = {
+        pk: (node_id, model)
+        for pk, node_id, model in Gpu.objects.filter(pk__in=gpu_ids).values_list("pk", "node_id", "model_name")
+    }
+    nodes = Node.objects.select_related("cluster__site", "server_type").in_bulk({n for n, _ in gpu_of.values()})
+    factors: dict[tuple[int, str, datetime], HourFactors] = {}
 
-    def factors_for(gpu: Gpu, hour: datetime) -> HourFactors:
-        key = (gpu.pk, hour)
+    def factors_for(gpu_id: int, hour: datetime) -> HourFactors:
+        node_id, model = gpu_of[gpu_id]
+        key = (node_id, model, hour)
         if key not in factors:
-            factors[key] = book.factors(gpu, hour)
+            factors[key] = book.factors(nodes[node_id], model, hour)
         return factors[key]
 
-    for row in rows:
-        f = factors_for(row.gpu, row.hour)
-        fp = footprint(energy_j=row.energy_j, gpu_hours=row.occupancy_s / S_PER_HOUR, factors=f)
-        row.server_kwh, row.facility_kwh = fp.server_kwh, fp.facility_kwh
-        row.intensity_kg_per_kwh, row.intensity_estimated = f.intensity_kg_per_kwh, f.intensity_estimated
-        row.operational_kg, row.embodied_kg, row.cost = fp.operational_kg, fp.embodied_kg, fp.cost
-    rows_update(rows, ROW_FIELDS)
+    row_columns: dict[str, list[Any]] = {name: [] for name in ROW_FIELDS}
+    for _, gpu_id, _, hour, energy_j, occupancy_s in rows:
+        f = factors_for(gpu_id, hour)
+        fp = footprint(energy_j=energy_j, gpu_hours=occupancy_s / S_PER_HOUR, factors=f)
+        row_columns["server_kwh"].append(fp.server_kwh)
+        row_columns["facility_kwh"].append(fp.facility_kwh)
+        row_columns["intensity_kg_per_kwh"].append(f.intensity_kg_per_kwh)
+        row_columns["intensity_estimated"].append(f.intensity_estimated)
+        row_columns["operational_kg"].append(fp.operational_kg)
+        row_columns["embodied_kg"].append(fp.embodied_kg)
+        row_columns["cost"].append(fp.cost)
+    columns_update(JobGpuHour, [r[0] for r in rows], row_columns)
 
-    for gh in hours:
+    idle_columns: dict[str, list[Any]] = {name: [] for name in IDLE_FIELDS}
+    for _, gpu_id, hour, device_j, jobs_j, estimated_j, occupied_s, estimated_s in hours:
         # The idle line: energy outside every job, and the part of the GPU-hour no job occupied; time nobody
         # saw that the scheduler charged to jobs (estimated_*) is theirs, the rest of it stays here.
-        f = factors_for(gh.gpu, gh.hour)
-        unoccupied_h = max(0.0, S_PER_HOUR - gh.occupied_s - gh.estimated_s) / S_PER_HOUR
-        idle_j = max(0.0, gh.device_energy_j - gh.jobs_energy_j - gh.estimated_j)
+        f = factors_for(gpu_id, hour)
+        unoccupied_h = max(0.0, S_PER_HOUR - occupied_s - estimated_s) / S_PER_HOUR
+        idle_j = max(0.0, device_j - jobs_j - estimated_j)
         fp = footprint(energy_j=idle_j, gpu_hours=unoccupied_h, factors=f)
-        gh.idle_facility_kwh, gh.idle_operational_kg = fp.facility_kwh, fp.operational_kg
-        gh.idle_embodied_kg, gh.idle_cost = fp.embodied_kg, fp.cost
-    rows_update(hours, IDLE_FIELDS)
+        idle_columns["idle_facility_kwh"].append(fp.facility_kwh)
+        idle_columns["idle_operational_kg"].append(fp.operational_kg)
+        idle_columns["idle_embodied_kg"].append(fp.embodied_kg)
+        idle_columns["idle_cost"].append(fp.cost)
+    columns_update(GpuHour, [h[0] for h in hours], idle_columns)
+    cluster_of_node = {pk: node.cluster_id for pk, node in nodes.items()}
     return FootprintRefresh(
         gpu_hours=len(hours),
-        job_ids={r.job_id for r in rows},
-        cluster_days={(r.gpu.node.cluster_id, r.hour.astimezone(UTC).date()) for r in rows},
+        job_ids={r[2] for r in rows},
+        cluster_days={(cluster_of_node[gpu_of[r[1]][0]], r[3].astimezone(UTC).date()) for r in rows},
         book=book,
     )
 

@@ -7,6 +7,7 @@ import hashlib
 import secrets
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import models
 
 PREFIX = "fw_"
@@ -41,7 +42,7 @@ class ApiToken(models.Model):
         return f"{self.name} ({self.lookup}…)"
 
     @classmethod
-    def issue(cls, *, user: object, name: str) -> tuple[ApiToken, str]:
+    def issue(cls, *, user: User, name: str) -> tuple[ApiToken, str]:
         """A new token and its key; the key is shown this once and never stored."""
         key = PREFIX + secrets.token_urlsafe(32)
         token = cls.objects.create(user=user, name=name, lookup=key[: len(PREFIX) + 8], key_hash=token_hash(key))

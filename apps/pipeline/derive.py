@@ -103,8 +103,9 @@ class DeriveRun:
         these objects as they store their figures, so each step reads what the one before wrote. A job whose
         hour rows partly expired is left as it was: summed again, it would lose the hours that are gone."""
         if self._jobs is None:
+            # prefetch, not select_related: a cluster, site or group object shared by its jobs, not one per job.
             self._jobs = list(
-                Job.objects.filter(pk__in=sorted(self.job_ids), rows_expired=False).select_related(
+                Job.objects.filter(pk__in=sorted(self.job_ids), rows_expired=False).prefetch_related(
                     "cluster__site", "job_group"
                 )
             )

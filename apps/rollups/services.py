@@ -6,7 +6,7 @@ Float sums go through `numeric` so that they do not depend on the order Postgres
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import date
+from datetime import UTC, date, datetime, timedelta
 
 from django.core.cache import cache
 from django.db import connection, transaction
@@ -16,29 +16,43 @@ from .selectors import ROLLUP_GENERATION_KEY
 
 _TEAM_DAYS_SQL = """
 WITH rows AS (
-    SELECT j.team_id, n.cluster_id, (jh.hour AT TIME ZONE 'UTC')::date AS day, jh.job_id, jh.gpu_id, jh.hour,
-           jh.energy_j, jh.occupancy_s, jh.facility_kwh, COALESCE(jh.operational_kg, 0) AS operational_kg,
-           jh.embodied_kg, jh.cost
+    SELECT j.team_id, n.cluster_id, (jh.hour AT TIME ZONE 'UTC')::date AS day, jh.energy_j, jh.occupancy_s,
+           jh.facility_kwh, COALESCE(jh.operational_kg, 0) AS operational_kg, jh.embodied_kg, jh.cost
     FROM jobs_jobgpuhour jh
     JOIN jobs_job j ON j.id = jh.job_id
     JOIN fleet_gpu g ON g.id = jh.gpu_id
     JOIN fleet_node n ON n.id = g.node_id
     WHERE n.cluster_id = ANY(%(clusters)s) AND (jh.hour AT TIME ZONE 'UTC')::date = ANY(%(days)s)
+      AND jh.hour >= %(lo)s AND jh.hour < %(hi)s  -- the days' range: an index range and its partitions only
       AND NOT j.excluded_from_bill
 ), methods AS (
-    SELECT r.team_id, r.cluster_id, r.day, e.method, SUM(e.energy_j::numeric)::float8 AS energy_j
-    FROM rows r JOIN jobs_jobgpuhourenergy e ON e.job_id = r.job_id AND e.gpu_id = r.gpu_id AND e.hour = r.hour
-    GROUP BY r.team_id, r.cluster_id, r.day, e.method
+    SELECT j.team_id, n.cluster_id, (e.hour AT TIME ZONE 'UTC')::date AS day, e.method,
+           SUM(e.energy_j::numeric)::float8 AS energy_j
+    FROM jobs_jobgpuhourenergy e
+    JOIN jobs_job j ON j.id = e.job_id
+    JOIN fleet_gpu g ON g.id = e.gpu_id
+    JOIN fleet_node n ON n.id = g.node_id
+    WHERE n.cluster_id = ANY(%(clusters)s) AND (e.hour AT TIME ZONE 'UTC')::date = ANY(%(days)s)
+      AND e.hour >= %(lo)s AND e.hour < %(hi)s
+      AND NOT j.excluded_from_bill
+    GROUP BY j.team_id, n.cluster_id, day, e.method
+), by_method AS (
+    SELECT team_id, cluster_id, day, jsonb_object_agg(method, energy_j) AS energy_by_method_j
+    FROM methods GROUP BY team_id, cluster_id, day
 )
 INSERT INTO {table} (team_id, cluster_id, day, energy_j, occupancy_s, facility_kwh, operational_kg,
                      embodied_kg, cost, energy_by_method_j)
-SELECT r.team_id, r.cluster_id, r.day, SUM(r.energy_j::numeric)::float8, SUM(r.occupancy_s::numeric)::float8,
-       SUM(r.facility_kwh::numeric)::float8, SUM(r.operational_kg::numeric)::float8,
-       SUM(r.embodied_kg::numeric)::float8, SUM(r.cost),
-       COALESCE((SELECT jsonb_object_agg(m.method, m.energy_j) FROM methods m
-                 WHERE m.team_id = r.team_id AND m.cluster_id = r.cluster_id AND m.day = r.day), '{{}}'::jsonb)
-FROM rows r
-GROUP BY r.team_id, r.cluster_id, r.day
+SELECT s.team_id, s.cluster_id, s.day, s.energy_j, s.occupancy_s, s.facility_kwh, s.operational_kg, s.embodied_kg,
+       s.cost, COALESCE(m.energy_by_method_j, '{{}}'::jsonb)
+FROM (
+    SELECT r.team_id, r.cluster_id, r.day, SUM(r.energy_j::numeric)::float8 AS energy_j,
+           SUM(r.occupancy_s::numeric)::float8 AS occupancy_s, SUM(r.facility_kwh::numeric)::float8 AS facility_kwh,
+           SUM(r.operational_kg::numeric)::float8 AS operational_kg, SUM(r.embodied_kg::numeric)::float8 AS embodied_kg,
+           SUM(r.cost) AS cost
+    FROM rows r
+    GROUP BY r.team_id, r.cluster_id, r.day
+) s
+LEFT JOIN by_method m ON m.team_id = s.team_id AND m.cluster_id = s.cluster_id AND m.day = s.day
 """
 
 
@@ -59,7 +73,12 @@ def team_days_refresh(*, cluster_ids: Iterable[int], days: Iterable[date]) -> No
             cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_TEAM_DAYS_LOCK, cluster_id])
     TeamDay.objects.filter(cluster_id__in=clusters, day__in=wanted).delete()
     with connection.cursor() as cursor:
-        cursor.execute(_TEAM_DAYS_SQL.format(table=TeamDay._meta.db_table), {"clusters": clusters, "days": wanted})
+        lo = datetime(wanted[0].year, wanted[0].month, wanted[0].day, tzinfo=UTC)
+        hi = datetime(wanted[-1].year, wanted[-1].month, wanted[-1].day, tzinfo=UTC) + timedelta(days=1)
+        cursor.execute(
+            _TEAM_DAYS_SQL.format(table=TeamDay._meta.db_table),
+            {"clusters": clusters, "days": wanted, "lo": lo, "hi": hi},
+        )
 
 
 def rollups_invalidate() -> None:

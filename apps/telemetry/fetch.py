@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -12,11 +13,11 @@ from .hour import HourInput, SeriesWindow, dcgm_uuid
 from .prometheus import PrometheusReader
 
 _DROP = {"__name__", promql.TAG}
-PARALLEL_QUERIES = 3
+PARALLEL_QUERIES = 4
 
 
 def _series_key(labels: dict[str, str]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((k, v) for k, v in labels.items() if k not in _DROP))
+    return tuple(sorted([kv for kv in labels.items() if kv[0] not in _DROP]))
 
 
 def parse_counter_windows(result: list[dict[str, Any]]) -> list[SeriesWindow]:
@@ -74,29 +75,46 @@ def _attach_raw(
                 reset.window.raw = [(float(t), float(v)) for t, v in item["values"]]
 
 
+def _info_labels(result: list[dict[str, Any]]) -> list[dict[str, str]]:
+    return [dict(_series_key(item["metric"])) for item in result]
+
+
 def hour_fetch(*, reader: PrometheusReader, queries: promql.HourQueries, hour_start: float) -> HourInput:
-    """The hour's queries, a few at a time (Prometheus answers them in parallel), then the raw samples
-    of any series that reset."""
+    """The hour's queries, a few at a time (Prometheus answers them in parallel), each answer parsed in the
+    thread that waited for it (while the others are still evaluated), then the raw samples of any series
+    that reset."""
     at = hour_start + 3600.0
     data = HourInput(hour_start=hour_start, scrape_interval_s=queries.scrape_interval_s)
-    batch = {metric: queries.counter_window(metric) for metric in (*promql.AGENT_COUNTERS, promql.DCGM_ENERGY)}
-    batch |= {"gauges": queries.job_gauges(), "info": queries.job_info(), "dcgm": queries.dcgm_series()}
+    batch: dict[str, tuple[str, Callable[[list[dict[str, Any]]], Any]]] = {
+        metric: (queries.counter_window(metric), parse_counter_windows)
+        for metric in (*promql.AGENT_COUNTERS, promql.DCGM_ENERGY)
+    }
+    batch |= {
+        "gauges": (queries.job_gauges(), parse_tagged),
+        "info": (queries.job_info(), _info_labels),
+        "dcgm": (queries.dcgm_series(), parse_tagged),
+    }
+
+    def answer(name: str) -> Any:
+        query, parse = batch[name]
+        return parse(reader.instant(query, at=at))
+
     with ThreadPoolExecutor(max_workers=PARALLEL_QUERIES) as pool:
-        answers = dict(zip(batch, pool.map(lambda q: reader.instant(q, at=at), batch.values()), strict=True))
+        answers = dict(zip(batch, pool.map(answer, batch), strict=True))
     for metric in promql.AGENT_COUNTERS:
-        windows = parse_counter_windows(answers[metric])
+        windows = answers[metric]
         _attach_raw(reader, queries, metric, windows, label_names=("hostname",), at=at)
         data.counters[metric] = windows
-    data.dcgm_energy = parse_counter_windows(answers[promql.DCGM_ENERGY])
+    data.dcgm_energy = answers[promql.DCGM_ENERGY]
     # dcgm copies of one GPU are merged later, so every copy of a GPU that reset needs its samples.
     reset_uuids = {dcgm_uuid(sw.labels) for sw in data.dcgm_energy if sw.window.needs_raw_samples()}
     for sw in data.dcgm_energy:
         if dcgm_uuid(sw.labels) in reset_uuids and sw.window.last is not None:
             sw.window.resets = max(sw.window.resets, 1.0)
     _attach_raw(reader, queries, promql.DCGM_ENERGY, data.dcgm_energy, label_names=("UUID", "uuid"), at=at)
-    data.job_gauges = parse_tagged(answers["gauges"])
-    infos = [dict(_series_key(item["metric"])) for item in answers["info"]]
+    data.job_gauges = answers["gauges"]
+    infos = answers["info"]
     data.job_info = [labels for labels in infos if "job_key" in labels]
     data.agent_info = [labels for labels in infos if "job_key" not in labels]
-    data.dcgm_series = parse_tagged(answers["dcgm"])
+    data.dcgm_series = answers["dcgm"]
     return data

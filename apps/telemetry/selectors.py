@@ -2,24 +2,70 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
 
+from django.db import connection
 from django.db.models import Max
 
 from .models import GpuHour, IngestedHour
 
+HOUR = timedelta(hours=1)
 
-def gpu_sampled_seconds(*, spans: Mapping[int, tuple[datetime, datetime]]) -> dict[tuple[int, datetime], float]:
-    """The agent's sampled seconds of every GPU-hour the spans touch, per (GPU, hour)."""
+
+class SampledSeconds(Mapping[tuple[int, datetime], float]):
+    """The agent's sampled seconds per (GPU, hour) within each GPU's span: the hours it did not watch whole
+    as read, every other hour of the span a whole hour. Outside the spans, no entry."""
+
+    def __init__(self, short: dict[tuple[int, datetime], float], spans: Mapping[int, tuple[datetime, datetime]]):
+        self._short, self._spans = short, spans
+        self._len: int | None = None
+
+    def __getitem__(self, key: tuple[int, datetime]) -> float:
+        if key in self._short:
+            return self._short[key]
+        gpu_id, hour = key
+        span = self._spans.get(gpu_id)
+        if span is None or not (_hour_of(span[0]) <= hour <= span[1]):
+            raise KeyError(key)
+        return 3600.0
+
+    def __iter__(self) -> Iterator[tuple[int, datetime]]:
+        for gpu_id, (lo, hi) in self._spans.items():
+            hour = _hour_of(lo)
+            while hour <= hi:
+                yield gpu_id, hour
+                hour += HOUR
+
+    def __len__(self) -> int:
+        if self._len is None:
+            self._len = sum((hi - _hour_of(lo)) // HOUR + 1 for lo, hi in self._spans.values() if hi >= _hour_of(lo))
+        return self._len
+
+
+def _hour_of(t: datetime) -> datetime:
+    return t.replace(minute=0, second=0, microsecond=0)
+
+
+def gpu_sampled_seconds(*, spans: Mapping[int, tuple[datetime, datetime]]) -> SampledSeconds:
+    """The agent's sampled seconds of every GPU-hour the spans touch, per (GPU, hour) (an hour with no row:
+    0). Postgres walks each GPU's own span and returns only the hours not watched whole, so the read stays
+    small however long the jobs run (a week-long job on a thousand GPUs is 168,000 GPU-hours, nearly all
+    watched whole)."""
     if not spans:
-        return {}
-    lo = min(a for a, _ in spans.values()).replace(minute=0, second=0, microsecond=0)
-    hi = max(b for _, b in spans.values())
-    rows = GpuHour.objects.filter(gpu_id__in=list(spans), hour__gte=lo, hour__lte=hi).values_list(
-        "gpu_id", "hour", "sampled_s"
-    )
-    return {(gpu_id, hour): sampled for gpu_id, hour, sampled in rows}
+        return SampledSeconds({}, {})
+    gpu_ids = list(spans)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT s.gpu_id, h.hour, COALESCE(g.sampled_s, 0) "
+            "FROM unnest(%s::bigint[], %s::timestamptz[], %s::timestamptz[]) AS s(gpu_id, lo, hi) "
+            "CROSS JOIN LATERAL generate_series(s.lo, s.hi, interval '1 hour') AS h(hour) "
+            f'LEFT JOIN "{GpuHour._meta.db_table}" g ON g.gpu_id = s.gpu_id AND g.hour = h.hour '
+            "WHERE g.id IS NULL OR g.sampled_s < 3600",
+            [gpu_ids, [_hour_of(spans[g][0]) for g in gpu_ids], [spans[g][1] for g in gpu_ids]],
+        )
+        short = {(gpu_id, hour): float(sampled) for gpu_id, hour, sampled in cursor.fetchall()}
+    return SampledSeconds(short, spans)
 
 
 def clusters_ingested_through(*, cluster_ids: Iterable[int]) -> dict[int, datetime]:

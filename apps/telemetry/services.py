@@ -8,6 +8,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
@@ -15,7 +16,7 @@ from django.db.models import Q, Sum
 from django.utils import timezone
 
 from apps.core.aggregates import exact_sum
-from apps.core.bulk import rows_update, rows_upsert
+from apps.core.bulk import columns_upsert, rows_update
 from apps.fleet.models import Cluster, Gpu, Node
 from apps.fleet.selectors import JobIdentity, TeamResolver
 from apps.jobs.methods import Method
@@ -219,31 +220,31 @@ def hour_rows_write(*, cluster: Cluster, hour: datetime, result: HourResult, tea
     JobGpuHourEnergy.objects.filter(gpu__node__cluster=cluster, hour=hour, method=Method.ESTIMATED).delete()
     in_hour_rows.filter(source=Source.ESTIMATED).delete()
 
-    hour_rows = [
-        JobGpuHour(
-            job=jobs[r.job_key],
-            gpu=gpus[r.uuid],
-            hour=hour,
-            source=r.source,
-            energy_j=r.energy_j,
-            sampled_s=r.sampled_s,
-            sm_s=r.sm_s,
-            occupancy_s=r.occupancy_s,
-            peak_memory_bytes=r.peak_memory_bytes,
-            job_start=_dt(r.job_start),
-            first_seen=_dt(r.first_seen),
-            last_seen=_dt(r.last_seen),
-        )
-        for r in result.job_hours
-    ]
-    energy_rows = [
-        JobGpuHourEnergy(job=jobs[r.job_key], gpu=gpus[r.uuid], hour=hour, method=method, energy_j=joules)
-        for r in result.job_hours
+    # The rows go as columns (apps.core.bulk): no model instance per row.
+    job_pk = [jobs[r.job_key].pk for r in result.job_hours]
+    gpu_pk = [gpus[r.uuid].pk for r in result.job_hours]
+    hour_rows: dict[str, list[Any]] = {
+        "job_id": job_pk,
+        "gpu_id": gpu_pk,
+        "hour": [hour] * len(job_pk),
+        "source": [r.source for r in result.job_hours],
+        "energy_j": [r.energy_j for r in result.job_hours],
+        "sampled_s": [r.sampled_s for r in result.job_hours],
+        "sm_s": [r.sm_s for r in result.job_hours],
+        "occupancy_s": [r.occupancy_s for r in result.job_hours],
+        "peak_memory_bytes": [r.peak_memory_bytes for r in result.job_hours],
+        "job_start": [_dt(r.job_start) for r in result.job_hours],
+        "first_seen": [_dt(r.first_seen) for r in result.job_hours],
+        "last_seen": [_dt(r.last_seen) for r in result.job_hours],
+    }
+    energy = [
+        (j, g, method, joules)
+        for j, g, r in zip(job_pk, gpu_pk, result.job_hours, strict=True)
         for method, joules in sorted(r.energy_by_method.items())
     ]
     # Replace the hour: drop what the new answer no longer has, upsert the rest on natural keys.
-    keep_hours = {(row.job.pk, row.gpu.pk, row.source) for row in hour_rows}
-    keep_energy = {(row.job.pk, row.gpu.pk, row.method) for row in energy_rows}
+    keep_hours = set(zip(job_pk, gpu_pk, hour_rows["source"], strict=True))
+    keep_energy = {(j, g, method) for j, g, method, _ in energy}
     stale = [
         pk
         for pk, j, g, source in in_hour_rows.values_list("pk", "job_id", "gpu_id", "source")
@@ -257,7 +258,8 @@ def hour_rows_write(*, cluster: Cluster, hour: datetime, result: HourResult, tea
         if (j, g, m) not in keep_energy
     ]
     JobGpuHourEnergy.objects.filter(pk__in=stale).delete()
-    rows_upsert(
+    columns_upsert(
+        JobGpuHour,
         hour_rows,
         unique_fields=["job", "gpu", "hour", "source"],
         update_fields=[
@@ -272,59 +274,49 @@ def hour_rows_write(*, cluster: Cluster, hour: datetime, result: HourResult, tea
             "last_seen",
         ],
     )
-    rows_upsert(energy_rows, unique_fields=["job", "gpu", "hour", "method"], update_fields=["energy_j"])
+    columns_upsert(
+        JobGpuHourEnergy,
+        {
+            "job_id": [e[0] for e in energy],
+            "gpu_id": [e[1] for e in energy],
+            "hour": [hour] * len(energy),
+            "method": [e[2] for e in energy],
+            "energy_j": [e[3] for e in energy],
+        },
+        unique_fields=["job", "gpu", "hour", "method"],
+        update_fields=["energy_j"],
+    )
 
-    gpu_hour_rows = [
-        GpuHour(
-            gpu=gpus[g.uuid],
-            hour=hour,
-            source=g.source,
-            device_energy_j=g.device_energy_j,
-            agent_energy_j=g.agent_energy_j,
-            dcgm_energy_j=g.dcgm_energy_j,
-            jobs_energy_j=g.jobs_energy_j,
-            idle_energy_j=g.idle_energy_j,
-            unattributed_j=g.unattributed_j,
-            unobserved_j=g.unobserved_j,
-            unobserved_s=g.unobserved_s,
-            estimated_j=0.0,
-            estimated_s=0.0,
-            residual_j=g.residual_j,
-            residual_ratio=g.residual_ratio,
-            sampled_s=g.sampled_s,
-            occupied_s=g.occupied_s,
-            counter_resets=g.counter_resets,
-            agent_version=g.agent_version,
-            contract_gaps=g.contract_gaps,
-        )
-        for g in result.gpu_hours
+    measured = result.gpu_hours
+    gpu_hour_pk = [gpus[g.uuid].pk for g in measured]
+    GpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour).exclude(gpu_id__in=gpu_hour_pk).delete()
+    gpu_fields = [
+        "source",
+        "device_energy_j",
+        "agent_energy_j",
+        "dcgm_energy_j",
+        "jobs_energy_j",
+        "idle_energy_j",
+        "unattributed_j",
+        "unobserved_j",
+        "unobserved_s",
+        "residual_j",
+        "residual_ratio",
+        "sampled_s",
+        "occupied_s",
+        "counter_resets",
+        "agent_version",
+        "contract_gaps",
     ]
-    GpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour).exclude(
-        gpu__in=[row.gpu for row in gpu_hour_rows]
-    ).delete()
-    rows_upsert(
-        gpu_hour_rows,
+    gpu_columns: dict[str, list[Any]] = {"gpu_id": gpu_hour_pk, "hour": [hour] * len(measured)}
+    gpu_columns |= {name: [getattr(g, name) for g in measured] for name in gpu_fields}
+    # The hour's estimates follow from what is measured: zero here, derived again.
+    gpu_columns |= {"estimated_j": [0.0] * len(measured), "estimated_s": [0.0] * len(measured)}
+    columns_upsert(
+        GpuHour,
+        gpu_columns,
         unique_fields=["gpu", "hour"],
-        update_fields=[
-            "source",
-            "device_energy_j",
-            "agent_energy_j",
-            "dcgm_energy_j",
-            "jobs_energy_j",
-            "idle_energy_j",
-            "unattributed_j",
-            "unobserved_j",
-            "unobserved_s",
-            "estimated_j",
-            "estimated_s",
-            "residual_j",
-            "residual_ratio",
-            "sampled_s",
-            "occupied_s",
-            "counter_resets",
-            "agent_version",
-            "contract_gaps",
-        ],
+        update_fields=[*gpu_fields, "estimated_j", "estimated_s"],
     )
     through = ingested_through(cluster, hour)
     # Jobs that were in the hour before, are in it now, or may have ended before it.
