@@ -16,3 +16,12 @@ worker_connections = threads
 keepalive = 0  # the reverse proxy in front keeps the clients' connections
 timeout = int(os.environ.get("GUNICORN_TIMEOUT", "30"))
 accesslog = os.environ.get("GUNICORN_ACCESS_LOG") or None
+
+
+def child_exit(server: object, worker: object) -> None:
+    """With PROMETHEUS_MULTIPROC_DIR set (django-prometheus's series merged over the workers at /metrics),
+    a worker that exits leaves its gauges out of the next scrape."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)  # type: ignore[attr-defined]

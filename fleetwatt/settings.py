@@ -1,10 +1,12 @@
 """fleetwatt settings. Every value comes from the environment; `.env.example` lists them all."""
 
+import ipaddress
 from pathlib import Path
 
 import environ
 import plotly
 from celery.schedules import crontab
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -42,9 +44,11 @@ INSTALLED_APPS = [
     "apps.dashboard",
     "apps.reports",
     "apps.schedulers",
+    "apps.sso",
 ]
 
 MIDDLEWARE = [
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",  # first, as django-prometheus asks
     "django.middleware.security.SecurityMiddleware",
     "apps.core.middleware.StyledErrorPagesMiddleware",  # outermost: it sees the 404 page Django made
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -54,6 +58,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last but axes's (appended below: axes asks to be last), so it sees axes's lockout answers as sent.
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
 ROOT_URLCONF = "fleetwatt.urls"
@@ -186,6 +192,38 @@ AXES_COOLOFF_TIME = env.int("FLEETWATT_LOGIN_LOCKOUT_MIN", default=15) / 60  # h
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "auth/locked_out.html"
 AXES_CLIENT_IP_CALLABLE = "apps.core.login_throttle.client_address"
+# Single sign-on with OpenID Connect (apps.sso, docs/sso.md): on when a client id is given, with the provider's
+# issuer (its endpoints discovered at the first login) or its four endpoints. The groups it claims give
+# teams and roles through the config file's `sso` section. FLEETWATT_LOCAL_LOGIN=0 turns the password login
+# off (the app's and the admin's); FLEETWATT_BREAK_GLASS_LOGIN=1 opens it again to superusers only.
+OIDC_RP_CLIENT_ID = env.str("FLEETWATT_OIDC_CLIENT_ID", default="")
+OIDC_RP_CLIENT_SECRET = env.str("FLEETWATT_OIDC_CLIENT_SECRET", default="")
+FLEETWATT_OIDC_ISSUER = env.str("FLEETWATT_OIDC_ISSUER", default="").rstrip("/")
+OIDC_OP_AUTHORIZATION_ENDPOINT = env.str("OIDC_OP_AUTHORIZATION_ENDPOINT", default="")
+OIDC_OP_TOKEN_ENDPOINT = env.str("OIDC_OP_TOKEN_ENDPOINT", default="")
+OIDC_OP_USER_ENDPOINT = env.str("OIDC_OP_USER_ENDPOINT", default="")
+OIDC_OP_JWKS_ENDPOINT = env.str("OIDC_OP_JWKS_ENDPOINT", default="")
+OIDC_RP_SIGN_ALGO = env.str("FLEETWATT_OIDC_SIGN_ALGO", default="RS256")
+OIDC_RP_SCOPES = env.str("FLEETWATT_OIDC_SCOPES", default="openid email profile")
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = env.int("FLEETWATT_OIDC_TIMEOUT_S", default=10)
+OIDC_AUTHENTICATION_CALLBACK_URL = "oidc_authentication_callback"
+FLEETWATT_SSO_ENABLED = bool(OIDC_RP_CLIENT_ID)
+FLEETWATT_LOCAL_LOGIN = env.bool("FLEETWATT_LOCAL_LOGIN", default=True)
+FLEETWATT_BREAK_GLASS_LOGIN = env.bool("FLEETWATT_BREAK_GLASS_LOGIN", default=False)
+if FLEETWATT_SSO_ENABLED and not OIDC_RP_CLIENT_SECRET:
+    raise ImproperlyConfigured("FLEETWATT_OIDC_CLIENT_ID is set without FLEETWATT_OIDC_CLIENT_SECRET")
+_OIDC_ENDPOINTS = (OIDC_OP_AUTHORIZATION_ENDPOINT, OIDC_OP_TOKEN_ENDPOINT, OIDC_OP_USER_ENDPOINT, OIDC_OP_JWKS_ENDPOINT)
+if FLEETWATT_SSO_ENABLED and not FLEETWATT_OIDC_ISSUER and not all(_OIDC_ENDPOINTS):
+    raise ImproperlyConfigured("single sign-on needs FLEETWATT_OIDC_ISSUER or all four OIDC_OP_*_ENDPOINT settings")
+if not FLEETWATT_LOCAL_LOGIN and not FLEETWATT_SSO_ENABLED:
+    raise ImproperlyConfigured("FLEETWATT_LOCAL_LOGIN=0 needs single sign-on (FLEETWATT_OIDC_CLIENT_ID) to log in")
+if FLEETWATT_SSO_ENABLED:
+    AUTHENTICATION_BACKENDS += ["apps.sso.backends.SsoBackend"]
+if not FLEETWATT_LOCAL_LOGIN:
+    AUTHENTICATION_BACKENDS.remove("django.contrib.auth.backends.ModelBackend")
+    if FLEETWATT_BREAK_GLASS_LOGIN:
+        AUTHENTICATION_BACKENDS.append("apps.sso.backends.BreakGlassBackend")
 # Reverse proxies in front of gunicorn that append the client's address to X-Forwarded-For (0: none, the
 # address is the connection's own; 1: one proxy such as nginx). Only trusted hops are read: a client can
 # write anything before them.
@@ -216,6 +254,8 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Pool processes per worker; unset, one per CPU of the machine, which in a container is the node's, not the pod's.
+CELERY_WORKER_CONCURRENCY = env.int("CELERY_WORKER_CONCURRENCY", default=None)
 # Every task is safe to run twice (docs/architecture.md): a task is acknowledged once it has run, and one
 # whose pool process died (SIGKILL, the OOM killer) goes back to the queue instead of being dropped.
 CELERY_TASK_ACKS_LATE = True
@@ -291,6 +331,14 @@ FLEETWATT_IDLE_MIN_SECONDS = env.int("FLEETWATT_IDLE_MIN_SECONDS", default=3600)
 FLEETWATT_INTENSITY_FILL_HOURS = env.int("FLEETWATT_INTENSITY_FILL_HOURS", default=3)
 FLEETWATT_IDLE_SHARED_TO_TEAMS = env.bool("FLEETWATT_IDLE_SHARED_TO_TEAMS", default=False)
 FLEETWATT_SHIFT_DEADLINE_H = env.int("FLEETWATT_SHIFT_DEADLINE_H", default=24)
+# The FOCUS export's names (/api/focus/, docs/api.md "FOCUS export"): who bills the teams, and the currency of
+# clusters without a site.
+FLEETWATT_FOCUS_BILLING_ACCOUNT_ID = env.str("FLEETWATT_FOCUS_BILLING_ACCOUNT_ID", default="fleetwatt")
+FLEETWATT_FOCUS_BILLING_ACCOUNT_NAME = env.str("FLEETWATT_FOCUS_BILLING_ACCOUNT_NAME", default="GPU fleet")
+FLEETWATT_FOCUS_INVOICE_ISSUER_NAME = env.str("FLEETWATT_FOCUS_INVOICE_ISSUER_NAME", default="Platform team")
+FLEETWATT_FOCUS_PROVIDER_NAME = env.str("FLEETWATT_FOCUS_PROVIDER_NAME", default="Platform team")
+FLEETWATT_FOCUS_PUBLISHER_NAME = env.str("FLEETWATT_FOCUS_PUBLISHER_NAME", default="Platform team")
+FLEETWATT_FOCUS_DEFAULT_CURRENCY = env.str("FLEETWATT_FOCUS_DEFAULT_CURRENCY", default="EUR")
 # With DEBUG on, an error is the site's 500 page and the traceback goes to the log; 1: Django's traceback page.
 FLEETWATT_DEBUG_TRACEBACK_PAGES = env.bool("FLEETWATT_DEBUG_TRACEBACK_PAGES", default=False)
 
@@ -337,6 +385,19 @@ FLEETWATT_HEALTHZ_TIMEOUT_S = env.float("FLEETWATT_HEALTHZ_TIMEOUT_S", default=2
 # A cluster whose ingest is more hours behind the last closed hour than this fails /healthz (beat ingests
 # each hour a few minutes past the next, so 1 is normal).
 FLEETWATT_INGEST_MAX_LAG_H = env.int("FLEETWATT_INGEST_MAX_LAG_H", default=3)
+
+# --- fleetwatt's own metrics at /metrics (docs/operations.md, "fleetwatt's own metrics"). ---
+# django-prometheus counts requests (middleware above) and queries (its database engine: it only wraps the
+# cursors psycopg makes; apps.core.bulk's binary cursor is made apart and so is not counted).
+INSTALLED_APPS += ["django_prometheus"]
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"]["ENGINE"] = "django_prometheus.db.backends.postgresql"
+# Who may read /metrics: `Authorization: Bearer <token>`, or a client address (apps.core.login_throttle's,
+# behind FLEETWATT_TRUSTED_PROXIES) in one of these networks. Neither set: /metrics answers 403 saying so.
+FLEETWATT_METRICS_TOKEN = env.str("FLEETWATT_METRICS_TOKEN", default="")
+FLEETWATT_METRICS_ALLOW = env.list("FLEETWATT_METRICS_ALLOW", default=[])
+for _cidr in FLEETWATT_METRICS_ALLOW:  # a typo stops the start, not every scrape
+    ipaddress.ip_network(_cidr.strip())
 
 # --- Scheduler accounting (apps.schedulers, docs/schedulers.md): each job's state, exit code, allocation. ---
 # Each run re-reads this many hours before a cluster's watermark, so that jobs which were running or pending

@@ -3,7 +3,9 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from apps.core.metrics_views import metrics
 from apps.core.views import healthz
+from apps.sso import views as sso_views
 
 # A database that cannot be reached is a 503; the API's errors are JSON (apps.core.views.server_error).
 handler500 = "apps.core.views.server_error"
@@ -13,7 +15,8 @@ handler404 = "apps.core.views.page_not_found"
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("accounts/login/", auth_views.LoginView.as_view(template_name="auth/login.html"), name="login"),
+    path("accounts/login/", sso_views.LoginView.as_view(), name="login"),
+    path("accounts/sso/", include("apps.sso.urls")),  # single sign-on (docs/sso.md)
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/", include("apps.jobs.api.urls")),
     path("api/", include("apps.rollups.api.urls")),
@@ -24,6 +27,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics, name="metrics"),
     path("reports/", include("apps.reports.urls")),
     path("", include("apps.dashboard.urls")),
 ]

@@ -20,6 +20,8 @@ command -v pg_isready >/dev/null || pkgs+=(postgresql postgresql-client)
 command -v redis-server >/dev/null || pkgs+=(redis-server)
 # ab: the load run of tests/faults/test_demo_web_load.py and `make bench`.
 command -v ab >/dev/null || pkgs+=(apache2-utils)
+# kubectl: `kubectl kustomize` renders deploy/k8s for tests/deploy/test_k8s_manifests.py.
+command -v kubectl >/dev/null || pkgs+=(kubernetes-client)
 if [ ${#pkgs[@]} -gt 0 ]; then echo "installing ${pkgs[*]}"; apt_install "${pkgs[@]}"; fi
 
 if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
@@ -27,6 +29,13 @@ if ! cmp -s requirements-dev.txt .venv/.installed-requirements 2>/dev/null || ! 
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q -r requirements-dev.txt
   cp requirements-dev.txt .venv/.installed-requirements; cp requirements.txt .venv/.installed-runtime
+fi
+# The FinOps Foundation's FOCUS validator (tests/rollups/test_focus_export.py), in a venv of its own: it pins
+# pandas 2 and numpy 1, the app pandas 3 and numpy 2.
+if [ ! -x .venv-focus/bin/python ]; then python3 -m venv .venv-focus; fi
+if ! cmp -s requirements-focus.txt .venv-focus/.installed-requirements 2>/dev/null; then
+  .venv-focus/bin/pip install -q -r requirements-focus.txt
+  cp requirements-focus.txt .venv-focus/.installed-requirements
 fi
 if [ -f agent/pyproject.toml ] && ! .venv/bin/python -c "import fleetwatt_agent" 2>/dev/null; then
   .venv/bin/pip install -q -e ./agent

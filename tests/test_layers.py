@@ -27,6 +27,8 @@ PURE = {
     "apps.fleet.endpoint",
     "apps.core.glossary",
     "apps.core.money",
+    "apps.rollups.focus",
+    "apps.core.metrics",
     "apps.jobs.methods",
     "apps.jobs.states",
     "apps.jobs.summary",
@@ -47,6 +49,7 @@ PURE = {
     "apps.schedulers.kube",
     "apps.simulator.scenario",
     "apps.simulator.sacct",
+    "apps.sso.mapping",
 }
 FRAMEWORKS = ("django", "rest_framework", "django_filters", "drf_spectacular", "celery")
 # Module names (their last part, or a package they sit in) of the layer above the pipeline.
@@ -55,6 +58,7 @@ UPPER = {
     "views",
     "audit_views",
     "token_views",
+    "metrics_views",
     "urls",
     "tasks",
     "admin",

@@ -21,6 +21,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import yaml
 
 from apps.fleet.endpoint import MAX_TIMEOUT_S, env_name_problem, headers_problems
+from apps.sso.mapping import FLEET_ROLES, ROLES, TEAM_ROLES, GroupRule, SsoMappingConfig
 from apps.telemetry.shards import RESERVED as RESERVED_SHARDS
 from apps.telemetry.shards import node_pattern_problem
 
@@ -176,6 +177,7 @@ class FleetConfig:
     clusters: tuple[ClusterConfig, ...] = ()
     teams: tuple[TeamConfig, ...] = ()
     job_groups: tuple[JobGroupConfig, ...] = ()
+    sso: SsoMappingConfig | None = None  # None: the file has no `sso` section (the stored one stays)
 
 
 @dataclass(frozen=True)
@@ -185,6 +187,7 @@ class KnownNames:
     sites: frozenset[str] = frozenset()
     server_types: frozenset[str] = frozenset()
     clusters: frozenset[str] = frozenset()
+    teams: frozenset[str] = frozenset()
     # A new cluster of this name may leave out prometheus_url: FLEETWATT_PROMETHEUS_URL is used.
     default_cluster: str | None = None
 
@@ -834,6 +837,39 @@ def _job_group(f: _Fields) -> JobGroupConfig | None:
     return JobGroupConfig(name=name, match_kind=kind, match_value=value, flexible=flexible)
 
 
+def _sso(value: Any, *, teams: set[str], known: KnownNames, problems: _Problems) -> SsoMappingConfig | None:
+    """The `sso` section: `groups_claim` and `map`, a list of `{group, role, team}` (docs/sso.md)."""
+    f = _mapping(value, "sso", problems, ("groups_claim", "map"))
+    if f is None:
+        return None
+    before = len(problems)
+    claim = f.string("groups_claim", required=False, max_length=255)
+    rules: list[GroupRule] = []
+    seen: dict[tuple[str, str | None, str | None], str] = {}
+    for path, element in f.items("map"):
+        rule = _mapping(element, path, problems, ("group", "role", "team"))
+        if rule is None:
+            continue
+        group = rule.string("group", max_length=255)
+        role = rule.choice("role", ROLES)
+        team = _reference(rule, "team", what="team", in_file=teams, known=known.teams, required=False)
+        if role in TEAM_ROLES and not rule.has("team"):
+            problems.add(rule.where("team"), f"required: role {role!r} is a membership of one team")
+        if role in FLEET_ROLES and rule.has("team"):
+            problems.add(rule.where("team"), f"role {role!r} is fleet-wide (every team): give no team")
+        if group is None or role is None or (rule.has("team") and team is None):
+            continue
+        key = (group, team, None if role in TEAM_ROLES else role)
+        if key in seen:
+            problems.add(path, f"group {group!r} is already mapped to {team or role!r} at {seen[key]}")
+            continue
+        seen[key] = path
+        rules.append(GroupRule(group=group, role=role, team=team))
+    if len(problems) > before:
+        return None
+    return SsoMappingConfig(groups_claim=claim or "groups", rules=tuple(rules))
+
+
 def _currencies_agree(sites: list[tuple[str, Any]], gpu_models: list[tuple[str, Any]], problems: _Problems) -> None:
     """Cost adds GPU-hours at the model's rate and energy at the site's price, without conversion."""
     first: tuple[str, str] | None = None
@@ -861,7 +897,7 @@ def config_parse(document: Any, *, known: KnownNames | None = None) -> FleetConf
         raise ConfigError(["(document): the file is empty"])
     if not isinstance(document, dict):
         raise ConfigError([f"(document): expected a mapping with {', '.join(_SECTIONS)}, got {_kind(document)}"])
-    top = _Fields(document, "", problems, ("version", *_SECTIONS))
+    top = _Fields(document, "", problems, ("version", *_SECTIONS, "sso"))
     if top.has("version") and document["version"] != FORMAT_VERSION:
         problems.add("version", f"this fleetwatt reads version {FORMAT_VERSION}, got {document['version']!r}")
 
@@ -917,6 +953,9 @@ def config_parse(document: Any, *, known: KnownNames | None = None) -> FleetConf
             lambda f: _team(f, clusters=cluster_names, known=known, problems=problems, rule_seen=rule_seen),
         ),
         job_groups=each("job_groups", ("name", "match_kind", "match_value", "flexible"), _job_group),
+        sso=None
+        if document.get("sso") is None
+        else _sso(document["sso"], teams=_names_in(raw["teams"]), known=known, problems=problems),
     )
     _currencies_agree(raw["sites"], raw["gpu_models"], problems)
     if problems.items:

@@ -25,6 +25,8 @@ from apps.core.footprint import S_PER_HOUR, Footprint
 from apps.fleet.models import Cluster, Gpu, Node, Team, TeamRule
 from apps.jobs.models import Job, JobGpuHour
 from apps.jobs.summary import JobGpuTotals
+from apps.sso.mapping import SsoMappingConfig
+from apps.sso.models import SsoGroupRule, SsoSettings
 from apps.telemetry.models import ClusterShard, GpuHour
 
 from .arithmetic import HOUR, HourFactors, footprint, intensity_fill, shift_saving_kg
@@ -377,6 +379,7 @@ def known_names_read() -> KnownNames:
         sites=frozenset(Site.objects.values_list("name", flat=True)),
         server_types=frozenset(ServerType.objects.values_list("name", flat=True)),
         clusters=frozenset(Cluster.objects.values_list("name", flat=True)),
+        teams=frozenset(Team.objects.values_list("name", flat=True)),
         default_cluster=settings.FLEETWATT_CLUSTER,
     )
 
@@ -447,6 +450,8 @@ def config_write(*, config: FleetConfig, dry_run: bool = False) -> ApplyReport:
     )
     for kind in kinds:
         c[kind] = Counts()
+    if config.sso is not None:  # a file without the section reports (and changes) nothing of it
+        c["sso"] = Counts()  # its rules and its settings (the groups claim)
     affected: set[int] = set()
     with transaction.atomic():
         _advisory_lock("fleetwatt.config_apply")
@@ -467,6 +472,8 @@ def config_write(*, config: FleetConfig, dry_run: bool = False) -> ApplyReport:
                 if nodes.updated:
                     affected.add(clusters[cc.name].id)
         _teams_apply(config, c["teams"], c["team_rules"])
+        if config.sso is not None:
+            _sso_apply(config.sso, c["sso"])
         changed_group_ids = _job_groups_apply(config, c["job_groups"])
         affected |= clusters_affected(
             site_ids=changed_site_ids,
@@ -621,6 +628,25 @@ def _teams_apply(config: FleetConfig, teams: Counts, rules: Counts) -> None:
                 rules.created += 1
             else:
                 _upsert(TeamRule, lookup={"id": rule.id}, values=values, counts=rules)
+
+
+def _sso_apply(sso: SsoMappingConfig, counts: Counts) -> None:
+    """The file's `sso` section becomes the stored one: its rules exactly (in its order), its claim. Who has
+    which team follows at each user's next login (apps.sso.services)."""
+    _upsert(SsoSettings, lookup={"id": 1}, values={"groups_claim": sso.groups_claim}, counts=counts)
+    team_ids = dict(Team.objects.values_list("name", "id"))
+    kept: list[int] = []
+    for position, r in enumerate(sso.rules):
+        if r.team is not None and r.team not in team_ids:
+            raise ConfigError([f"sso: unknown team {r.team!r}"])
+        rule, _ = _upsert(
+            SsoGroupRule,
+            lookup={"group": r.group, "role": r.role, "team_id": team_ids[r.team] if r.team else None},
+            values={"position": position},
+            counts=counts,
+        )
+        kept.append(rule.id)
+    counts.deleted += SsoGroupRule.objects.exclude(id__in=kept).delete()[0]
 
 
 def _job_groups_apply(config: FleetConfig, counts: Counts) -> set[int]:

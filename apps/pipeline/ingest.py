@@ -155,6 +155,7 @@ def hour_write(
             duration_s=time.perf_counter() - started,
             derive_s=derive_s,
             derive_steps_s=derive_steps_s,
+            rows=written.rows,
         )
         telemetry.ingested_hour_record(
             cluster=cluster, hour=hour, report=report, pending_job_ids=None if derive_now else job_ids

@@ -39,6 +39,8 @@ from django.db.models import F
 from django.urls import reverse
 from django.utils import timezone
 
+from apps.core.metrics import REPORTS_SENT
+from apps.core.services import metric_count
 from apps.fleet.models import Team
 from apps.rollups.selectors import MixedBasisError
 
@@ -128,6 +130,7 @@ def _build_failed(*, team: Team | None, week_start: date, error: str) -> SendRes
     )
     report.refresh_from_db()
     logger.error("Report %s could not be built: %s", report, error)
+    metric_count(metric=REPORTS_SENT, labels=["failed"])
     return SendResult(Outcome.FAILED, report, notes=[error])
 
 
@@ -245,6 +248,7 @@ def _send(
             error=f"In doubt: {exc!r} after {len(delivered)} of {len(addressees)} messages were accepted.",
         )
         logger.exception("Report %s is in doubt; left 'sending' for an admin.", report)
+        metric_count(metric=REPORTS_SENT, labels=["failed"])  # in doubt, left for an admin: not sent as far as we know
         report.refresh_from_db()
         return SendResult(Outcome.IN_DOUBT, report, len(delivered))
     finally:
@@ -261,6 +265,7 @@ def _report_release(report: WeeklyReport, *, error: str) -> SendResult:
     WeeklyReport.objects.filter(pk=report.pk, status=Status.SENDING).update(status=Status.FAILED, error=error)
     report.refresh_from_db()
     logger.error("Report %s not sent: %s", report, error)
+    metric_count(metric=REPORTS_SENT, labels=["failed"])
     return SendResult(Outcome.FAILED, report, notes=[error])
 
 
@@ -269,6 +274,7 @@ def _report_mark_sent(*, report: WeeklyReport, delivered: list[str], error: str)
     WeeklyReport.objects.filter(pk=report.pk, status=Status.SENDING).update(
         status=Status.SENT, sent_at=timezone.now(), delivered=delivered, error=error, send_count=F("send_count") + 1
     )
+    metric_count(metric=REPORTS_SENT, labels=["sent"])
 
 
 def report_mark_sent_by_admin(*, report: WeeklyReport) -> bool:

@@ -22,7 +22,9 @@ from django.db.models.functions import TruncDay, TruncMonth, TruncWeek
 from apps.carbon.models import JobGroup
 from apps.core.aggregates import footprint_sums
 from apps.core.footprint import S_PER_HOUR, Footprint, kwh
+from apps.core.metrics import ROLLUP_CACHE
 from apps.core.money import round_minor, split_rounded
+from apps.core.services import metric_count
 from apps.fleet.models import Cluster, Team, team_scoped
 from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy, JobQuerySet
 from apps.jobs.states import OUTCOMES
@@ -331,6 +333,7 @@ def _rollup_cache_key(kind: str, pk: int, start: datetime, end: datetime, granul
 
 def _cached(key: str, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     doc = cache.get(key)
+    metric_count(metric=ROLLUP_CACHE, labels=["miss" if doc is None else "hit"])
     if doc is None:
         doc = compute()
         cache.set(key, doc, timeout=ROLLUP_CACHE_SECONDS)

@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
 
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.db.models import Max
+
+from apps.core.metrics import ClusterIngest
+from apps.fleet.models import Cluster
 
 from .models import GpuHour, IngestedHour
 
@@ -77,3 +80,33 @@ def clusters_ingested_through(*, cluster_ids: Iterable[int]) -> dict[int, dateti
         .order_by()
     )
     return {r["cluster_id"]: r["latest"] + timedelta(hours=1) for r in rows}
+
+
+def ingest_progress_read() -> list[ClusterIngest] | None:
+    """Per cluster, its watermark and its last ingest run (the cluster-hour written last: its duration and
+    rows per table), for /metrics; None when the database cannot be read (the scrape serves the rest)."""
+    try:
+        marks = list(Cluster.objects.order_by("name").values_list("pk", "name", "watermark__ingested_through"))
+        # The last run of each cluster: DISTINCT ON (cluster), newest first. One row per cluster-hour, so
+        # a few thousand rows a year per cluster.
+        last = {
+            r["cluster_id"]: r
+            for r in IngestedHour.objects.order_by("cluster_id", "-ingested_at")
+            .distinct("cluster_id")
+            .values("cluster_id", "duration_s", "stats")
+        }
+    except DatabaseError:
+        return None
+    progress = []
+    for pk, name, through in marks:
+        run = last.get(pk)
+        rows = (run["stats"] or {}).get("rows", {}) if run else {}
+        progress.append(
+            ClusterIngest(
+                cluster=name,
+                ingested_through=through,
+                last_duration_s=run["duration_s"] if run else None,
+                last_rows={str(t): int(n) for t, n in rows.items()},
+            )
+        )
+    return progress

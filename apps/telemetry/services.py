@@ -51,6 +51,7 @@ class HourReport:
     duration_s: float
     derive_s: float = 0.0  # of which: the derivations (apps.pipeline.derive) of the hour
     derive_steps_s: dict[str, float] = field(default_factory=dict)
+    rows: dict[str, int] = field(default_factory=dict)  # rows written, per table (fleetwatt_ingest_last_rows)
 
 
 def _ts(dt: datetime) -> float:
@@ -205,6 +206,7 @@ class HourWrite:
     job_ids: set[int]  # jobs that were in the hour, are in it now, or may have ended before it
     ingested_through: datetime  # the end of the latest hour ingested for the cluster, this one included
     new_nodes: bool
+    rows: dict[str, int] = field(default_factory=dict)  # rows written (inserted or updated), per table
 
 
 def hour_rows_write(*, cluster: Cluster, hour: datetime, result: HourResult, teams: TeamResolver) -> HourWrite:
@@ -323,7 +325,13 @@ def hour_rows_write(*, cluster: Cluster, hour: datetime, result: HourResult, tea
     grace = timedelta(seconds=2 * cluster.scrape_interval_s)
     open_ended = Job.objects.filter(cluster=cluster, end__isnull=True, last_seen__lt=through - grace)
     affected = previous_job_ids | {j.pk for j in jobs.values()} | set(open_ended.values_list("pk", flat=True))
-    return HourWrite(job_ids=affected, ingested_through=through, new_nodes=new_nodes)
+    rows = {
+        Job._meta.db_table: len(jobs),
+        JobGpuHour._meta.db_table: len(job_pk),
+        JobGpuHourEnergy._meta.db_table: len(energy),
+        GpuHour._meta.db_table: len(measured),
+    }
+    return HourWrite(job_ids=affected, ingested_through=through, new_nodes=new_nodes, rows=rows)
 
 
 def ingested_hour_record(
@@ -339,7 +347,7 @@ def ingested_hour_record(
             "query_count": report.query_count,
             "duration_s": report.duration_s,
             "prometheus_s": report.prometheus_s,
-            "stats": {"gpus": report.gpus, "jobs": report.jobs},
+            "stats": {"gpus": report.gpus, "jobs": report.jobs, "rows": report.rows},
             "derived": pending_job_ids is None,
             "pending_job_ids": sorted(pending_job_ids or ()),
         },

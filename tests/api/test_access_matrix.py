@@ -72,6 +72,8 @@ RULES: dict[str, Rule] = {
     "team-rollup": Rule(get=API_TEAM_B, query=P),
     "team-compare": Rule(get=API_ALL, query=P),
     "team-daily-energy": Rule(get=API_ALL, query=P),
+    # The FOCUS file: everyone, with the teams they may see (a member: theirs; finance, admins: all).
+    "focus-list": Rule(get=API_ALL, query="?month=2026-11"),
     "cluster-list": Rule(get=API_FLEET, other=API_NO_METHOD_FLEET),
     "cluster-detail": Rule(get=API_FLEET, other=API_NO_METHOD_FLEET),
     "cluster-rollup": Rule(get=API_FLEET, other=API_NO_METHOD_FLEET, query=P),

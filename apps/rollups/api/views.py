@@ -24,7 +24,9 @@ from rest_framework.settings import api_settings
 from apps.carbon.models import JobGroup
 from apps.core.authentication import FLEET_WIDE
 from apps.core.footprint import kwh
+from apps.core.metrics import ROLLUP_CACHE
 from apps.core.money import round_minor
+from apps.core.services import metric_count
 from apps.fleet.models import Cluster, Team
 from apps.rollups.selectors import (
     ROLLUP_CACHE_SECONDS,
@@ -86,6 +88,7 @@ class _RollupMixin:
         # Kept rendered (a year of days is ~90 KB of JSON): a dashboard's repeated ask is one cache read.
         key = f"{cache_key(**query)}:finance:json"
         body = cache.get(key)
+        metric_count(metric=ROLLUP_CACHE, labels=["miss" if body is None else "hit"])
         if body is None:
             body = JSONRenderer().render(_money_as_text(finished()))
             cache.set(key, body, timeout=ROLLUP_CACHE_SECONDS)

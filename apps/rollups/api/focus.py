@@ -1,0 +1,102 @@
+"""`/api/focus/?month=YYYY-MM`: a month of the teams' usage as a FOCUS 1.2 file, CSV (default) or Parquet
+(`?format=parquet` or `Accept: application/vnd.apache.parquet`), for the teams the user may see."""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+from typing import Any
+
+from django.http import HttpResponse, HttpResponseBase, StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.rollups.focus import csv_chunks, focus_rows, parquet_bytes
+from apps.rollups.focus_selectors import focus_names, focus_targets, focus_team_days
+
+_MONTH = re.compile(r"^(\d{4})-(\d{2})$")
+PARQUET = "application/vnd.apache.parquet"
+
+
+class FocusCSVRenderer(BaseRenderer):
+    """Chooses CSV; the view writes the body itself (streamed)."""
+
+    media_type = "text/csv"
+    format = "csv"
+    charset = "utf-8"
+
+    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
+        return data if isinstance(data, bytes) else b""
+
+
+class FocusParquetRenderer(BaseRenderer):
+    media_type = PARQUET
+    format = "parquet"
+    charset = None
+    render_style = "binary"
+
+    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
+        return data if isinstance(data, bytes) else b""
+
+
+class FocusQuerySerializer(serializers.Serializer):
+    month = serializers.CharField(help_text="The calendar month (UTC), YYYY-MM, e.g. 2026-11.")
+
+    def validate_month(self, value: str) -> date:
+        match = _MONTH.match(value)
+        if not match or not 1 <= int(match[2]) <= 12 or int(match[1]) < 1:
+            raise serializers.ValidationError("A month as YYYY-MM, e.g. 2026-11.")
+        return date(int(match[1]), int(match[2]), 1)
+
+
+class FocusExportView(APIView):
+    """A month as FOCUS 1.2 (docs/api.md, "FOCUS export"): one row per team, cluster, UTC day and charge
+    (GPU-hours; facility energy), BilledCost in the currency's minor unit, adding up per team and day to the
+    team's rollup to the cent. Members get their teams' rows; finance and admins every team's."""
+
+    renderer_classes = [FocusCSVRenderer, FocusParquetRenderer]
+
+    def handle_exception(self, exc: Exception) -> Response:
+        # Errors are JSON, as everywhere in the API, whatever file format was asked for.
+        response = super().handle_exception(exc)
+        self.request.accepted_renderer = JSONRenderer()
+        self.request.accepted_media_type = JSONRenderer.media_type
+        return response
+
+    @extend_schema(
+        operation_id="focus_export",
+        parameters=[
+            FocusQuerySerializer,
+            OpenApiParameter("format", OpenApiTypes.STR, enum=["csv", "parquet"], description="File format."),
+        ],
+        responses={
+            (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="FOCUS 1.2 rows, CSV (RFC 4180)."),
+            (200, PARQUET): OpenApiResponse(OpenApiTypes.BINARY, description="FOCUS 1.2 rows, Parquet."),
+            (400, "application/json"): OpenApiResponse(OpenApiTypes.OBJECT, description="A bad month."),
+        },
+    )
+    def get(self, request: Request) -> HttpResponseBase:
+        query = FocusQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        month: date = query.validated_data["month"]
+        user = request.user
+        rows = focus_rows(
+            focus_team_days(user=user, month=month),
+            focus_targets(user=user, month=month),
+            month=month,
+            names=focus_names(),
+        )
+        name = f"focus-{month:%Y-%m}"
+        if request.accepted_renderer.format == "parquet":
+            response: HttpResponseBase = HttpResponse(parquet_bytes(rows), content_type=PARQUET)
+            response["Content-Disposition"] = f'attachment; filename="{name}.parquet"'
+            return response
+        # A month is bounded (teams x clusters x days x 2 rows, read in two queries); its CSV goes out streamed.
+        response = StreamingHttpResponse(csv_chunks(rows), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
+        return response
