@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 export PYTHONUNBUFFERED := 1
 
-.PHONY: demo test bootstrap lint run worker beat bench stop gpu-two-jobs migrate
+.PHONY: demo test bootstrap lint run worker beat bench stop gpu-two-jobs gpu-accuracy migrate
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -55,3 +55,7 @@ stop:
 # On a GPU node (the H200 experiment of docs/agent-h200.md).
 gpu-two-jobs:
 	bash agent/scripts/gpu_two_jobs.sh
+
+# On a GPU node: how right the split is against isolated runs (docs/accuracy.md); results in $$OUT or /tmp.
+gpu-accuracy:
+	python3 agent/scripts/accuracy_campaign.py

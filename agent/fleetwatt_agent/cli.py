@@ -6,6 +6,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
@@ -17,11 +18,14 @@ from fleetwatt_agent.collector import make_registry
 from fleetwatt_agent.config import Config, load
 from fleetwatt_agent.discovery import ProcResolver
 from fleetwatt_agent.errors import BackendUnavailable, ConfigError
+from fleetwatt_agent.power_model import PowerStats, state_load, state_save
 from fleetwatt_agent.recorder import Recorder, header
 from fleetwatt_agent.sampler import Sampler, SamplerSettings
 from fleetwatt_agent.server import AgentHTTPServer, HttpSettings
 
 log = logging.getLogger("fleetwatt_agent")
+
+POWER_MODEL_SAVE_S = 300.0  # --power-model-file is written this often, and at exit
 
 
 def make_backend(cfg: Config) -> Backend:
@@ -49,6 +53,29 @@ def make_resolver(cfg: Config, backend: Backend) -> Resolver:
 
         pods = PodResourcesNames(cfg.pod_resources_socket)
     return ProcResolver(cfg.proc_root, pods=pods)
+
+
+def power_models_load(path: str | None) -> dict[str, PowerStats]:
+    """The saved calibration; an unreadable or invalid file is logged and the agent starts afresh (the
+    calibration is an optimisation, never a reason not to measure)."""
+    if not path:
+        return {}
+    try:
+        models = state_load(path)
+    except (OSError, ValueError) as exc:
+        log.warning("--power-model-file %s: %s; calibrating afresh", path, exc)
+        return {}
+    log.info("power model calibration read from %s: %s", path, ", ".join(sorted(models)) or "no GPU model yet")
+    return models
+
+
+def power_models_save(path: str | None, sampler: Sampler) -> None:
+    if not path:
+        return
+    try:
+        state_save(path, sampler.power_state())
+    except OSError as exc:
+        log.warning("cannot write --power-model-file %s: %s", path, exc)
 
 
 def fail(message: str, code: int) -> int:
@@ -103,8 +130,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             interval_s=cfg.interval_s,
             energy_interval_s=cfg.energy_interval_s,
             linger_s=cfg.linger_s,
+            split=cfg.split,
         ),
         sink=recorder,
+        power_models=power_models_load(cfg.power_model_file),
     )
     try:
         server = AgentHTTPServer(
@@ -134,14 +163,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     worker = threading.Thread(target=sampler.run, args=(stop,), name="fleetwatt-sampler", daemon=True)
     worker.start()
+    saved_at = time.monotonic()
     try:
         while not stop.is_set():
             stop.wait(0.5)
             if not worker.is_alive() and (cfg.replay_exit or cfg.backend != "replay"):
                 break
+            if time.monotonic() - saved_at >= POWER_MODEL_SAVE_S:
+                saved_at = time.monotonic()
+                power_models_save(cfg.power_model_file, sampler)
     finally:
         stop.set()
         worker.join(timeout=5.0)
+        power_models_save(cfg.power_model_file, sampler)
         server.shutdown()
         server.server_close()
         backend.close()

@@ -10,10 +10,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from fleetwatt_agent import __version__
+from fleetwatt_agent.power_model import power_fit
 from fleetwatt_agent.sampler import Snapshot
 
 GPU = ["hostname", "gpu", "uuid"]
 JOB_GPU = [*GPU, "job_key"]
+MODEL = ["hostname", "gpu_model"]
 INFO_LABELS = ["hostname", "job_key", "scheduler", "job_id", "user", "account", "namespace", "pod", "name"]
 
 
@@ -118,6 +120,39 @@ class AgentCollector(Collector):
         missed = CounterMetricFamily("fleetwatt_agent_missed_samples", "Ticks missed (overrun)", labels=["hostname"])
         missed.add_metric([host], float(snap.missed_total))
 
+        # The power model of the sm_mem split, per GPU model (power_model.py), whatever --split says.
+        pm_samples = GaugeMetricFamily(
+            "fleetwatt_agent_power_model_samples",
+            "Single-job samples the GPU model's power model is calibrated from",
+            labels=MODEL,
+        )
+        pm_calibrated = GaugeMetricFamily(
+            "fleetwatt_agent_power_model_calibrated",
+            "1 when the GPU model's power model is calibrated (--split sm_mem then uses it), else 0",
+            labels=MODEL,
+        )
+        pm_coefficient = GaugeMetricFamily(
+            "fleetwatt_agent_power_model_coefficient",
+            "The power model's fit so far, P = p0 + sm x sm% + mem x mem%: term p0 in W, sm and mem in W per "
+            "percentage point",
+            labels=[*MODEL, "term"],
+        )
+        pm_rms = GaugeMetricFamily(
+            "fleetwatt_agent_power_model_rms_residual_watts",
+            "Root mean square residual of the power model's fit over its samples",
+            labels=MODEL,
+        )
+        for name, stats in sorted(snap.power_models.items()):
+            ml = [host, name]
+            fit = power_fit(stats)
+            pm_samples.add_metric(ml, float(stats.n))
+            pm_calibrated.add_metric(ml, 1.0 if fit is not None and fit.calibrated else 0.0)
+            if fit is not None:
+                pm_coefficient.add_metric([*ml, "p0"], fit.p0_w)
+                pm_coefficient.add_metric([*ml, "sm"], fit.sm_w_per_pct)
+                pm_coefficient.add_metric([*ml, "mem"], fit.mem_w_per_pct)
+                pm_rms.add_metric(ml, fit.rms_w)
+
         yield from (
             gpu_energy,
             gpu_idle,
@@ -136,6 +171,10 @@ class AgentCollector(Collector):
             agent_info,
             samples,
             missed,
+            pm_samples,
+            pm_calibrated,
+            pm_coefficient,
+            pm_rms,
         )
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from fleetwatt_agent import __version__
 from fleetwatt_agent.auth import is_loopback, read_token
 from fleetwatt_agent.errors import ConfigError
+from fleetwatt_agent.split import DEFAULT_SPLIT, SPLITS, SplitChoice
 
 ENV_PREFIX = "FLEETWATT_AGENT_"
 
@@ -39,6 +40,8 @@ class Config:
     http_workers: int = 8
     http_timeout_s: float = 5.0
     http_backlog: int = 128
+    split: SplitChoice = DEFAULT_SPLIT
+    power_model_file: str | None = None
 
 
 def _env(environ: Mapping[str, str], name: str, default: str | None) -> str | None:
@@ -137,6 +140,19 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         default=e("LINGER", "300"),
         help="seconds a job's series stay exported after it leaves a GPU (default 300)",
     )
+    p.add_argument(
+        "--split",
+        choices=SPLITS,
+        default=e("SPLIT", DEFAULT_SPLIT),
+        help="how jobs sharing an NVIDIA GPU split its energy: sm_time (by SM time) or sm_mem (by a power "
+        f"model of SM and memory activity the agent calibrates itself; sm_time until it is) (default {DEFAULT_SPLIT})",
+    )
+    p.add_argument(
+        "--power-model-file",
+        metavar="FILE",
+        default=e("POWER_MODEL_FILE"),
+        help="keep the power model's calibration in FILE: read at start, written every 5 minutes and at exit",
+    )
     p.add_argument("--hostname", default=e("HOSTNAME") or socket.gethostname())
     p.add_argument("--proc-root", default=e("PROC_ROOT", "/proc"))
     p.add_argument("--sys-root", default=e("SYS_ROOT", "/sys"))
@@ -182,6 +198,8 @@ def load(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             "job names; give --auth-token-file FILE (FLEETWATT_AGENT_AUTH_TOKEN_FILE), or --allow-unauthenticated "
             "to serve /metrics to anyone who reaches the port"
         )
+    if args.split not in SPLITS:  # argparse does not check a default taken from the environment
+        raise ConfigError(f"--split wants one of {', '.join(SPLITS)}, got {args.split!r}")
     if args.backend == "replay" and not args.replay:
         raise ConfigError("--backend replay needs --replay FILE")
     gpus = None
@@ -213,4 +231,6 @@ def load(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         http_workers=int(args.http_workers),
         http_timeout_s=float(args.http_timeout_s),
         http_backlog=int(args.http_backlog),
+        split=args.split,
+        power_model_file=args.power_model_file or None,
     )

@@ -55,6 +55,7 @@ class GpuLedger:
     pending_idle_j: float = 0.0
     max_residual_j: float = 0.0  # largest |jobs + idle - sample energy| seen on any sample
     prev_activity: dict[int, float] = field(default_factory=dict)
+    prev_mem_activity: dict[int, float] = field(default_factory=dict)
     carried: int = 0  # consecutive samples that reused the previous activity
     resets: int = 0  # times the driver's energy counter went backwards
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 # Methods the agent emits (DESIGN.md section 2). `equal` belongs to the app only: the agent never emits it.
-Method = Literal["whole_gpu", "sm_time", "busy_time", "memory"]
-METHODS: tuple[Method, ...] = ("whole_gpu", "sm_time", "busy_time", "memory")
+Method = Literal["whole_gpu", "sm_time", "sm_mem", "busy_time", "memory"]
+METHODS: tuple[Method, ...] = ("whole_gpu", "sm_time", "sm_mem", "busy_time", "memory")
 
 # The per-process compute signal a backend gives on a GPU:
 # "sm"   - NVML per-process SM utilisation (percent of the sample)
@@ -39,6 +39,10 @@ class ProcessReading:
     # Compute activity during the sample in percent of its length; None when the backend returned no
     # sample for this process (NVML only lists processes that ran kernels).
     activity_pct: float | None = None
+    # Memory (DRAM read/write) activity during the sample in percent of its length, from the same
+    # driver samples as `activity_pct`; None where the backend has no such signal (or no driver sample
+    # for this process). The `sm_time` split does not use it; the power model's `sm_mem` split does.
+    mem_activity_pct: float | None = None
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,18 @@
 """--record FILE: a JSONL trace of what the backend read and what the agent made of it.
 
-Line 1, the header: {"format": "fleetwatt-agent-trace", "version": 1, "backend", "driver",
+Line 1, the header: {"format": "fleetwatt-agent-trace", "version": 2, "backend", "driver",
 "hostname", "agent_version", "process_utilization", "accounting_mode", "interval_s",
 "energy_interval_s", "gpus": [{"index", "uuid", "name", "energy_counter", "mig"}]}.
 Then one line per tick:
   {"t": Unix seconds, "mono": monotonic seconds,
    "gpus": [{"index", "power_w", "memory_used_bytes", "energy_mj" (null when not read this tick),
              "signal" ("sm" | "busy" | null), "activity_missing",
-             "processes": [[pid, memory_bytes, activity_pct or null], ...]}],
+             "processes": [[pid, memory_bytes, activity_pct or null, mem_activity_pct or null], ...]}],
    "jobs": {"<pid>": JobInfo for each PID resolved this tick},
    "split": [{"index", "dt_s", "sample_j", "idle_j", "jobs": {job_key: [method, joules]},
               "residual_j", "commit": {"total_j", "by", "reset", "idle_j"} (when the window closed),
               "gap": true (when the sample was too long to count)}]}
+Version 1 traces have three fields per process (no memory activity); the replay reads both versions.
 The replay backend reads "t", "mono", "gpus" and "jobs"; "split" is what the agent computed, kept so
 that a replay can be checked against the recording and the invariant checked on every sample.
 """
@@ -27,7 +28,7 @@ from fleetwatt_agent import __version__
 from fleetwatt_agent.model import BackendInfo, JobInfo, TickReading
 
 FORMAT = "fleetwatt-agent-trace"
-VERSION = 1
+VERSION = 2
 
 
 def header(info: BackendInfo, *, hostname: str, interval_s: float, energy_interval_s: float) -> dict[str, Any]:
@@ -61,7 +62,7 @@ def tick_record(reading: TickReading, new_jobs: dict[int, JobInfo], outputs: lis
                 "energy_mj": g.energy_mj,
                 "signal": g.signal,
                 "activity_missing": g.activity_missing,
-                "processes": [[p.pid, p.memory_bytes, p.activity_pct] for p in g.processes],
+                "processes": [[p.pid, p.memory_bytes, p.activity_pct, p.mem_activity_pct] for p in g.processes],
             }
             for g in reading.gpus
         ],

@@ -5,14 +5,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from fleetwatt_agent.backends.base import Backend, Resolver
 from fleetwatt_agent.errors import ReplayFinished
 from fleetwatt_agent.ledger import IDLE, GpuLedger, JobGpuLedger
 from fleetwatt_agent.model import BackendInfo, GpuReading, JobInfo, ProcessReading, TickReading
-from fleetwatt_agent.split import job_loads, split_sample
+from fleetwatt_agent.power_model import PowerFit, PowerStats, calibrated_fit, stats_add
+from fleetwatt_agent.split import DEFAULT_SPLIT, JobLoad, SplitChoice, job_loads, split_sample
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +36,8 @@ class SamplerSettings:
     # Samples in a row that may reuse the previous per-process activity when the driver returned none
     # (NVML samples at about 1 Hz too, so a tick sometimes falls between two of its samples).
     activity_carry: int = 1
+    # How shared samples with NVML's per-process utilisation are split (--split; split.py).
+    split: SplitChoice = DEFAULT_SPLIT
 
     @property
     def gap_s(self) -> float:
@@ -66,6 +70,9 @@ class Snapshot:
     done: bool
     gpus: list[GpuLedger]
     jobs: dict[str, JobInfo]
+    split: SplitChoice = DEFAULT_SPLIT
+    # GPU model name -> the power model's calibration statistics (power_model.py)
+    power_models: dict[str, PowerStats] = field(default_factory=dict)
 
 
 class Sampler:
@@ -76,6 +83,7 @@ class Sampler:
         resolver: Resolver,
         settings: SamplerSettings,
         sink: TickSink | None = None,
+        power_models: Mapping[str, PowerStats] | None = None,
     ) -> None:
         self.backend = backend
         self.info = info
@@ -86,6 +94,11 @@ class Sampler:
         self.gpus: dict[int, GpuLedger] = {g.index: GpuLedger(info=g) for g in info.gpus}
         self.jobs: dict[str, JobInfo] = {}
         self.pid_job: dict[int, str] = {}
+        # The power model per GPU model name, calibrated from single-job samples whatever --split says (so
+        # that its state shows before it is used), and its calibrated fit (None until it is), computed when
+        # a shared sample needs it after the statistics changed.
+        self.power_models: dict[str, PowerStats] = dict(power_models or {})
+        self._fits: dict[str, PowerFit | None] = {}
         self.samples_total = 0
         self.missed_total = 0
         self.gaps_total = 0
@@ -223,8 +236,11 @@ class Sampler:
             commit = meter.abandon(g.energy_mj if led.info.energy_counter else None)
             out["gap"] = True
         else:
-            fractions = split_sample(1.0, loads, g.signal)
             energy_j = meter.add_sample(dt, g.power_w)
+            model = self._fit(led.info.name) if self.settings.split == "sm_mem" and len(loads) > 1 else None
+            fractions = split_sample(1.0, loads, g.signal, model, power_w=energy_j / dt)
+            if g.signal == "sm":
+                self._calibrate(led, g, loads)
             residual = led.add_sample(dt_s=dt, wall=wall, energy_j=energy_j, fractions=fractions, loads=loads)
             out["sample_j"] = energy_j
             out["idle_j"] = fractions.idle_j * energy_j
@@ -251,13 +267,47 @@ class Sampler:
             return g.processes
         if g.activity_missing and g.processes and led.prev_activity and led.carried < self.settings.activity_carry:
             led.carried += 1
-            prev = led.prev_activity
-            return tuple(replace(p, activity_pct=prev.get(p.pid, 0.0)) for p in g.processes)
+            prev, prev_mem = led.prev_activity, led.prev_mem_activity
+            return tuple(
+                replace(
+                    p,
+                    activity_pct=prev.get(p.pid, 0.0),
+                    mem_activity_pct=prev_mem.get(p.pid, 0.0) if prev_mem else p.mem_activity_pct,
+                )
+                for p in g.processes
+            )
         led.carried = 0
         led.prev_activity = {
             p.pid: p.activity_pct for p in g.processes if p.activity_pct is not None and p.activity_pct > 0
         }
+        led.prev_mem_activity = {p.pid: p.mem_activity_pct for p in g.processes if p.mem_activity_pct is not None}
         return g.processes
+
+    def _calibrate(self, led: GpuLedger, g: GpuReading, loads: Mapping[str, JobLoad]) -> None:
+        """Feed the GPU model's power model with this sample if it is a calibration sample: exactly one job
+        on the GPU, the driver's own utilisation for it (not NOT_FOUND, not carried from the sample
+        before, memory activity included), and a power reading of its own. Samples with no process are
+        not used: without a context the GPU may sit in a lower power state than p0 describes."""
+        name = led.info.name
+        stats = self.power_models.setdefault(name, PowerStats())  # the model shows from its first sample
+        if len(loads) != 1 or g.activity_missing or led.carried or g.power_w is None:
+            return
+        (load,) = loads.values()
+        if load.mem_activity_pct is None:
+            return
+        stats = stats_add(stats, sm_pct=load.activity_pct, mem_pct=load.mem_activity_pct, power_w=g.power_w)
+        self.power_models[name] = stats
+        self._fits.pop(name, None)
+
+    def _fit(self, name: str) -> PowerFit | None:
+        if name not in self._fits:
+            self._fits[name] = calibrated_fit(self.power_models.get(name))
+        return self._fits[name]
+
+    def power_state(self) -> dict[str, PowerStats]:
+        """A copy of the power models' statistics (to save them: --power-model-file)."""
+        with self.lock:
+            return dict(self.power_models)
 
     def _drop_lingering(self, mono: float) -> None:
         linger = self.settings.linger_s
@@ -289,6 +339,7 @@ class Sampler:
                     },
                     window={t: list(v) for t, v in led.window.items()},
                     prev_activity={},
+                    prev_mem_activity={},
                 )
                 gpus.append(copy)
             return Snapshot(
@@ -308,6 +359,8 @@ class Sampler:
                 done=self.done,
                 gpus=gpus,
                 jobs={k: replace(v) for k, v in self.jobs.items()},
+                split=self.settings.split,
+                power_models=dict(self.power_models),
             )
 
 

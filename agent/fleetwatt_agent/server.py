@@ -29,6 +29,7 @@ from fleetwatt_agent import __version__
 from fleetwatt_agent.auth import TokenFile, bearer_matches, is_loopback
 from fleetwatt_agent.ledger import GpuLedger, JobGpuLedger
 from fleetwatt_agent.model import JobInfo
+from fleetwatt_agent.power_model import PowerStats, power_fit
 from fleetwatt_agent.sampler import Snapshot
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,22 @@ def _gpu_json(led: GpuLedger) -> dict[str, Any]:
         "mig": led.info.mig,
         "invariant_max_residual_j": led.max_residual_j,
         "jobs_present": sorted(k for k, j in led.jobs.items() if j.present),
+    }
+
+
+def power_model_json(name: str, stats: PowerStats) -> dict[str, Any]:
+    """One GPU model's power model: its fit so far (null before 3 samples), whether it is calibrated and,
+    if not, why ("samples", "sm_spread", "mem_spread", "correlated", "no_rise")."""
+    fit = power_fit(stats)
+    return {
+        "gpu_model": name,
+        "samples": stats.n,
+        "calibrated": fit is not None and fit.calibrated,
+        "not_calibrated_because": "samples" if fit is None else fit.reason,
+        "p0_w": fit.p0_w if fit else None,
+        "sm_w_per_pct": fit.sm_w_per_pct if fit else None,
+        "mem_w_per_pct": fit.mem_w_per_pct if fit else None,
+        "rms_residual_w": fit.rms_w if fit else None,
     }
 
 
@@ -136,6 +153,8 @@ def jobs_document(snap: Snapshot) -> dict[str, Any]:
         "samples_total": snap.samples_total,
         "missed_samples_total": snap.missed_total,
         "tick_cpu_seconds_total": snap.tick_cpu_s,
+        "split": snap.split,
+        "power_models": [power_model_json(name, stats) for name, stats in sorted(snap.power_models.items())],
         "gpus": [_gpu_json(led) for led in snap.gpus],
         "jobs": jobs,
     }

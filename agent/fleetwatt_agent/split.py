@@ -2,6 +2,13 @@
 
 Pure functions over plain data, so they can be property-tested. Invariant, on every sample:
 sum of the jobs' shares + idle == the sample's energy.
+
+Two ways to split a shared sample where NVML gives per-process utilisation (`--split`):
+- `sm_time`: by each job's SM time. It splits time, not power: a memory-bound kernel and a tensor-core
+  kernel draw very different power over the same SM time.
+- `sm_mem`: by a calibrated power model of the GPU model (power_model.py), P = p0 + a sm + b mem. The
+  static part p0 x dt goes to the jobs present in equal parts (occupancy), the rest by each job's
+  max(a sm + b mem, 0). Until the model is calibrated, `sm_time`.
 """
 
 from __future__ import annotations
@@ -9,9 +16,16 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from fleetwatt_agent.model import Method, ProcessReading, Signal
+from fleetwatt_agent.power_model import PowerFit
+
+# How shared samples with NVML's per-process utilisation are split (--split). The default is set from the
+# H200 measurements (docs/agent.md, "The split"): change this one line.
+SplitChoice = Literal["sm_time", "sm_mem"]
+SPLITS: tuple[SplitChoice, ...] = ("sm_time", "sm_mem")
+DEFAULT_SPLIT: SplitChoice = "sm_time"
 
 
 @dataclass(frozen=True)
@@ -21,6 +35,9 @@ class JobLoad:
     memory_bytes: int
     activity_pct: float  # summed over the job's processes; 0 where the driver had no sample for them
     pids: tuple[int, ...] = ()
+    # Memory activity summed over the processes that have the signal; None where none of them has it
+    # (a version-1 trace, the DRM backend, or no driver sample for any of the job's processes).
+    mem_activity_pct: float | None = None
 
 
 @dataclass(frozen=True)
@@ -34,6 +51,7 @@ def job_loads(processes: Iterable[ProcessReading], job_of: Mapping[int, str]) ->
     """Group a GPU's processes by job. A PID with no job (unresolved) is not in `job_of`: never charged."""
     mem: dict[str, int] = {}
     act: dict[str, float] = {}
+    mem_act: dict[str, float] = {}
     pids: dict[str, list[int]] = {}
     for proc in processes:
         key = job_of.get(proc.pid)
@@ -41,24 +59,45 @@ def job_loads(processes: Iterable[ProcessReading], job_of: Mapping[int, str]) ->
             continue
         mem[key] = mem.get(key, 0) + max(proc.memory_bytes, 0)
         act[key] = act.get(key, 0.0) + max(proc.activity_pct or 0.0, 0.0)
+        if proc.mem_activity_pct is not None:
+            mem_act[key] = mem_act.get(key, 0.0) + max(proc.mem_activity_pct, 0.0)
         pids.setdefault(key, []).append(proc.pid)
-    return {k: JobLoad(mem[k], act[k], tuple(pids[k])) for k in mem}
+    return {k: JobLoad(mem[k], act[k], tuple(pids[k]), mem_act.get(k)) for k in mem}
 
 
-def split_sample(energy_j: float, jobs: Mapping[str, JobLoad], signal: Signal | None) -> SampleSplit:
+def split_sample(
+    energy_j: float,
+    jobs: Mapping[str, JobLoad],
+    signal: Signal | None,
+    model: PowerFit | None = None,
+    power_w: float | None = None,
+) -> SampleSplit:
     """Split one sample's energy.
 
     - no job: all idle;
     - one job: `whole_gpu`;
-    - several: `sm_time` / `busy_time` by compute activity where the backend has that signal and some
-      job computed; otherwise `memory` by memory held (equal shares, still `memory`, in the rare case
-      where the driver reports no per-process memory either: the agent never emits `equal`).
+    - several, with a calibrated power `model` of the GPU (given only under `--split sm_mem`), NVML's
+      signal, memory activity from the driver, some job active (SM or memory) and the sample's mean
+      board power `power_w` (energy / length) known: `sm_mem` (`sm_mem_fractions`);
+    - several otherwise: `sm_time` / `busy_time` by compute activity where the backend has that signal
+      and some job computed; otherwise `memory` by memory held (equal shares, still `memory`, in the rare
+      case where the driver reports no per-process memory either: the agent never emits `equal`).
     """
     if not jobs:
         return SampleSplit(None, {}, energy_j)
     if len(jobs) == 1:
         (key,) = jobs
         return SampleSplit("whole_gpu", {key: energy_j}, 0.0)
+    if (
+        model is not None
+        and model.calibrated
+        and signal == "sm"
+        and power_w is not None
+        and power_w > 0.0
+        and any(load.mem_activity_pct is not None for load in jobs.values())
+        and any(load.activity_pct > 0.0 or (load.mem_activity_pct or 0.0) > 0.0 for load in jobs.values())
+    ):
+        return SampleSplit("sm_mem", proportional(energy_j, sm_mem_fractions(jobs, model, power_w)), 0.0)
     method: Method
     weights: dict[str, float]
     if signal is not None and any(load.activity_pct > 0.0 for load in jobs.values()):
@@ -66,10 +105,35 @@ def split_sample(energy_j: float, jobs: Mapping[str, JobLoad], signal: Signal | 
         weights = {k: load.activity_pct for k, load in jobs.items()}
     else:
         method = "memory"
-        weights = {k: float(load.memory_bytes) for k, load in jobs.items()}
-        if not any(w > 0.0 for w in weights.values()):
-            weights = {k: 1.0 for k in jobs}
+        weights = _memory_weights(jobs)
     return SampleSplit(method, proportional(energy_j, weights), 0.0)
+
+
+def sm_mem_fractions(jobs: Mapping[str, JobLoad], model: PowerFit, power_w: float) -> dict[str, float]:
+    """Each job's fraction of a shared sample under the power model (they add up to 1).
+
+    The static part p0 x dt of the sample's energy E = power_w x dt, clamped to [0, E] (a fraction
+    p0 / power_w in [0, 1]), is the GPU's power with a job's context resident and nothing running: every
+    job present holds it up, so they share it equally (occupancy). The rest goes by each job's modelled
+    dynamic power max(a sm + b mem, 0); if that is 0 for every job, by SM time; if that is 0 too, by
+    memory held (equal where nobody holds any).
+    """
+    static = min(max(model.p0_w / power_w, 0.0), 1.0)
+    n = len(jobs)
+    dynamic = {k: model.dynamic_w(load.activity_pct, load.mem_activity_pct or 0.0) for k, load in jobs.items()}
+    if not any(w > 0.0 for w in dynamic.values()):
+        dynamic = {k: load.activity_pct for k, load in jobs.items()}
+        if not any(w > 0.0 for w in dynamic.values()):
+            dynamic = _memory_weights(jobs)
+    total = math.fsum(dynamic.values())
+    return {k: static / n + (1.0 - static) * (w / total) for k, w in dynamic.items()}
+
+
+def _memory_weights(jobs: Mapping[str, JobLoad]) -> dict[str, float]:
+    weights = {k: float(load.memory_bytes) for k, load in jobs.items()}
+    if not any(w > 0.0 for w in weights.values()):
+        weights = {k: 1.0 for k in jobs}
+    return weights
 
 
 K = TypeVar("K")

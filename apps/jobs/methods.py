@@ -21,6 +21,7 @@ class MethodInfo:
 class Method(StrEnum):
     WHOLE_GPU = "whole_gpu"
     SM_TIME = "sm_time"
+    SM_MEM = "sm_mem"
     BUSY_TIME = "busy_time"
     MEMORY = "memory"
     EQUAL = "equal"
@@ -41,6 +42,13 @@ METHOD_INFO: dict[Method, MethodInfo] = {
     ),
     Method.SM_TIME: MethodInfo(
         "SM time (close)", "close", "Several jobs: split by each process's SM time (NVML).", "#3fa34d"
+    ),
+    Method.SM_MEM: MethodInfo(
+        "SM + memory power model (close)",
+        "close",
+        "Several jobs: the GPU's static power shared equally, the rest by each job's modelled power from its SM "
+        "and memory activity (NVML), with a power model the agent calibrated on this GPU model.",
+        "#2a9d8f",
     ),
     Method.BUSY_TIME: MethodInfo(
         "Engine busy time (close)", "close", "Several jobs: split by engine busy time (DRM fdinfo).", "#8bc34a"

@@ -20,6 +20,11 @@ from dataclasses import dataclass, field
 from . import promql
 from .counters import CounterWindow, counter_increase, merge_copies
 
+
+class UnknownMethodError(ValueError):
+    """An agent's series names a split method this release does not know (a newer agent)."""
+
+
 Labels = Mapping[str, str]
 
 
@@ -211,6 +216,13 @@ def hour_compute(data: HourInput) -> HourResult:
 
     for (uuid, job_key, method), joules in energy.items():
         if uuid in agent_uuids and joules > 0:
+            if method not in promql.AGENT_METHODS:
+                host = gpus[uuid].hostname
+                raise UnknownMethodError(
+                    f"The agent on {host or uuid} reports job {job_key!r} under method {method!r}, which this "
+                    f"release of fleetwatt does not know ({', '.join(sorted(promql.AGENT_METHODS))}): upgrade "
+                    "fleetwatt to the agent's release. Nothing was written for this hour."
+                )
             row(uuid, job_key).energy_by_method[method] = joules
     for (uuid, job_key), seconds in sampled.items():
         if uuid in agent_uuids and seconds > 0:

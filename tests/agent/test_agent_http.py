@@ -42,6 +42,8 @@ CONTRACT = {
     "fleetwatt_agent_info": ("gauge", {"hostname", "version", "backend", "process_utilization", "accounting_mode"}),
     "fleetwatt_agent_samples": ("counter", {"hostname"}),
     "fleetwatt_agent_missed_samples": ("counter", {"hostname"}),
+    "fleetwatt_agent_power_model_samples": ("gauge", {"hostname", "gpu_model"}),
+    "fleetwatt_agent_power_model_calibrated": ("gauge", {"hostname", "gpu_model"}),
 }
 
 
@@ -98,7 +100,7 @@ def test_metrics_follow_the_contract(agent: str) -> None:
             assert set(sample.labels) == labels, (name, sample.labels)
             assert "job" not in sample.labels and "instance" not in sample.labels
     methods = {s.labels["method"] for s in fams["fleetwatt_job_energy_joules"].samples}
-    assert methods <= {"whole_gpu", "sm_time", "busy_time", "memory"}
+    assert methods <= {"whole_gpu", "sm_time", "sm_mem", "busy_time", "memory"}
 
 
 def test_metrics_values_split_and_add_up(agent: str) -> None:

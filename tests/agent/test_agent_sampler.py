@@ -1,21 +1,23 @@
-"""Linger, job start times, replay time shifting, missed ticks and the flags' environment fallbacks."""
+"""Linger, job start times, replay time shifting, trace versions, missed ticks and the flags' environment
+fallbacks."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from fleetwatt_agent.backends.replay import ReplayBackend
+from fleetwatt_agent.backends.replay import ReplayBackend, read_trace
 from fleetwatt_agent.collector import make_registry
 from fleetwatt_agent.config import load
 from fleetwatt_agent.errors import ConfigError
 from fleetwatt_agent.model import JobInfo
-from fleetwatt_agent.sampler import SamplerSettings
+from fleetwatt_agent.sampler import Sampler, SamplerSettings
 from prometheus_client import generate_latest
 
-from .testkit import gpu, make_sampler, tick, write_trace
+from .testkit import gpu, make_sampler, run_all, tick, write_trace
 
 
 def job_series(sampler, key: str) -> list[str]:  # type: ignore[no-untyped-def]
@@ -96,6 +98,64 @@ def test_replay_shifts_every_time_to_now_unless_asked_to_keep_them(tmp_path: Pat
     assert kept.resolver().resolve(5).start_time == 999_999_990.0
 
 
+def test_a_version_1_trace_replays_without_memory_activity(tmp_path: Path) -> None:
+    # given a trace as agents before the power model wrote it: version 1, three fields per process
+    trace = tmp_path / "v1.jsonl"
+    header = {"format": "fleetwatt-agent-trace", "version": 1, "backend": "nvml", "driver": "580", "hostname": "h",
+              "process_utilization": "supported", "accounting_mode": "disabled", "interval_s": 1.0,
+              "energy_interval_s": 0.0, "gpus": [{"index": 0, "uuid": "GPU-0", "name": "NVIDIA H200",
+                                                   "energy_counter": False, "mig": False}]}  # fmt: skip
+    records = [
+        {"t": 1_000_000_000.0 + i, "mono": 100.0 + i, "jobs": {"7": {"job_key": "slurm/7"}, "8": {"job_key": "slurm/8"}}
+         if i == 0 else {}, "gpus": [{"index": 0, "power_w": 400.0, "memory_used_bytes": 0, "energy_mj": None,
+                                       "signal": "sm", "activity_missing": False,
+                                       "processes": [[7, 2**30, 75.0], [8, 2**30, 25.0]]}]}
+        for i in range(4)
+    ]  # fmt: skip
+    trace.write_text("\n".join(json.dumps(r) for r in [header, *records]) + "\n")
+    # when it is read, and replayed under sm_mem
+    reader = ReplayBackend(trace, speed=0, keep_time=True)
+    reader.open()
+    first = reader.read(read_energy=True)
+    backend = ReplayBackend(trace, speed=0, keep_time=True)
+    settings = SamplerSettings(hostname="h", energy_interval_s=0.0, split="sm_mem")
+    sampler = Sampler(backend, backend.open(), backend.resolver(), settings)
+    run_all(sampler)
+    # then its processes have no memory activity, and the split is sm_time, as it was recorded
+    assert [(p.pid, p.activity_pct, p.mem_activity_pct) for p in first.gpus[0].processes] == [
+        (7, 75.0, None),
+        (8, 25.0, None),
+    ]
+    jobs = sampler.gpus[0].jobs
+    assert jobs["slurm/7"].energy_j == {"sm_time": pytest.approx(3 * 300.0)}
+    assert sampler.power_models["NVIDIA H200"].n == 0  # nothing to calibrate from
+
+
+def test_a_version_2_trace_carries_memory_activity_through_record_and_replay(tmp_path: Path) -> None:
+    # given a version-2 trace: a job alone (enough to calibrate), then two together
+    alone = [(float(10 + (i * 37) % 90), float((i * 53) % 80)) for i in range(70)]
+    ticks = [
+        tick(i, [gpu(power_w=150 + 4 * sm + 2 * mem, procs=[(1, 2**30, sm, mem)])]) for i, (sm, mem) in enumerate(alone)
+    ]
+    ticks += [
+        tick(70 + i, [gpu(power_w=700, procs=[(1, 2**30, 80.0, 20.0), (2, 2**30, 40.0, 90.0)])]) for i in range(3)
+    ]
+    trace = write_trace(tmp_path / "v2.jsonl", ticks, {1: JobInfo("slurm/1"), 2: JobInfo("slurm/2")})
+    header, records = read_trace(trace)
+    assert header["version"] == 2 and records[-1]["gpus"][0]["processes"][1] == [2, 2**30, 40.0, 90.0]
+    # when it is replayed under sm_mem
+    backend = ReplayBackend(trace, speed=0, keep_time=True)
+    info = backend.open()
+    sampler = Sampler(
+        backend, info, backend.resolver(), SamplerSettings(hostname="h", energy_interval_s=0.0, split="sm_mem")
+    )
+    run_all(sampler)
+    # then the memory activity came through: the model calibrated and the shared seconds follow it
+    assert sampler.power_models["Test GPU"].n == 69
+    job = sampler.gpus[0].jobs["slurm/2"]
+    assert set(job.energy_j) | set(job.pending_j) == {"sm_mem"}
+
+
 def test_replay_in_real_time_paces_itself(tmp_path: Path) -> None:
     ticks = [tick(i * 0.1, [gpu()]) for i in range(4)]
     backend = ReplayBackend(write_trace(tmp_path / "t.jsonl", ticks, {}), speed=1.0)
@@ -163,3 +223,16 @@ def test_flags_fall_back_to_the_environment() -> None:
         load(["--backend", "replay"], {})
     with pytest.raises(ConfigError):
         load(["--listen", "nowhere"], {})
+
+
+def test_the_split_and_the_power_model_file_are_settings() -> None:
+    defaults = load([], {})
+    assert (defaults.split, defaults.power_model_file) == ("sm_time", None)
+    env = {"FLEETWATT_AGENT_SPLIT": "sm_mem", "FLEETWATT_AGENT_POWER_MODEL_FILE": "/var/lib/fleetwatt-agent/pm.json"}
+    cfg = load([], env)
+    assert (cfg.split, cfg.power_model_file) == ("sm_mem", "/var/lib/fleetwatt-agent/pm.json")
+    assert load(["--split", "sm_time"], env).split == "sm_time"  # a flag beats the environment
+    with pytest.raises(ConfigError):
+        load(["--split", "sm_magic"], {})
+    with pytest.raises(ConfigError, match="--split wants one of sm_time, sm_mem"):
+        load([], {"FLEETWATT_AGENT_SPLIT": "sm_magic"})

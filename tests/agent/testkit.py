@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fleetwatt_agent.errors import ReplayFinished
 from fleetwatt_agent.model import BackendInfo, GpuInfo, GpuReading, JobInfo, ProcessReading, TickReading
+from fleetwatt_agent.power_model import PowerStats
 from fleetwatt_agent.recorder import header, tick_record
 from fleetwatt_agent.sampler import Sampler, SamplerSettings
 
@@ -70,6 +71,7 @@ def make_sampler(
     energy_counter: bool = True,
     settings: SamplerSettings | None = None,
     starts: dict[int, float] | None = None,
+    power_models: Mapping[str, PowerStats] | None = None,
 ) -> tuple[Sampler, ScriptedBackend]:
     info = BackendInfo(backend="scripted", gpus=gpu_infos(n_gpus, energy_counter), process_utilization="supported")
     backend = ScriptedBackend(list(ticks), info)
@@ -78,6 +80,7 @@ def make_sampler(
         info,
         MapResolver(jobs or {}, starts),
         settings or SamplerSettings(hostname="test-node", energy_interval_s=0.0),
+        power_models=power_models,
     )
     return sampler, backend
 
@@ -104,7 +107,7 @@ def gpu(
     *,
     power_w: float | None = 100.0,
     energy_mj: int | None = None,
-    procs: Iterable[tuple[int, int, float | None]] = (),
+    procs: Iterable[tuple[int, int, float | None] | tuple[int, int, float | None, float | None]] = (),
     signal: str | None = "sm",
     missing: bool = False,
     memory_used: int = 0,
@@ -113,7 +116,7 @@ def gpu(
         index=index,
         power_w=power_w,
         memory_used_bytes=memory_used,
-        processes=tuple(ProcessReading(pid, mem, act) for pid, mem, act in procs),
+        processes=tuple(ProcessReading(*p) for p in procs),  # (pid, memory, SM % [, memory activity %])
         energy_mj=energy_mj,
         signal=signal,  # type: ignore[arg-type]
         activity_missing=missing,

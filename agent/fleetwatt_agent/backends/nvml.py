@@ -214,7 +214,7 @@ class NvmlBackend:
         procs = self._processes(gpu)
         if gpu.accounting:
             self._add_finished(gpu, procs, wall)
-        activity: dict[int, float] = {}
+        activity: dict[int, tuple[float, float]] = {}
         missing = False
         if gpu.util_supported:
             if procs:
@@ -232,10 +232,7 @@ class NvmlBackend:
             index=gpu.info.index,
             power_w=power_w,
             memory_used_bytes=memory_used,
-            processes=tuple(
-                ProcessReading(pid, mem, activity.get(pid) if gpu.util_supported else None)
-                for pid, mem in sorted(procs.items())
-            ),
+            processes=tuple(_process(pid, mem, activity, gpu.util_supported) for pid, mem in sorted(procs.items())),
             energy_mj=energy_mj,
             signal="sm" if gpu.util_supported else None,
             activity_missing=missing,
@@ -263,8 +260,8 @@ class NvmlBackend:
                     procs[int(p.pid)] = max(procs.get(int(p.pid), 0), mem)
         return procs
 
-    def _activity(self, gpu: _Gpu) -> tuple[dict[int, float], bool]:
-        """Mean SM utilisation per PID over the samples since the last one seen.
+    def _activity(self, gpu: _Gpu) -> tuple[dict[int, tuple[float, float]], bool]:
+        """Mean (SM, memory) utilisation per PID over the samples since the last one seen.
         NOT_FOUND: the driver has no sample since then (not a failure)."""
         try:
             samples = self._call("nvmlDeviceGetProcessUtilization", gpu.handle, gpu.last_util_us)
@@ -275,6 +272,7 @@ class NvmlBackend:
                 return {}, True
             raise
         sums: dict[int, float] = {}
+        mem_sums: dict[int, float] = {}
         counts: dict[int, int] = {}
         newest = gpu.last_util_us
         for s in samples:
@@ -282,12 +280,13 @@ class NvmlBackend:
             if pid <= 0 or ts <= gpu.last_util_us:
                 continue  # some drivers hand back older samples or empty slots
             sums[pid] = sums.get(pid, 0.0) + float(s.smUtil)
+            mem_sums[pid] = mem_sums.get(pid, 0.0) + float(getattr(s, "memUtil", 0) or 0)
             counts[pid] = counts.get(pid, 0) + 1
             newest = max(newest, ts)
         gpu.last_util_us = newest
         if not counts:
             return {}, True
-        return {pid: sums[pid] / counts[pid] for pid in sums}, False
+        return {pid: (sums[pid] / counts[pid], mem_sums[pid] / counts[pid]) for pid in sums}, False
 
     def _add_finished(self, gpu: _Gpu, procs: dict[int, int], wall: float) -> None:
         """With accounting mode on (set by an admin), the driver remembers processes after they exit:
@@ -309,6 +308,15 @@ class NvmlBackend:
             ended = stats.startTime / 1e6 + stats.time / 1e3
             if ended >= gpu.last_wall:
                 procs[pid] = int(stats.maxMemoryUsage or 0)
+
+
+def _process(pid: int, mem: int, activity: dict[int, tuple[float, float]], util_supported: bool) -> ProcessReading:
+    if not util_supported:
+        return ProcessReading(pid, mem)
+    sm_mem = activity.get(pid)
+    if sm_mem is None:
+        return ProcessReading(pid, mem, None, None)
+    return ProcessReading(pid, mem, sm_mem[0], sm_mem[1])
 
 
 def _text(value: Any) -> str:

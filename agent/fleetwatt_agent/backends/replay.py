@@ -138,13 +138,19 @@ def _gpu(g: dict[str, Any]) -> GpuReading:
         index=int(g["index"]),
         power_w=float(power) if power is not None else None,
         memory_used_bytes=int(g.get("memory_used_bytes", 0)),
-        processes=tuple(
-            ProcessReading(int(p[0]), int(p[1]), float(p[2]) if p[2] is not None else None)
-            for p in g.get("processes", [])
-        ),
+        processes=tuple(_process(p) for p in g.get("processes", [])),
         energy_mj=int(energy) if energy is not None else None,
         signal=g.get("signal"),
         activity_missing=bool(g.get("activity_missing", False)),
+    )
+
+
+def _process(p: list[Any]) -> ProcessReading:
+    """[pid, memory_bytes, activity_pct, mem_activity_pct]; version 1 traces stop at activity_pct."""
+    sm = p[2] if len(p) > 2 else None
+    mem = p[3] if len(p) > 3 else None
+    return ProcessReading(
+        int(p[0]), int(p[1]), float(sm) if sm is not None else None, float(mem) if mem is not None else None
     )
 
 

@@ -2,8 +2,8 @@
 
 In-process tests set `GPUS` directly. A subprocess (the two-jobs script's dry run) gets this module
 first on PYTHONPATH and a JSON file in FAKE_NVML_STATE that it re-reads on every tick:
-{"gpus": [{"power_w": 700, "procs": {"<pid>": {"mem": bytes, "sm": percent}}}]}; the energy counter is
-then integrated from that power over real time.
+{"gpus": [{"power_w": 700, "procs": {"<pid>": {"mem": bytes, "sm": percent, "memutil": percent}}}]};
+the energy counter is then integrated from that power over real time.
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ class FakeGpu:
     memory_total: int = 141 * 2**30
     procs: dict[int, int | None] = field(default_factory=dict)  # pid -> memory bytes
     sm: dict[int, int] = field(default_factory=dict)  # pid -> SM %; absent: no sample this tick
+    mem_util: dict[int, int] = field(default_factory=dict)  # pid -> memory activity %, beside its SM %
     energy_supported: bool = True
     util_supported: bool = True
     accounting: bool = False
@@ -120,6 +121,7 @@ def _sync_control() -> None:
         gpu.power_mw = int(float(spec.get("power_w", 100)) * 1000)
         gpu.procs = {int(pid): int(p.get("mem", 0)) for pid, p in spec.get("procs", {}).items()}
         gpu.sm = {int(pid): int(p["sm"]) for pid, p in spec.get("procs", {}).items() if p.get("sm")}
+        gpu.mem_util = {int(pid): int(p.get("memutil", 0)) for pid, p in spec.get("procs", {}).items()}
 
 
 def nvmlInit() -> None:  # pynvml's names follow
@@ -202,7 +204,7 @@ def nvmlDeviceGetProcessUtilization(h: int, last_seen: int) -> list[UtilSample]:
     if not gpu.util_supported or gpu.mig:
         raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
     now = max(int(time.time() * 1e6), last_seen + 1)  # a sample newer than the caller's last one
-    samples = [UtilSample(pid, now, util) for pid, util in gpu.sm.items() if util > 0]
+    samples = [UtilSample(pid, now, util, gpu.mem_util.get(pid, 0)) for pid, util in gpu.sm.items() if util > 0]
     if not samples:
         raise NVMLError(NVML_ERROR_NOT_FOUND)
     return samples

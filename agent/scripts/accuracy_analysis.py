@@ -1,0 +1,347 @@
+"""The accuracy campaign's arithmetic (docs/accuracy.md): the true shares of each mix, the agent's.
+
+Pure functions over what accuracy_campaign.py measured (campaign.json.gz) and what the agent recorded
+(trace.jsonl.gz); the tests run them on the traces kept in tests/agent/fixtures/accuracy/.
+
+The truth of a shared run, for jobs of fixed work:
+  - idle power P0: the driver's energy counter over a window with nothing on the GPU, per repetition;
+  - a kind's dynamic energy alone D = E_alone - P0 x T_alone (its own run, the time its process was
+    listed by the driver);
+  - the shared run (E over the time any of its processes was listed, T): the idle energy P0 x T is split
+    by occupancy (each second's among the jobs present in it, equally), the rest E - P0 x T in
+    proportion to the jobs' D.
+The agent's shares: its energy per job over the whole campaign, replayed from its recording with each
+split method, each job's over the jobs of the run.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gzip
+import itertools
+import json
+import math
+import statistics
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fleetwatt_agent.split import SPLITS, SplitChoice
+
+
+def columns(rows: Sequence[tuple[float, int, int, int, int, tuple[int, ...]]]) -> dict[str, list[Any]]:
+    """The monitor's rows as columns (compact JSON)."""
+    return {
+        "t": [round(r[0], 4) for r in rows],
+        "energy_mj": [r[1] for r in rows],
+        "power_mw": [r[2] for r in rows],
+        "temp_c": [r[3] for r in rows],
+        "sm_clock_mhz": [r[4] for r in rows],
+        "pids": [list(r[5]) for r in rows],
+    }
+
+
+@dataclass(frozen=True)
+class Monitor:
+    """The driver's energy counter and process list as the campaign read them (valid rows only)."""
+
+    t: tuple[float, ...]
+    energy_j: tuple[float, ...]
+    pids: tuple[frozenset[int], ...]
+
+    @classmethod
+    def from_columns(cls, cols: dict[str, list[Any]]) -> Monitor:
+        rows = [
+            (t, e / 1000.0, frozenset(p))
+            for t, e, p in zip(cols["t"], cols["energy_mj"], cols["pids"], strict=True)
+            if e >= 0
+        ]
+        return cls(tuple(r[0] for r in rows), tuple(r[1] for r in rows), tuple(r[2] for r in rows))
+
+    def energy_at(self, t: float) -> float:
+        """The counter at time t, linear between the two readings around it."""
+        i = bisect.bisect_left(self.t, t)
+        if i <= 0:
+            return self.energy_j[0]
+        if i >= len(self.t):
+            return self.energy_j[-1]
+        t0, t1 = self.t[i - 1], self.t[i]
+        e0, e1 = self.energy_j[i - 1], self.energy_j[i]
+        return e0 + (e1 - e0) * (t - t0) / (t1 - t0) if t1 > t0 else e1
+
+    def energy_between(self, t0: float, t1: float) -> float:
+        return self.energy_at(t1) - self.energy_at(t0)
+
+    def presence(self, pid: int, after: float, before: float) -> tuple[float, float] | None:
+        """First and last reading, within (after, before + slack), that listed `pid`."""
+        times = [t for t, p in zip(self.t, self.pids, strict=True) if after <= t <= before and pid in p]
+        return (times[0], times[-1]) if times else None
+
+    def occupancy(self, pids: Iterable[int], t0: float, t1: float) -> dict[int, float]:
+        """Each pid's occupancy seconds in [t0, t1]: every interval between readings split equally among
+        the pids listed at its start; intervals with none of them listed, equally among all."""
+        pids = list(pids)
+        occ = dict.fromkeys(pids, 0.0)
+        idx = [i for i, t in enumerate(self.t) if t0 <= t <= t1]
+        for a, b in itertools.pairwise(idx):
+            dt = self.t[b] - self.t[a]
+            present = [p for p in pids if p in self.pids[a]] or pids
+            for p in present:
+                occ[p] += dt / len(present)
+        return occ
+
+
+def idle_power_w(mon: Monitor, window: dict[str, Any]) -> float:
+    t0, t1 = float(window["t0"]), float(window["t1"])
+    return mon.energy_between(t0, t1) / (t1 - t0)
+
+
+@dataclass(frozen=True)
+class RunEnergy:
+    label: str
+    rep: int
+    kinds: tuple[str, ...]
+    pids: tuple[int, ...]
+    t0: float  # first reading listing any of its processes
+    t1: float  # last
+    energy_j: float
+    occupancy_s: dict[int, float]
+
+    @property
+    def seconds(self) -> float:
+        return self.t1 - self.t0
+
+
+def run_energy(mon: Monitor, run: dict[str, Any]) -> RunEnergy | None:
+    """A run's energy over the time its processes were on the GPU; None when they never were."""
+    pids = tuple(int(j["pid"]) for j in run["jobs"])
+    spans = [mon.presence(p, float(run["t_go"]) - 1.0, float(run["t_done"]) + 1.0) for p in pids]
+    if run.get("status") != "ok" or any(s is None for s in spans):
+        return None
+    t0 = min(s[0] for s in spans if s is not None)
+    t1 = max(s[1] for s in spans if s is not None)
+    return RunEnergy(
+        label=str(run["label"]),
+        rep=int(run["rep"]),
+        kinds=tuple(str(j["kind"]) for j in run["jobs"]),
+        pids=pids,
+        t0=t0,
+        t1=t1,
+        energy_j=mon.energy_between(t0, t1),
+        occupancy_s=mon.occupancy(pids, t0, t1),
+    )
+
+
+def true_shares(run: RunEnergy, idle_w: float, dynamic_j: dict[str, float]) -> dict[int, float]:
+    """Each pid's true share (0..1) of the run's energy: idle by occupancy, the rest by dynamic alone."""
+    idle_j = min(max(idle_w * run.seconds, 0.0), run.energy_j)
+    occ_total = math.fsum(run.occupancy_s.values()) or 1.0
+    dyn = {p: max(dynamic_j[k], 0.0) for p, k in zip(run.pids, run.kinds, strict=True)}
+    dyn_total = math.fsum(dyn.values())
+    parts = {
+        p: idle_j * run.occupancy_s[p] / occ_total
+        + (run.energy_j - idle_j) * (dyn[p] / dyn_total if dyn_total > 0 else 1.0 / len(run.pids))
+        for p in run.pids
+    }
+    total = math.fsum(parts.values())
+    return {p: v / total for p, v in parts.items()}
+
+
+def replay(trace: Path, split: str, sink: Any = None) -> Any:
+    """Run the agent's sampler over a recording (gzip or plain) with `split`; the sampler at the end.
+
+    `sink` receives every tick as the recorder does (write_tick), e.g. to check the invariant."""
+    from fleetwatt_agent.backends.replay import ReplayBackend
+    from fleetwatt_agent.errors import ReplayFinished
+    from fleetwatt_agent.sampler import Sampler, SamplerSettings
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trace.jsonl"
+        opener = gzip.open if str(trace).endswith(".gz") else open
+        with opener(trace, "rb") as src:
+            path.write_bytes(src.read())
+        backend = ReplayBackend(path, speed=0, keep_time=True)
+        info = backend.open()
+        head = backend.header
+        settings = SamplerSettings(
+            hostname="replay",
+            interval_s=float(head.get("interval_s", 1.0)),
+            energy_interval_s=float(head.get("energy_interval_s", 10.0)),
+            linger_s=1e12,  # keep every job's counters to the end
+            split=_split(split),
+        )
+        sampler = Sampler(backend, info, backend.resolver(), settings, sink=sink)
+        try:
+            while True:
+                try:
+                    sampler.tick()
+                except ReplayFinished:
+                    break
+        finally:
+            backend.close()
+    return sampler
+
+
+def _split(name: str) -> SplitChoice:
+    for choice in SPLITS:
+        if choice == name:
+            return choice
+    raise ValueError(f"unknown split {name!r}: one of {', '.join(SPLITS)}")
+
+
+def agent_energy(trace: Path, split: str) -> dict[str, float]:
+    """Joules per job key as the agent splits the recording with `split` (committed, whole trace)."""
+    sampler = replay(trace, split)
+    totals: dict[str, float] = {}
+    for led in sampler.gpus.values():
+        for key, job in led.jobs.items():
+            totals[key] = totals.get(key, 0.0) + job.energy_total_j()
+    return totals
+
+
+def _pid_of(job_key: str) -> int | None:
+    """proc/<pid>-<start> -> pid (the campaign's processes are plain processes)."""
+    if not job_key.startswith("proc/"):
+        return None
+    head = job_key[5:].split("-", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def agent_shares(energy: dict[str, float], pids: Sequence[int]) -> dict[int, float] | None:
+    by_pid: dict[int, float] = {}
+    for key, joules in energy.items():
+        pid = _pid_of(key)
+        if pid is not None and pid in pids:
+            by_pid[pid] = by_pid.get(pid, 0.0) + joules
+    total = math.fsum(by_pid.values())
+    if total <= 0 or set(by_pid) != set(pids):
+        return None
+    return {p: by_pid[p] / total for p in pids}
+
+
+def load_campaign(path: Path) -> dict[str, Any]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        data: dict[str, Any] = json.load(f)
+    return data
+
+
+def analyse(campaign_path: Path, trace_path: Path, methods: Sequence[str] | None = None) -> dict[str, Any]:
+    """The table: per mix and repetition, true shares and each method's, errors in points; the summary."""
+    campaign = load_campaign(campaign_path)
+    mon = Monitor.from_columns(campaign["monitor"])
+    idle_by_rep = {int(w["rep"]): idle_power_w(mon, w) for w in campaign["idle_windows"] if int(w["rep"]) >= 0}
+    methods = list(methods) if methods is not None else list(SPLITS)
+    energy = {m: agent_energy(trace_path, m) for m in methods}
+    runs = [r for r in (run_energy(mon, run) for run in campaign["runs"]) if r is not None]
+
+    def idle_of(rep: int) -> float:
+        return idle_by_rep.get(rep, idle_by_rep.get(0, 0.0))
+
+    # Dynamic energy of each kind alone, per repetition and on average over them.
+    dyn_rep: dict[tuple[str, int], float] = {}
+    alone: list[dict[str, Any]] = []
+    for r in runs:
+        if len(r.kinds) == 1:
+            d = r.energy_j - idle_of(r.rep) * r.seconds
+            dyn_rep[(r.kinds[0], r.rep)] = d
+            alone.append(
+                {
+                    "kind": r.kinds[0],
+                    "rep": r.rep,
+                    "seconds": round(r.seconds, 3),
+                    "energy_j": round(r.energy_j, 1),
+                    "mean_power_w": round(r.energy_j / r.seconds, 1),
+                    "dynamic_j": round(d, 1),
+                }
+            )
+    kinds = sorted({k for k, _ in dyn_rep})
+    dyn_mean = {k: statistics.fmean(v for (kk, _), v in dyn_rep.items() if kk == k) for k in kinds}
+
+    mixes: dict[str, dict[str, Any]] = {}
+    for r in runs:
+        if len(r.kinds) < 2 or any(k not in dyn_mean for k in r.kinds):
+            continue
+        name = r.label.removeprefix("mix:")
+        dyn_this = {k: dyn_rep.get((k, r.rep), dyn_mean[k]) for k in r.kinds}
+        truth = true_shares(r, idle_of(r.rep), dyn_this)
+        row: dict[str, Any] = {
+            "rep": r.rep,
+            "seconds": round(r.seconds, 3),
+            "energy_j": round(r.energy_j, 1),
+            "true": [round(100 * truth[p], 2) for p in r.pids],
+            "truth_from_mean_alone": [round(100 * v, 2) for v in true_shares(r, idle_of(r.rep), dyn_mean).values()],
+        }
+        for m in methods:
+            got = agent_shares(energy[m], r.pids)
+            if got is None:
+                row[m] = None
+                continue
+            row[m] = [round(100 * got[p], 2) for p in r.pids]
+            row[f"{m}_error_points"] = round(max(abs(100 * (got[p] - truth[p])) for p in r.pids), 2)
+        mix = mixes.setdefault(name, {"kinds": list(r.kinds), "reps": []})
+        mix["reps"].append(row)
+
+    for mix in mixes.values():
+        reps = mix["reps"]
+        mix["true_mean"] = _mean_lists([x["true"] for x in reps])
+        mix["true_spread_points"] = _spread([x["true"][0] for x in reps])
+        for m in methods:
+            measured = [x for x in reps if x.get(m) is not None]
+            if not measured:
+                continue
+            mix[f"{m}_mean"] = _mean_lists([x[m] for x in measured])
+            mix[f"{m}_error_points"] = round(statistics.fmean(x[f"{m}_error_points"] for x in measured), 2)
+            mix[f"{m}_spread_points"] = _spread([x[m][0] for x in measured])
+    summary: dict[str, Any] = {}
+    for m in methods:
+        errors = [mix[f"{m}_error_points"] for mix in mixes.values() if f"{m}_error_points" in mix]
+        if errors:
+            summary[m] = {
+                "mean_abs_error_points": round(statistics.fmean(errors), 2),
+                "max_error_points": round(max(errors), 2),
+                "mixes": len(errors),
+            }
+    return {
+        "gpu": campaign.get("gpu", {}),
+        "idle_power_w": {str(k): round(v, 2) for k, v in idle_by_rep.items()},
+        "iters": campaign.get("iters"),
+        "alone": alone,
+        "dynamic_alone_mean_j": {k: round(v, 1) for k, v in dyn_mean.items()},
+        "mixes": mixes,
+        "summary": summary,
+        "methods": methods,
+    }
+
+
+def _mean_lists(rows: list[list[float]]) -> list[float]:
+    return [round(statistics.fmean(col), 2) for col in zip(*rows, strict=True)]
+
+
+def _spread(values: list[float]) -> float:
+    return round(max(values) - min(values), 2) if len(values) > 1 else 0.0
+
+
+def table(results: dict[str, Any]) -> str:
+    """The results as a Markdown table (docs/accuracy.md): the first job's share in each mix."""
+    methods = results["methods"]
+    head = "| mix | true share of the first job | " + " | ".join(
+        f"{m}: share / error (points) / spread" for m in methods
+    )
+    lines = [head + " | true spread |", "|" + " --- |" * (3 + len(methods))]
+    for name, mix in results["mixes"].items():
+        cells = [name, f"{mix['true_mean'][0]:.1f} %"]
+        for m in methods:
+            if f"{m}_mean" in mix:
+                cells.append(
+                    f"{mix[f'{m}_mean'][0]:.1f} % / {mix[f'{m}_error_points']:.1f} / {mix[f'{m}_spread_points']:.1f}"
+                )
+            else:
+                cells.append("-")
+        cells.append(f"{mix['true_spread_points']:.1f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    for m, s in results["summary"].items():
+        worst, n = s["max_error_points"], s["mixes"]
+        lines.append(f"\n{m}: mean absolute error {s['mean_abs_error_points']} points, worst {worst} ({n} mixes)")
+    return "\n".join(lines)

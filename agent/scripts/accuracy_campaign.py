@@ -1,0 +1,430 @@
+"""The accuracy campaign (docs/accuracy.md): how right is the agent's split of a shared GPU?
+
+On GPU 0, with the product's agent running beside it as deployed (`--backend nvml --record`):
+  1. the GPU idle, nothing on it, for --idle-s seconds (its idle power);
+  2. one `calibrate` process sizes each workload so that it takes about --target-s seconds alone;
+  3. --reps times: each workload ALONE, then each mix (2 or 3 workloads started together), every run a
+     fixed amount of work (accuracy_workloads.py), the GPU idle between runs.
+A monitor thread reads the driver's energy counter, power and process list --monitor-hz times a second
+(independently of the agent), so each run's energy is known over exactly the time its processes were on
+the GPU. Nothing here changes a setting of the GPU.
+
+Writes into --out: campaign.json.gz (everything measured: the runs, the monitor's samples, the GPU's
+settings as read), trace.jsonl.gz (the agent's recording: replayed by the tests), agent.log, run.log,
+and results.json (accuracy_analysis.py's table, also printed). Exit status 0 when every run finished.
+--dry-run: no GPU (fake NVML, sleeping workloads), to check the plumbing anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+HERE = Path(__file__).resolve().parent
+AGENT_SRC = HERE.parent
+REPO = AGENT_SRC.parent
+sys.path.insert(0, str(AGENT_SRC))
+sys.path.insert(0, str(HERE))
+
+import accuracy_analysis  # noqa: E402
+
+ALONE = ("mm", "copy", "xfmr", "duty", "tiny", "holder")
+MIXES: dict[str, tuple[str, ...]] = {
+    "mm+copy": ("mm", "copy"),
+    "mm+xfmr": ("mm", "xfmr"),
+    "copy+xfmr": ("copy", "xfmr"),
+    "mm+duty": ("mm", "duty"),
+    "copy+duty": ("copy", "duty"),
+    "mm+tiny": ("mm", "tiny"),
+    "copy+tiny": ("copy", "tiny"),
+    "mm+holder": ("mm", "holder"),
+    "mm+copy+duty": ("mm", "copy", "duty"),
+}
+DUTY_BUSY_S = 0.040  # with accuracy_workloads.DUTY_SLEEP_S = 0.060: busy 40 % alone
+
+# The dry run's pretend GPU: dynamic watts, SM % and memory % of each kind alone.
+FAKE_PROFILE = {
+    "mm": (600.0, 100, 40),
+    "copy": (350.0, 100, 95),
+    "xfmr": (500.0, 100, 55),
+    "duty": (240.0, 40, 16),
+    "tiny": (60.0, 30, 2),
+    "holder": (15.0, 2, 1),
+}
+FAKE_IDLE_W = 80.0
+
+
+@dataclass
+class Child:
+    kind: str
+    proc: subprocess.Popen[str]
+    lines: list[str] = field(default_factory=list)
+    ready: threading.Event = field(default_factory=threading.Event)
+    working_since: float | None = None
+
+
+class Campaign:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.out = Path(args.out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.work = Path(args.work)
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.log_file = open(self.out / "run.log", "a", buffering=1)  # noqa: SIM115 - closed at exit
+        self.t0 = time.time()
+        self.control = self.work / "fake_nvml_state.json" if args.dry_run else None
+        self.fake_history: list[list[float]] = []
+        self.children: dict[int, Child] = {}
+        self.monitor_rows: list[tuple[float, int, int, int, int, tuple[int, ...]]] = []
+        self.stop_monitor = threading.Event()
+        self.agent: subprocess.Popen[bytes] | None = None
+        self.agent_log: IO[bytes] | None = None
+        if self.control is not None:
+            os.environ["FAKE_NVML_STATE"] = str(self.control)
+            sys.path.insert(0, str(REPO / "tests" / "agent" / "fake_nvml"))
+            self._fake_write()
+        import pynvml
+
+        self.nvml: Any = pynvml
+        pynvml.nvmlInit()
+        self.handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+
+    def log(self, msg: str) -> None:
+        line = f"[{time.time() - self.t0:7.1f}s] {msg}"
+        print(line, flush=True)
+        self.log_file.write(line + "\n")
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        paths = [str(AGENT_SRC)]
+        if self.control is not None:
+            paths.insert(0, str(REPO / "tests" / "agent" / "fake_nvml"))
+        env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    # -- the GPU as read, independently of the agent -----------------------------------------------
+    def gpu_facts(self) -> dict[str, Any]:
+        """What the GPU is set to (read only: nothing here sets anything)."""
+        n, h = self.nvml, self.handle
+        facts: dict[str, Any] = {}
+        for key, fn, args in (
+            ("name", "nvmlDeviceGetName", ()),
+            ("uuid", "nvmlDeviceGetUUID", ()),
+            ("driver", "nvmlSystemGetDriverVersion", None),
+            ("power_limit_mw", "nvmlDeviceGetPowerManagementLimit", ()),
+            ("enforced_power_limit_mw", "nvmlDeviceGetEnforcedPowerLimit", ()),
+            ("persistence_mode", "nvmlDeviceGetPersistenceMode", ()),
+            ("accounting_mode", "nvmlDeviceGetAccountingMode", ()),
+            ("compute_mode", "nvmlDeviceGetComputeMode", ()),
+            ("mig_mode", "nvmlDeviceGetMigMode", ()),
+            ("max_sm_clock_mhz", "nvmlDeviceGetMaxClockInfo", (1,)),
+            ("max_mem_clock_mhz", "nvmlDeviceGetMaxClockInfo", (2,)),
+        ):
+            f = getattr(n, fn, None)
+            if f is None:
+                continue
+            try:
+                value = f() if args is None else f(h, *args)
+            except Exception as exc:
+                value = f"unavailable: {exc}"
+            facts[key] = value.decode() if isinstance(value, bytes) else value
+        plain: dict[str, Any] = json.loads(json.dumps(facts, default=str))
+        return plain
+
+    def monitor(self) -> None:
+        n, h = self.nvml, self.handle
+        period = 1.0 / self.args.monitor_hz
+        next_at = time.monotonic()
+        while not self.stop_monitor.is_set():
+            t = time.time()
+            try:
+                if self.control is not None:
+                    self._fake_write()
+                energy = int(n.nvmlDeviceGetTotalEnergyConsumption(h))
+                power = int(n.nvmlDeviceGetPowerUsage(h))
+                pids = tuple(sorted(int(p.pid) for p in n.nvmlDeviceGetComputeRunningProcesses(h)))
+            except Exception as exc:
+                self.log(f"monitor: {exc!r}")
+                energy, power, pids = -1, -1, ()
+            temp = clock = -1
+            if self.control is None:
+                try:
+                    temp = int(n.nvmlDeviceGetTemperature(h, 0))
+                    clock = int(n.nvmlDeviceGetClockInfo(h, 1))
+                except n.NVMLError:
+                    pass
+            self.monitor_rows.append((t, energy, power, temp, clock, pids))
+            next_at += period
+            self.stop_monitor.wait(max(next_at - time.monotonic(), 0.0))
+
+    # -- the dry run's pretend GPU ------------------------------------------------------------------
+    def _fake_write(self) -> None:
+        assert self.control is not None
+        working = {
+            pid: c for pid, c in list(self.children.items()) if c.working_since is not None and c.proc.poll() is None
+        }
+        share = 1.0 / max(len(working), 1)
+        power = FAKE_IDLE_W + sum(FAKE_PROFILE[c.kind][0] * share for c in working.values())
+        procs = {
+            str(pid): {
+                "mem": 2**30,
+                "sm": max(int(FAKE_PROFILE[c.kind][1] * share), 1),
+                "memutil": int(FAKE_PROFILE[c.kind][2] * share),
+            }
+            for pid, c in working.items()
+        }
+        if not self.fake_history or self.fake_history[-1][1] != power:
+            self.fake_history.append([time.time(), power])
+        state = {"gpus": [{"power_w": power, "procs": procs, "history": self.fake_history}]}
+        tmp = self.control.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state))
+        tmp.replace(self.control)
+
+    # -- the agent ------------------------------------------------------------------------------------
+    def start_agent(self) -> None:
+        cmd = [
+            sys.executable,
+            "-m",
+            "fleetwatt_agent",
+            "--backend",
+            "nvml",
+            "--listen",
+            "127.0.0.1:0",
+            "--hostname",
+            "h200-accuracy",
+            "--log-level",
+            "WARNING",
+            "--record",
+            str(self.work / "trace.jsonl"),
+            *self.args.agent_arg,
+        ]
+        self.log(f"start agent: {' '.join(cmd[1:])}")
+        self.agent_log = open(self.out / "agent.log", "ab")  # noqa: SIM115 - closed at exit
+        self.agent = subprocess.Popen(cmd, env=self.env(), stdout=subprocess.PIPE, stderr=self.agent_log)
+        assert self.agent.stdout is not None
+        line = self.agent.stdout.readline().decode()
+        m = re.search(r"listening on (http://\S+)", line)
+        if not m:
+            raise SystemExit(f"agent did not start: {line!r} (rc {self.agent.poll()})")
+        base = m.group(1)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                with urllib.request.urlopen(base + "/healthz", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            time.sleep(0.2)
+        else:
+            raise SystemExit("agent never became healthy")
+        self.log(f"agent ready at {base} (pid {self.agent.pid})")
+
+    def stop_agent(self) -> None:
+        if self.agent is not None and self.agent.poll() is None:
+            self.agent.terminate()
+            try:
+                self.agent.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.agent.kill()
+        if self.agent_log is not None:
+            self.agent_log.close()
+
+    # -- the workloads --------------------------------------------------------------------------------
+    def spawn(self, kind: str, iters: int, burst: int = 1) -> Child:
+        cmd = [sys.executable, str(HERE / "accuracy_workloads.py"), kind, "--iters", str(iters), "--burst", str(burst)]
+        if kind == "calibrate":
+            cmd += ["--seconds", str(self.args.calibrate_s)]
+        if self.args.dry_run:
+            cmd += ["--fake", str(self.args.fake_unit_s)]
+        proc = subprocess.Popen(
+            cmd,
+            env=self.env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log_file,
+            text=True,
+        )
+        child = Child(kind, proc)
+
+        def read() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                child.lines.append(line.rstrip("\n"))
+                if line.strip() == "imported":
+                    child.ready.set()
+            child.ready.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        return child
+
+    def run_group(self, label: str, rep: int, children: list[Child]) -> dict[str, Any]:
+        for c in children:
+            if not c.ready.wait(120):
+                raise SystemExit(f"{label}: {c.kind} never imported")
+        self.wait_idle()
+        t_go = time.time()
+        for c in children:
+            self.children[c.proc.pid] = c
+            c.working_since = time.time()
+            assert c.proc.stdin is not None
+            c.proc.stdin.write("go\n")
+            c.proc.stdin.flush()
+        deadline = t_go + self.args.run_timeout_s
+        status = "ok"
+        for c in children:
+            try:
+                c.proc.wait(timeout=max(deadline - time.time(), 0.1))
+            except subprocess.TimeoutExpired:
+                c.proc.kill()
+                c.proc.wait()
+                status = f"timeout after {self.args.run_timeout_s:.0f} s"
+            if c.proc.returncode != 0 and status == "ok":
+                status = f"{c.kind} exited {c.proc.returncode}"
+        t_done = time.time()
+        time.sleep(0.1)  # the reader threads take the last lines
+        jobs = []
+        for c in children:
+            report = next((json.loads(x) for x in reversed(c.lines) if x.startswith("{")), None)
+            jobs.append({"kind": c.kind, "pid": c.proc.pid, "report": report})
+        self.log(
+            f"{label} rep {rep}: {t_done - t_go:.1f} s {status} " + " ".join(f"{c.kind}={c.proc.pid}" for c in children)
+        )
+        return {"label": label, "rep": rep, "t_go": t_go, "t_done": t_done, "status": status, "jobs": jobs}
+
+    def wait_idle(self, quiet_s: float = 1.5, timeout: float = 60.0) -> None:
+        """Until the driver has listed no process for `quiet_s` (the agent sees each run end)."""
+        start = time.time()
+        while time.time() - start < timeout:
+            recent = [
+                r
+                for r in self.monitor_rows[-int(quiet_s * self.args.monitor_hz) - 2 :]
+                if r[0] >= time.time() - quiet_s
+            ]
+            if recent and recent[0][0] <= time.time() - quiet_s + 0.2 and not any(r[5] for r in recent):
+                return
+            time.sleep(0.1)
+        self.log("warning: the GPU still lists processes")
+
+    def idle_window(self, seconds: float) -> dict[str, float]:
+        self.wait_idle()
+        t0 = time.time()
+        time.sleep(seconds)
+        return {"t0": t0, "t1": time.time()}
+
+
+def plan_iters(rates: dict[str, float], target_s: float) -> tuple[dict[str, int], int]:
+    """Units of work per kind for about target_s alone; the duty cycle's burst of mm units."""
+    burst = max(round(rates["mm"] * DUTY_BUSY_S), 1)
+    iters = {k: max(round(rates[k] * target_s), 1) for k in ("mm", "copy", "xfmr", "tiny")}
+    iters["duty"] = max(round(target_s / (DUTY_BUSY_S / 0.4)), 1)
+    iters["holder"] = max(round(target_s / 0.2), 1)
+    return iters, burst
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default=os.environ.get("OUT") or "/tmp/fleetwatt-accuracy")
+    parser.add_argument("--work", default="/tmp/fleetwatt-accuracy-work", help="scratch (the live trace)")
+    parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--target-s", type=float, default=6.0, help="seconds of each workload alone")
+    parser.add_argument("--idle-s", type=float, default=10.0)
+    parser.add_argument("--calibrate-s", type=float, default=1.0)
+    parser.add_argument("--monitor-hz", type=float, default=20.0)
+    parser.add_argument("--run-timeout-s", type=float, default=90.0)
+    parser.add_argument("--mixes", default=",".join(MIXES), help="comma-separated names of MIXES")
+    parser.add_argument("--budget-s", type=float, default=540.0, help="stop starting runs after this")
+    parser.add_argument("--agent-arg", action="append", default=[], help="extra agent argument (repeat)")
+    parser.add_argument("--agent-tail-s", type=float, default=12.0, help="idle at the end: the agent's window closes")
+    parser.add_argument("--dry-run", action="store_true")
+    parser.add_argument("--fake-unit-s", type=float, default=0.01)
+    args = parser.parse_args()
+    mixes = {name: MIXES[name] for name in args.mixes.split(",") if name}
+    c = Campaign(args)
+    campaign: dict[str, Any] = {"format": "fleetwatt-accuracy-campaign", "version": 1, "args": vars(args)}
+    campaign["gpu"] = c.gpu_facts()
+    c.log(f"GPU: {campaign['gpu']}")
+    monitor = threading.Thread(target=c.monitor, daemon=True)
+    monitor.start()
+    runs: list[dict[str, Any]] = []
+    idles: list[dict[str, Any]] = []
+    ok = True
+    try:
+        c.start_agent()
+        idles.append({"rep": 0, **c.idle_window(args.idle_s)})
+        cal = c.spawn("calibrate", 1)
+        cal_run = c.run_group("calibrate", 0, [cal])
+        rates = cal_run["jobs"][0]["report"]["rates"]
+        iters, burst = plan_iters(rates, args.target_s)
+        campaign.update({"rates": rates, "iters": iters, "duty_burst": burst})
+        c.log(f"rates {rates} -> iters {iters}, duty burst {burst}")
+        needed = {k for kinds in mixes.values() for k in kinds}  # each kind a mix uses, alone first
+        groups: list[tuple[str, tuple[str, ...]]] = [(f"alone:{k}", (k,)) for k in ALONE if k in needed]
+        groups += [(f"mix:{name}", kinds) for name, kinds in mixes.items()]
+        plan = [(rep, label, kinds) for rep in range(1, args.reps + 1) for label, kinds in groups]
+        next_children = [c.spawn(k, iters[k], burst) for k in plan[0][2]]
+        for i, (rep, label, _kinds) in enumerate(plan):
+            if label == groups[0][0]:
+                idles.append({"rep": rep, **c.idle_window(args.idle_s / 2)})
+            children = next_children
+            over = time.time() - c.t0 > args.budget_s
+            if i + 1 < len(plan) and not over:
+                next_children = [c.spawn(k, iters[k], burst) for k in plan[i + 1][2]]
+            result = c.run_group(label, rep, children)
+            runs.append(result)
+            ok = ok and result["status"] == "ok"
+            if over:
+                c.log(f"budget of {args.budget_s:.0f} s spent: stopping after {label} rep {rep}")
+                ok = False
+                break
+        idles.append({"rep": -1, **c.idle_window(3.0)})
+        time.sleep(args.agent_tail_s)  # the agent's energy window closes
+    finally:
+        c.stop_agent()
+        c.stop_monitor.set()
+        monitor.join(timeout=5)
+        for child in c.children.values():
+            if child.proc.poll() is None:
+                child.proc.kill()
+    campaign.update(
+        {
+            "runs": runs,
+            "idle_windows": idles,
+            "calibration_run": cal_run if "cal_run" in locals() else None,
+            "monitor": accuracy_analysis.columns(c.monitor_rows),
+        }
+    )
+    with gzip.open(c.out / "campaign.json.gz", "wt", encoding="utf-8") as f:
+        json.dump(campaign, f, separators=(",", ":"))
+    trace = c.work / "trace.jsonl"
+    if trace.exists():
+        with open(trace, "rb") as src, gzip.open(c.out / "trace.jsonl.gz", "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    try:
+        results = accuracy_analysis.analyse(c.out / "campaign.json.gz", c.out / "trace.jsonl.gz")
+        (c.out / "results.json").write_text(json.dumps(results, indent=1))
+        print(accuracy_analysis.table(results), flush=True)
+    except Exception as exc:
+        c.log(f"analysis failed: {exc!r}")
+        import traceback
+
+        traceback.print_exc()
+    c.log("done" if ok else "done, with runs that did not finish")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
