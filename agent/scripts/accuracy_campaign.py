@@ -21,13 +21,11 @@ import argparse
 import gzip
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -39,6 +37,7 @@ sys.path.insert(0, str(AGENT_SRC))
 sys.path.insert(0, str(HERE))
 
 import accuracy_analysis  # noqa: E402
+from gpu_two_jobs import agent_command, agent_url  # noqa: E402
 
 ALONE = ("mm", "copy", "xfmr", "duty", "tiny", "holder")
 MIXES: dict[str, tuple[str, ...]] = {
@@ -195,42 +194,11 @@ class Campaign:
 
     # -- the agent ------------------------------------------------------------------------------------
     def start_agent(self) -> None:
-        cmd = [
-            sys.executable,
-            "-m",
-            "fleetwatt_agent",
-            "--backend",
-            "nvml",
-            "--listen",
-            "127.0.0.1:0",
-            "--hostname",
-            "h200-accuracy",
-            "--log-level",
-            "WARNING",
-            "--record",
-            str(self.work / "trace.jsonl"),
-            *self.args.agent_arg,
-        ]
+        cmd = agent_command("h200-accuracy", ["--record", str(self.work / "trace.jsonl"), *self.args.agent_arg])
         self.log(f"start agent: {' '.join(cmd[1:])}")
         self.agent_log = open(self.out / "agent.log", "ab")  # noqa: SIM115 - closed at exit
         self.agent = subprocess.Popen(cmd, env=self.env(), stdout=subprocess.PIPE, stderr=self.agent_log)
-        assert self.agent.stdout is not None
-        line = self.agent.stdout.readline().decode()
-        m = re.search(r"listening on (http://\S+)", line)
-        if not m:
-            raise SystemExit(f"agent did not start: {line!r} (rc {self.agent.poll()})")
-        base = m.group(1)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                with urllib.request.urlopen(base + "/healthz", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            time.sleep(0.2)
-        else:
-            raise SystemExit("agent never became healthy")
+        base = agent_url(self.agent, "accuracy")
         self.log(f"agent ready at {base} (pid {self.agent.pid})")
 
     def stop_agent(self) -> None:

@@ -84,40 +84,11 @@ class Run:
 
     # -- processes ----------------------------------------------------------------------------------
     def start_agent(self, name: str, extra: list[str]) -> tuple[subprocess.Popen[bytes], str]:
-        cmd = [
-            sys.executable,
-            "-m",
-            "fleetwatt_agent",
-            "--backend",
-            "nvml",
-            "--listen",
-            "127.0.0.1:0",
-            "--hostname",
-            "h200-two-jobs",
-            "--log-level",
-            "WARNING",
-            *extra,
-        ]
+        cmd = agent_command("h200-two-jobs", extra)
         self.log(f"start agent {name}: {' '.join(cmd[1:])}")
         proc = subprocess.Popen(cmd, env=self.env(), stdout=subprocess.PIPE, stderr=self.log_file)
         self.procs.append(proc)
-        assert proc.stdout is not None
-        line = proc.stdout.readline().decode()
-        m = re.search(r"listening on (http://\S+)", line)
-        if not m:
-            raise SystemExit(f"agent {name} did not start: {line!r} (rc {proc.poll()})")
-        base = m.group(1)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                with urllib.request.urlopen(base + "/healthz", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            time.sleep(0.2)
-        else:
-            raise SystemExit(f"agent {name} never became healthy")
+        base = agent_url(proc, name)
         self.log(f"agent {name} ready at {base} (pid {proc.pid})")
         return proc, base
 
@@ -145,6 +116,32 @@ class Run:
         for proc in self.procs:
             if proc.poll() is None:
                 proc.kill()
+
+
+def agent_command(hostname: str, extra: list[str]) -> list[str]:
+    """The agent from the source tree on the NVML backend, on a free loopback port."""
+    agent = [sys.executable, "-m", "fleetwatt_agent", "--backend", "nvml", "--listen", "127.0.0.1:0"]
+    return [*agent, "--hostname", hostname, "--log-level", "WARNING", *extra]
+
+
+def agent_url(proc: subprocess.Popen[bytes], name: str) -> str:
+    """The URL a started agent prints on its first line, once its /healthz answers 200."""
+    assert proc.stdout is not None
+    line = proc.stdout.readline().decode()
+    m = re.search(r"listening on (http://\S+)", line)
+    if not m:
+        raise SystemExit(f"agent {name} did not start: {line!r} (rc {proc.poll()})")
+    base = m.group(1)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(base + "/healthz", timeout=2) as r:
+                if r.status == 200:
+                    return base
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit(f"agent {name} never became healthy")
 
 
 def get(url: str) -> bytes:
