@@ -320,7 +320,11 @@ def main() -> int:
     parser.add_argument("--dry-run", action="store_true")
     parser.add_argument("--fake-unit-s", type=float, default=0.01)
     args = parser.parse_args()
-    mixes = {name: MIXES[name] for name in args.mixes.split(",") if name}
+    names = [name for name in args.mixes.split(",") if name]
+    unknown = [name for name in names if name not in MIXES]
+    if unknown or not names:
+        parser.error(f"--mixes: unknown {', '.join(unknown) or '(none given)'}; known: {', '.join(MIXES)}")
+    mixes = {name: MIXES[name] for name in names}
     c = Campaign(args)
     campaign: dict[str, Any] = {"format": "fleetwatt-accuracy-campaign", "version": 1, "args": vars(args)}
     campaign["gpu"] = c.gpu_facts()
