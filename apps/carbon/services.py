@@ -160,7 +160,7 @@ def footprints_refresh(
     gpu_ids = {h[1] for h in hours} | {r[1] for r in rows}
     gpu_of = {
         pk: (node_id, model)
-        for pk, node_id, model in Gpu.objects.filter(pk__in=gpu_ids).values_list("pk", "node_id", "model_name")
+        for pk, node_id, model in Gpu.objects.filter(pk__any=gpu_ids).values_list("pk", "node_id", "model_name")
     }
     nodes = Node.objects.select_related("cluster__site", "server_type").in_bulk({n for n, _ in gpu_of.values()})
     factors: dict[tuple[int, str, datetime], HourFactors] = {}
@@ -275,7 +275,7 @@ def job_groups_assign(
     if cluster_ids is not None:
         jobs = jobs.filter(cluster_id__in=list(cluster_ids))
     if job_ids is not None:
-        jobs = jobs.filter(pk__in=list(job_ids))
+        jobs = jobs.filter(pk__any=list(job_ids))
     changed = []
     fields = ("pk", "cluster_id", "account", "name", "namespace", "user", "group_key", "job_group_id")
     for job in jobs.filter(group_locked=False).only(*fields):

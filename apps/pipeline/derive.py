@@ -105,7 +105,7 @@ class DeriveRun:
         if self._jobs is None:
             # prefetch, not select_related: a cluster, site or group object shared by its jobs, not one per job.
             self._jobs = list(
-                Job.objects.filter(pk__in=sorted(self.job_ids), rows_expired=False).prefetch_related(
+                Job.objects.filter(pk__any=sorted(self.job_ids), rows_expired=False).prefetch_related(
                     "cluster__site", "job_group"
                 )
             )
@@ -121,7 +121,7 @@ class DeriveRun:
         """The (cluster, UTC day) pairs whose teams' daily sums this run may have changed."""
         pairs = set(self.refreshed.cluster_days) if self.refreshed else set()
         if Fact.BILLING in self.changed and self.scope.job_ids:
-            rows = JobGpuHour.objects.filter(job_id__in=self.scope.job_ids)
+            rows = JobGpuHour.objects.filter(job_id__any=self.scope.job_ids)
             pairs |= {
                 (c, h.astimezone(UTC).date())
                 for c, h in rows.values_list("gpu__node__cluster_id", "hour").distinct().order_by()
