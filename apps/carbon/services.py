@@ -212,7 +212,7 @@ def jobs_footprint_sum(
 ) -> None:
     """A job's footprint is the sum of its rows' (per-GPU totals); its intensity source and basis those
     of its site; its carbon-shift hint where its group is flexible. In place on `jobs` (their site and
-    group loaded), then stored."""
+    group loaded); stored by the pipeline with the run's other job figures (JOB_FOOTPRINT_FIELDS)."""
     if not jobs:
         return
     deadline_h = settings.FLEETWATT_SHIFT_DEADLINE_H
@@ -233,7 +233,6 @@ def jobs_footprint_sum(
         job.shift_saving_kg = None
         if job.job_group and job.job_group.flexible and site and site.grid_zone and per_gpu:
             job.shift_saving_kg = _shift_hint(job, site, deadline_h)
-    rows_update(jobs, JOB_FOOTPRINT_FIELDS)
 
 
 def _shift_hint(job: Job, site: Site, deadline_h: int) -> float | None:

@@ -95,6 +95,7 @@ class DeriveRun:
     regrouped: int = 0
     window: tuple[datetime, datetime] | None = None  # hours whose estimates changed (a scheduler sync's jobs)
     timings_s: dict[str, float] = field(default_factory=dict)
+    job_fields: set[str] = field(default_factory=set)  # fields of `jobs()` the steps changed, not yet stored
     _totals: dict[int, list[JobGpuTotals]] | None = None
     _jobs: list[Job] | None = None
 
@@ -198,10 +199,17 @@ def _job_summaries(run: DeriveRun) -> None:
             cluster_ids={job.cluster_id for job in run.jobs()}
         ),
     )
+    run.job_fields |= set(jobs.SUMMARY_FIELDS)
 
 
 def _job_footprints(run: DeriveRun) -> None:
     carbon.jobs_footprint_sum(jobs=run.jobs(), totals=run.totals(), book=run.factor_book)
+    run.job_fields |= set(carbon.JOB_FOOTPRINT_FIELDS)
+
+
+def _job_figures(run: DeriveRun) -> None:
+    jobs.jobs_fields_write(jobs=run.jobs(), fields=run.job_fields)
+    run.job_fields.clear()
 
 
 def _low_coverage_flags(run: DeriveRun) -> None:
@@ -265,6 +273,8 @@ STEPS: tuple[Step, ...] = (
           "energy, split, coverage and span from the rows and the scheduler's span; after the footprints"),
     _step("job_footprints", _job_footprints, {F.ROW_FOOTPRINTS, F.GROUPS, F.JOB_GROUP}, F.JOB_FOOTPRINTS,
           "a job's footprint is the sum of its rows' footprints, with the hint its group allows"),
+    _step("job_figures", _job_figures, {F.SUMMARIES, F.JOB_FOOTPRINTS}, None,
+          "one UPDATE of the jobs' summaries and footprints, both computed in place above"),
     _step("low_coverage_flags", _low_coverage_flags, {F.SUMMARIES}, F.FLAGS,
           "coverage comes from the summaries"),
     _step("estimated_intensity_flags", _estimated_intensity_flags, {F.JOB_FOOTPRINTS}, F.FLAGS,
