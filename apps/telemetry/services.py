@@ -159,8 +159,11 @@ def _jobs_upsert(
 ) -> dict[str, Job]:
     """Create the jobs first seen in this hour, update the metadata of those whose labels changed."""
     metas = list(metas)
-    existing = {j.job_key: j for j in Job.objects.filter(cluster=cluster, job_key__any=[m.job_key for m in metas])}
     fields = ["scheduler", "job_id", "user", "account", "namespace", "pod", "name", "team", "source"]
+    # Only what is compared and written here: a job has some sixty columns, and the hour's hundreds of jobs
+    # were loaded whole (the caller reads only their primary keys).
+    loaded = Job.objects.filter(cluster=cluster).only("job_key", "labels", "team_locked", *fields)
+    existing = {j.job_key: j for j in loaded.filter(job_key__any=[m.job_key for m in metas])}
     new, changed = [], []
     for m in metas:
         known = existing.get(m.job_key)
@@ -193,9 +196,7 @@ def _jobs_upsert(
     Job.objects.bulk_create(new, ignore_conflicts=True, unique_fields=["cluster", "job_key"])
     rows_update(changed, fields)
     if new:
-        existing.update(
-            (j.job_key, j) for j in Job.objects.filter(cluster=cluster, job_key__any=[j.job_key for j in new])
-        )
+        existing.update((j.job_key, j) for j in loaded.filter(job_key__any=[j.job_key for j in new]))
     return existing
 
 
