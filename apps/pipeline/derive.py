@@ -150,7 +150,11 @@ def _gpu_hour_flags(run: DeriveRun) -> None:
         raise ValueError("GPU-hour flags are derived for a window of hours.")
     clusters = Cluster.objects.all() if run.cluster_ids is None else Cluster.objects.filter(pk__in=run.cluster_ids)
     for cluster in clusters:
-        rows = list(GpuHour.objects.filter(gpu__node__cluster=cluster, hour__gte=start, hour__lt=end))
+        rows = list(
+            GpuHour.objects.filter(gpu__node__cluster=cluster, hour__gte=start, hour__lt=end).only(
+                *flags.GPU_HOUR_FLAG_FIELDS
+            )
+        )
         hour = start
         while hour < end:
             flags.gpu_hour_flags_replace(cluster=cluster, hour=hour, rows=[r for r in rows if r.hour == hour])

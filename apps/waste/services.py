@@ -23,6 +23,13 @@ from .findings import FINDING_KINDS, Allocation, Thresholds, failed_run_evidence
 from .kinds import GPU_HOUR_KINDS
 from .models import Flag
 
+# The GPU-hour columns the two functions below read: the caller loads these only (`.only`), not the
+# thirty-odd columns of a thousand GPU-hours per cluster-hour.
+GPU_HOUR_FLAG_FIELDS = (
+    "gpu_id", "hour", "source", "sampled_s", "device_energy_j", "dcgm_energy_j", "residual_j", "residual_ratio",
+    "counter_resets", "agent_version", "contract_gaps",
+)  # fmt: skip
+
 
 def gpu_hour_flag_kinds(row: GpuHour, *, scrape_interval_s: int) -> list[str]:
     """`counter_reset` when the driver's counter went backwards; `conservation` when the agent saw the
