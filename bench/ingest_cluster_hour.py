@@ -121,7 +121,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=24, help="hours derived at once in the catch-up run")
     args = ap.parse_args()
 
-    subprocess.run(["createdb", "-h", "127.0.0.1", "-U", "postgres", "fleetwatt_bench"], capture_output=True)
+    database = os.environ["DATABASE_URL"].rsplit("/", 1)[-1]  # DATABASE_URL's database, made if missing
+    subprocess.run(["createdb", "-h", "127.0.0.1", "-U", "postgres", database], capture_output=True)
     django.setup()
     from django.core.management import call_command
 

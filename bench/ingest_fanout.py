@@ -35,8 +35,9 @@ import requests
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-DATABASE = "fleetwatt_bench_fanout"
-REDIS = "redis://127.0.0.1:6379/13"
+# Overridable, so that two runs (two checkouts side by side) need not share a database or a broker.
+DATABASE = os.environ.get("FLEETWATT_BENCH_DATABASE", "fleetwatt_bench_fanout")
+REDIS = os.environ.get("FLEETWATT_BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fleetwatt.settings")
 os.environ.setdefault("DJANGO_DEBUG", "1")
 os.environ["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{DATABASE}"

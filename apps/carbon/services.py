@@ -160,7 +160,7 @@ def footprints_refresh(
     gpu_ids = {h[1] for h in hours} | {r[1] for r in rows}
     gpu_of = {
         pk: (node_id, model)
-        for pk, node_id, model in Gpu.objects.filter(pk__in=gpu_ids).values_list("pk", "node_id", "model_name")
+        for pk, node_id, model in Gpu.objects.filter(pk__any=gpu_ids).values_list("pk", "node_id", "model_name")
     }
     nodes = Node.objects.select_related("cluster__site", "server_type").in_bulk({n for n, _ in gpu_of.values()})
     factors: dict[tuple[int, str, datetime], HourFactors] = {}
@@ -212,7 +212,7 @@ def jobs_footprint_sum(
 ) -> None:
     """A job's footprint is the sum of its rows' (per-GPU totals); its intensity source and basis those
     of its site; its carbon-shift hint where its group is flexible. In place on `jobs` (their site and
-    group loaded), then stored."""
+    group loaded); stored by the pipeline with the run's other job figures (JOB_FOOTPRINT_FIELDS)."""
     if not jobs:
         return
     deadline_h = settings.FLEETWATT_SHIFT_DEADLINE_H
@@ -233,7 +233,6 @@ def jobs_footprint_sum(
         job.shift_saving_kg = None
         if job.job_group and job.job_group.flexible and site and site.grid_zone and per_gpu:
             job.shift_saving_kg = _shift_hint(job, site, deadline_h)
-    rows_update(jobs, JOB_FOOTPRINT_FIELDS)
 
 
 def _shift_hint(job: Job, site: Site, deadline_h: int) -> float | None:
@@ -275,7 +274,7 @@ def job_groups_assign(
     if cluster_ids is not None:
         jobs = jobs.filter(cluster_id__in=list(cluster_ids))
     if job_ids is not None:
-        jobs = jobs.filter(pk__in=list(job_ids))
+        jobs = jobs.filter(pk__any=list(job_ids))
     changed = []
     fields = ("pk", "cluster_id", "account", "name", "namespace", "user", "group_key", "job_group_id")
     for job in jobs.filter(group_locked=False).only(*fields):

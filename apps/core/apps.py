@@ -40,7 +40,7 @@ class CoreConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import schema  # noqa: F401 (registers the token scheme with drf-spectacular)
+        from . import lookups, schema  # noqa: F401 (`__any`; the token scheme for drf-spectacular)
 
         post_migrate.connect(_app_role_grant, sender=self, dispatch_uid="fleetwatt-app-role-grant")
         task_success.connect(_task_succeeded, dispatch_uid="fleetwatt-metrics-task-success")

@@ -138,7 +138,8 @@ def columns_upsert(
     update_fields: Sequence[str],
 ) -> None:
     """rows_upsert for rows given as columns (a field's name or attname: one value per row), with no model
-    instance per row; a column not given takes its field's default. One array parameter per column
+    instance per row; a column not given takes its field's default (its database default where it has only
+    that, as Django's INSERT does); no `update_fields`: ON CONFLICT DO NOTHING. One array parameter per column
     (`unnest`), so the statement stays small; JSON and array columns, which cannot be unnested as they are,
     travel as JSON text and are rebuilt in the SELECT."""
     lengths = {len(values) for values in columns.values()}
@@ -149,7 +150,9 @@ def columns_upsert(
         return
     meta = model._meta
     given = {_column(meta, name).attname: values for name, values in columns.items()}
-    cols = [f for f in meta.concrete_fields if not f.primary_key]
+    cols = [
+        f for f in meta.concrete_fields if not f.primary_key and (f.attname in given or not _database_default_only(f))
+    ]
     unknown = set(given) - {f.attname for f in cols}
     if unknown:
         raise ValueError(f"columns_upsert: {meta.label} has no column {sorted(unknown)}")
@@ -157,14 +160,20 @@ def columns_upsert(
     arrays = ", ".join(f"%b::{_unnest_type(f)}[]" for f in cols)
     conflict = ", ".join(f'"{_column(meta, n).column}"' for n in unique_fields)
     updates = ", ".join(f'"{_column(meta, n).column}" = EXCLUDED."{_column(meta, n).column}"' for n in update_fields)
+    on_conflict = f"DO UPDATE SET {updates}" if updates else "DO NOTHING"
     params = [_unnest_values(f, given[f.attname] if f.attname in given else [f.get_default()] * rows) for f in cols]
     with _binding_cursor() as cursor:
         cursor.execute(
             f'INSERT INTO "{meta.db_table}" ({names}) SELECT {", ".join(_rebuilt(f) for f in cols)} '
             f"FROM unnest({arrays}) AS v({names}) "
-            f"ON CONFLICT ({conflict}) DO UPDATE SET {updates}",
+            f"ON CONFLICT ({conflict}) {on_conflict}",
             params,
         )
+
+
+def _database_default_only(field: models.Field[Any, Any]) -> bool:
+    """A field whose default only the database knows (`db_default`): left out of an INSERT, as Django does."""
+    return field.db_default is not models.NOT_PROVIDED and not field.has_default()
 
 
 def _as_json(field: models.Field[Any, Any]) -> bool:

@@ -41,7 +41,7 @@ def job_gpu_totals(*, job_ids: Iterable[int]) -> dict[int, list[JobGpuTotals]]:
     if not ids:
         return out
     rows = (
-        JobGpuHour.objects.filter(job_id__in=ids)
+        JobGpuHour.objects.filter(job_id__any=ids)
         .values("job_id", "gpu_id", "gpu__uuid", "source")
         .annotate(
             **footprint_sums(),
@@ -84,7 +84,7 @@ def job_energy_by_method(*, job_ids: Iterable[int]) -> dict[int, dict[str, float
     """Each job's GPU energy per split method (J), over all its hours."""
     energy: dict[int, dict[str, float]] = defaultdict(dict)
     for row in (
-        JobGpuHourEnergy.objects.filter(job_id__in=sorted(set(job_ids)))
+        JobGpuHourEnergy.objects.filter(job_id__any=sorted(set(job_ids)))
         .values("job_id", "method")
         .annotate(j=exact_sum("energy_j"))
         .order_by()

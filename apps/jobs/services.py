@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
 from apps.core.bulk import rows_update
@@ -49,8 +49,8 @@ def jobs_summary_refresh(
     cluster_ingested_through: Mapping[int, datetime] | None = None,
 ) -> None:
     """Recompute the summary of each job from the sums of all its hour rows (so the order of ingest never
-    matters): energy and split, coverage, GPU-hours, span; in place on `jobs` (their cluster loaded), then
-    stored. `gpu_sampled`: the agent's sampled seconds per
+    matters): energy and split, coverage, GPU-hours, span; in place on `jobs` (their cluster loaded), stored
+    by `jobs_fields_write` with the run's other figures (SUMMARY_FIELDS). `gpu_sampled`: the agent's sampled seconds per
     (GPU, hour) over the jobs' spans (apps.telemetry.selectors.gpu_sampled_seconds). `ingested_through`: how
     far the ingest of the jobs' cluster has gone (an ingest knows it), else `cluster_ingested_through`."""
     if not jobs:
@@ -66,4 +66,9 @@ def jobs_summary_refresh(
         )
         for name in SUMMARY_FIELDS:
             setattr(job, name, getattr(s, name))
-    rows_update(jobs, SUMMARY_FIELDS)
+
+
+def jobs_fields_write(*, jobs: Sequence[Job], fields: Iterable[str]) -> None:
+    """Store the given fields of the jobs, computed in place by the steps before: one UPDATE for all of them
+    (each UPDATE writes a new version of every row, with an entry in each of the table's indexes)."""
+    rows_update(jobs, sorted(set(fields)))

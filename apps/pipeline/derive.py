@@ -95,6 +95,7 @@ class DeriveRun:
     regrouped: int = 0
     window: tuple[datetime, datetime] | None = None  # hours whose estimates changed (a scheduler sync's jobs)
     timings_s: dict[str, float] = field(default_factory=dict)
+    job_fields: set[str] = field(default_factory=set)  # fields of `jobs()` the steps changed, not yet stored
     _totals: dict[int, list[JobGpuTotals]] | None = None
     _jobs: list[Job] | None = None
 
@@ -105,7 +106,7 @@ class DeriveRun:
         if self._jobs is None:
             # prefetch, not select_related: a cluster, site or group object shared by its jobs, not one per job.
             self._jobs = list(
-                Job.objects.filter(pk__in=sorted(self.job_ids), rows_expired=False).prefetch_related(
+                Job.objects.filter(pk__any=sorted(self.job_ids), rows_expired=False).prefetch_related(
                     "cluster__site", "job_group"
                 )
             )
@@ -121,7 +122,7 @@ class DeriveRun:
         """The (cluster, UTC day) pairs whose teams' daily sums this run may have changed."""
         pairs = set(self.refreshed.cluster_days) if self.refreshed else set()
         if Fact.BILLING in self.changed and self.scope.job_ids:
-            rows = JobGpuHour.objects.filter(job_id__in=self.scope.job_ids)
+            rows = JobGpuHour.objects.filter(job_id__any=self.scope.job_ids)
             pairs |= {
                 (c, h.astimezone(UTC).date())
                 for c, h in rows.values_list("gpu__node__cluster_id", "hour").distinct().order_by()
@@ -149,7 +150,11 @@ def _gpu_hour_flags(run: DeriveRun) -> None:
         raise ValueError("GPU-hour flags are derived for a window of hours.")
     clusters = Cluster.objects.all() if run.cluster_ids is None else Cluster.objects.filter(pk__in=run.cluster_ids)
     for cluster in clusters:
-        rows = list(GpuHour.objects.filter(gpu__node__cluster=cluster, hour__gte=start, hour__lt=end))
+        rows = list(
+            GpuHour.objects.filter(gpu__node__cluster=cluster, hour__gte=start, hour__lt=end).only(
+                *flags.GPU_HOUR_FLAG_FIELDS
+            )
+        )
         hour = start
         while hour < end:
             flags.gpu_hour_flags_replace(cluster=cluster, hour=hour, rows=[r for r in rows if r.hour == hour])
@@ -198,10 +203,17 @@ def _job_summaries(run: DeriveRun) -> None:
             cluster_ids={job.cluster_id for job in run.jobs()}
         ),
     )
+    run.job_fields |= set(jobs.SUMMARY_FIELDS)
 
 
 def _job_footprints(run: DeriveRun) -> None:
     carbon.jobs_footprint_sum(jobs=run.jobs(), totals=run.totals(), book=run.factor_book)
+    run.job_fields |= set(carbon.JOB_FOOTPRINT_FIELDS)
+
+
+def _job_figures(run: DeriveRun) -> None:
+    jobs.jobs_fields_write(jobs=run.jobs(), fields=run.job_fields)
+    run.job_fields.clear()
 
 
 def _low_coverage_flags(run: DeriveRun) -> None:
@@ -265,6 +277,8 @@ STEPS: tuple[Step, ...] = (
           "energy, split, coverage and span from the rows and the scheduler's span; after the footprints"),
     _step("job_footprints", _job_footprints, {F.ROW_FOOTPRINTS, F.GROUPS, F.JOB_GROUP}, F.JOB_FOOTPRINTS,
           "a job's footprint is the sum of its rows' footprints, with the hint its group allows"),
+    _step("job_figures", _job_figures, {F.SUMMARIES, F.JOB_FOOTPRINTS}, None,
+          "one UPDATE of the jobs' summaries and footprints, both computed in place above"),
     _step("low_coverage_flags", _low_coverage_flags, {F.SUMMARIES}, F.FLAGS,
           "coverage comes from the summaries"),
     _step("estimated_intensity_flags", _estimated_intensity_flags, {F.JOB_FOOTPRINTS}, F.FLAGS,

@@ -11,46 +11,57 @@ from datetime import UTC, date, datetime, timedelta
 from django.core.cache import cache
 from django.db import connection, transaction
 
+from apps.fleet.models import Gpu
+
 from .models import TeamDay
 from .selectors import ROLLUP_GENERATION_KEY
 
+# The clusters' GPUs come as arrays (`gpus`, each with its cluster), not as joins to fleet_gpu and
+# fleet_node: without statistics (a month's new partition, a fresh table) Postgres planned those joins as
+# nested loops that walked the day's whole index range once per GPU (0.5 s an hour at 1,000 GPUs, growing
+# through the day); an array's length is known to the planner, which then hashes it.
 _TEAM_DAYS_SQL = """
-WITH rows AS (
-    SELECT j.team_id, n.cluster_id, (jh.hour AT TIME ZONE 'UTC')::date AS day, jh.energy_j, jh.occupancy_s,
-           jh.facility_kwh, COALESCE(jh.operational_kg, 0) AS operational_kg, jh.embodied_kg, jh.cost
+WITH gpus AS (
+    SELECT * FROM unnest(%(gpus)s::bigint[], %(gpu_clusters)s::bigint[]) AS g(id, cluster_id)
+), rows AS (  -- summed per job first (numeric: exact, so the sums of sums are the sums), then per team
+    SELECT jh.job_id, g.cluster_id, (jh.hour AT TIME ZONE 'UTC')::date AS day, SUM(jh.energy_j::numeric) AS energy_j,
+           SUM(jh.occupancy_s::numeric) AS occupancy_s, SUM(jh.facility_kwh::numeric) AS facility_kwh,
+           SUM(COALESCE(jh.operational_kg, 0)::numeric) AS operational_kg,
+           SUM(jh.embodied_kg::numeric) AS embodied_kg, SUM(jh.cost) AS cost
     FROM jobs_jobgpuhour jh
-    JOIN jobs_job j ON j.id = jh.job_id
-    JOIN fleet_gpu g ON g.id = jh.gpu_id
-    JOIN fleet_node n ON n.id = g.node_id
-    WHERE n.cluster_id = ANY(%(clusters)s) AND (jh.hour AT TIME ZONE 'UTC')::date = ANY(%(days)s)
+    JOIN gpus g ON g.id = jh.gpu_id
+    WHERE jh.gpu_id = ANY(%(gpus)s::bigint[]) AND (jh.hour AT TIME ZONE 'UTC')::date = ANY(%(days)s)
       AND jh.hour >= %(lo)s AND jh.hour < %(hi)s  -- the days' range: an index range and its partitions only
-      AND NOT j.excluded_from_bill
+    GROUP BY jh.job_id, g.cluster_id, day
 ), methods AS (
-    SELECT j.team_id, n.cluster_id, (e.hour AT TIME ZONE 'UTC')::date AS day, e.method,
-           SUM(e.energy_j::numeric)::float8 AS energy_j
+    SELECT e.job_id, g.cluster_id, (e.hour AT TIME ZONE 'UTC')::date AS day, e.method,
+           SUM(e.energy_j::numeric) AS energy_j
     FROM jobs_jobgpuhourenergy e
-    JOIN jobs_job j ON j.id = e.job_id
-    JOIN fleet_gpu g ON g.id = e.gpu_id
-    JOIN fleet_node n ON n.id = g.node_id
-    WHERE n.cluster_id = ANY(%(clusters)s) AND (e.hour AT TIME ZONE 'UTC')::date = ANY(%(days)s)
+    JOIN gpus g ON g.id = e.gpu_id
+    WHERE e.gpu_id = ANY(%(gpus)s::bigint[]) AND (e.hour AT TIME ZONE 'UTC')::date = ANY(%(days)s)
       AND e.hour >= %(lo)s AND e.hour < %(hi)s
-      AND NOT j.excluded_from_bill
-    GROUP BY j.team_id, n.cluster_id, day, e.method
+    GROUP BY e.job_id, g.cluster_id, day, e.method
+), team_methods AS (
+    SELECT j.team_id, m.cluster_id, m.day, m.method, SUM(m.energy_j)::float8 AS energy_j
+    FROM methods m JOIN jobs_job j ON j.id = m.job_id
+    WHERE NOT j.excluded_from_bill
+    GROUP BY j.team_id, m.cluster_id, m.day, m.method
 ), by_method AS (
     SELECT team_id, cluster_id, day, jsonb_object_agg(method, energy_j) AS energy_by_method_j
-    FROM methods GROUP BY team_id, cluster_id, day
+    FROM team_methods GROUP BY team_id, cluster_id, day
 )
 INSERT INTO {table} (team_id, cluster_id, day, energy_j, occupancy_s, facility_kwh, operational_kg,
                      embodied_kg, cost, energy_by_method_j)
 SELECT s.team_id, s.cluster_id, s.day, s.energy_j, s.occupancy_s, s.facility_kwh, s.operational_kg, s.embodied_kg,
        s.cost, COALESCE(m.energy_by_method_j, '{{}}'::jsonb)
 FROM (
-    SELECT r.team_id, r.cluster_id, r.day, SUM(r.energy_j::numeric)::float8 AS energy_j,
-           SUM(r.occupancy_s::numeric)::float8 AS occupancy_s, SUM(r.facility_kwh::numeric)::float8 AS facility_kwh,
-           SUM(r.operational_kg::numeric)::float8 AS operational_kg, SUM(r.embodied_kg::numeric)::float8 AS embodied_kg,
+    SELECT j.team_id, r.cluster_id, r.day, SUM(r.energy_j)::float8 AS energy_j,
+           SUM(r.occupancy_s)::float8 AS occupancy_s, SUM(r.facility_kwh)::float8 AS facility_kwh,
+           SUM(r.operational_kg)::float8 AS operational_kg, SUM(r.embodied_kg)::float8 AS embodied_kg,
            SUM(r.cost) AS cost
-    FROM rows r
-    GROUP BY r.team_id, r.cluster_id, r.day
+    FROM rows r JOIN jobs_job j ON j.id = r.job_id
+    WHERE NOT j.excluded_from_bill
+    GROUP BY j.team_id, r.cluster_id, r.day
 ) s
 LEFT JOIN by_method m ON m.team_id = s.team_id AND m.cluster_id = s.cluster_id AND m.day = s.day
 """
@@ -72,12 +83,13 @@ def team_days_refresh(*, cluster_ids: Iterable[int], days: Iterable[date]) -> No
         for cluster_id in clusters:
             cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_TEAM_DAYS_LOCK, cluster_id])
     TeamDay.objects.filter(cluster_id__in=clusters, day__in=wanted).delete()
+    gpus = list(Gpu.objects.filter(node__cluster_id__in=clusters).values_list("pk", "node__cluster_id").order_by())
     with connection.cursor() as cursor:
         lo = datetime(wanted[0].year, wanted[0].month, wanted[0].day, tzinfo=UTC)
         hi = datetime(wanted[-1].year, wanted[-1].month, wanted[-1].day, tzinfo=UTC) + timedelta(days=1)
         cursor.execute(
             _TEAM_DAYS_SQL.format(table=TeamDay._meta.db_table),
-            {"clusters": clusters, "days": wanted, "lo": lo, "hi": hi},
+            {"gpus": [g for g, _ in gpus], "gpu_clusters": [c for _, c in gpus], "days": wanted, "lo": lo, "hi": hi},
         )
 
 

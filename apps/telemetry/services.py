@@ -137,7 +137,7 @@ def _gpus_upsert(cluster: Cluster, result: HourResult) -> tuple[dict[str, Gpu], 
     if missing:
         Node.objects.bulk_create(missing, ignore_conflicts=True, unique_fields=["cluster", "hostname"])
         nodes = {n.hostname: n for n in Node.objects.filter(cluster=cluster, hostname__in=hostnames)}
-    gpus = {g.uuid: g for g in Gpu.objects.filter(uuid__in=list(result.gpus))}
+    gpus = {g.uuid: g for g in Gpu.objects.filter(uuid__any=list(result.gpus))}
     new, changed = [], []
     for ref in result.gpus.values():
         gpu = gpus.get(ref.uuid)
@@ -149,7 +149,7 @@ def _gpus_upsert(cluster: Cluster, result: HourResult) -> tuple[dict[str, Gpu], 
             changed.append(gpu)
     if new:
         Gpu.objects.bulk_create(new, ignore_conflicts=True, unique_fields=["uuid"])
-        gpus = {g.uuid: g for g in Gpu.objects.filter(uuid__in=list(result.gpus))}
+        gpus = {g.uuid: g for g in Gpu.objects.filter(uuid__any=list(result.gpus))}
     rows_update(changed, ["node", "index", "model_name"])
     return gpus, bool(missing)
 
@@ -159,9 +159,13 @@ def _jobs_upsert(
 ) -> dict[str, Job]:
     """Create the jobs first seen in this hour, update the metadata of those whose labels changed."""
     metas = list(metas)
-    existing = {j.job_key: j for j in Job.objects.filter(cluster=cluster, job_key__in=[m.job_key for m in metas])}
     fields = ["scheduler", "job_id", "user", "account", "namespace", "pod", "name", "team", "source"]
-    new, changed = [], []
+    # Only what is compared and written here: a job has some sixty columns, and the hour's hundreds of jobs
+    # were loaded whole (the caller reads only their primary keys).
+    loaded = Job.objects.filter(cluster=cluster).only("job_key", "labels", "team_locked", *fields)
+    existing = {j.job_key: j for j in loaded.filter(job_key__any=[m.job_key for m in metas])}
+    new: list[dict[str, Any]] = []  # the columns of each job first seen
+    changed = []
     for m in metas:
         known = existing.get(m.job_key)
         # A pod's labels come from its scheduler record only (kube-state-metrics): kept for its team rules.
@@ -185,17 +189,22 @@ def _jobs_upsert(
         if job is not None and job.team_locked:  # an admin charged it elsewhere: keep that
             values["team_id"] = job.team_id
         if job is None:
-            new.append(Job(cluster=cluster, job_key=m.job_key, **values))
+            new.append({"cluster_id": cluster.pk, "job_key": m.job_key, **values})
         elif any(getattr(job, k) != v for k, v in values.items()):
             for k, v in values.items():
                 setattr(job, k, v)
             changed.append(job)
-    Job.objects.bulk_create(new, ignore_conflicts=True, unique_fields=["cluster", "job_key"])
+    # As columns (apps.core.bulk): Django's bulk_create compiled sixty columns of every new job into the
+    # statement's text, about as long as the rest of the writes of the hour.
+    columns_upsert(
+        Job,
+        {name: [job[name] for job in new] for name in new[0]} if new else {},
+        unique_fields=["cluster", "job_key"],
+        update_fields=[],  # a job another ingest created meanwhile is left as it is
+    )
     rows_update(changed, fields)
     if new:
-        existing.update(
-            (j.job_key, j) for j in Job.objects.filter(cluster=cluster, job_key__in=[j.job_key for j in new])
-        )
+        existing.update((j.job_key, j) for j in loaded.filter(job_key__any=[job["job_key"] for job in new]))
     return existing
 
 
@@ -291,7 +300,7 @@ def hour_rows_write(*, cluster: Cluster, hour: datetime, result: HourResult, tea
 
     measured = result.gpu_hours
     gpu_hour_pk = [gpus[g.uuid].pk for g in measured]
-    GpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour).exclude(gpu_id__in=gpu_hour_pk).delete()
+    GpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour).exclude(gpu_id__any=gpu_hour_pk).delete()
     gpu_fields = [
         "source",
         "device_energy_j",
@@ -427,7 +436,7 @@ def _held_gpus(cluster: Cluster, jobs: list[Job]) -> dict[int, set[int]]:
     theirs (a whole-node allocation). Otherwise only those measured, or none (docs/arithmetic.md)."""
     measured: dict[int, set[int]] = {}
     for job_id, gpu_id in (
-        JobGpuHour.objects.filter(job_id__in=[j.pk for j in jobs])
+        JobGpuHour.objects.filter(job_id__any=[j.pk for j in jobs])
         .exclude(source=Source.ESTIMATED)
         .values_list("job_id", "gpu_id")
         .distinct()
@@ -503,7 +512,7 @@ def unobserved_estimates_refresh(*, cluster: Cluster, start: datetime, end: date
         seen.setdefault((gpu_id, hour), {})[job_id] = SeenPart(sampled_s, occupancy_s, energy_j)
     seen_power_w = {
         r["job_id"]: r["energy"] / r["occupancy"]
-        for r in JobGpuHour.objects.filter(job_id__in=[j.pk for j in holders])
+        for r in JobGpuHour.objects.filter(job_id__any=[j.pk for j in holders])
         .exclude(source=Source.ESTIMATED)
         .values("job_id")
         .annotate(energy=exact_sum("energy_j"), occupancy=exact_sum("occupancy_s"))

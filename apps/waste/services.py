@@ -23,6 +23,13 @@ from .findings import FINDING_KINDS, Allocation, Thresholds, failed_run_evidence
 from .kinds import GPU_HOUR_KINDS
 from .models import Flag
 
+# The GPU-hour columns the two functions below read: the caller loads these only (`.only`), not the
+# thirty-odd columns of a thousand GPU-hours per cluster-hour.
+GPU_HOUR_FLAG_FIELDS = (
+    "gpu_id", "hour", "source", "sampled_s", "device_energy_j", "dcgm_energy_j", "residual_j", "residual_ratio",
+    "counter_resets", "agent_version", "contract_gaps",
+)  # fmt: skip
+
 
 def gpu_hour_flag_kinds(row: GpuHour, *, scrape_interval_s: int) -> list[str]:
     """`counter_reset` when the driver's counter went backwards; `conservation` when the agent saw the
@@ -92,7 +99,7 @@ def job_flag_lists_sync(*, job_ids: Iterable[int]) -> None:
     if not ids:
         return
     kinds: dict[int, set[str]] = defaultdict(set)
-    for job_id, kind in Flag.objects.filter(job_id__in=ids).values_list("job_id", "kind"):
+    for job_id, kind in Flag.objects.filter(job_id__any=ids).values_list("job_id", "kind"):
         kinds[job_id].add(kind)
     # GPU-hour flags are rare: look up the jobs' rows in the flagged GPU-hours only.
     hour_flags: dict[tuple[int, datetime | None], set[str]] = defaultdict(set)
@@ -102,12 +109,12 @@ def job_flag_lists_sync(*, job_ids: Iterable[int]) -> None:
         hour_flags[(gpu_id, hour)].add(kind)
     if hour_flags:
         gpu_ids = {g for g, _ in hour_flags}
-        for job_id, gpu_id, hour in JobGpuHour.objects.filter(job_id__in=ids, gpu_id__in=gpu_ids).values_list(
+        for job_id, gpu_id, hour in JobGpuHour.objects.filter(job_id__any=ids, gpu_id__in=gpu_ids).values_list(
             "job_id", "gpu_id", "hour"
         ):
             kinds[job_id] |= hour_flags.get((gpu_id, hour), set())
     changed = []
-    for job in Job.objects.filter(pk__in=ids).only("pk", "flags"):
+    for job in Job.objects.filter(pk__any=ids).only("pk", "flags"):
         new = sorted(kinds.get(job.pk, set()))
         if new != sorted(job.flags):
             job.flags = new
@@ -134,7 +141,7 @@ def _job_flag_hold(*, kind: str, jobs: Sequence[Job], raised: dict[Job, dict[str
     """The job-level flag `kind` raised, with its evidence, on the jobs of `raised`, and withdrawn from the
     other `jobs` unless somebody reviewed it."""
     cleared = [j.pk for j in jobs if j not in raised]
-    Flag.objects.filter(kind=kind, job_id__in=cleared, status=Flag.Status.OPEN).delete()
+    Flag.objects.filter(kind=kind, job_id__any=cleared, status=Flag.Status.OPEN).delete()
     _job_flags_put(kind=kind, evidence={job: evidence for job, evidence in raised.items()})
 
 
@@ -218,6 +225,6 @@ def job_findings_sync(*, totals: Mapping[int, Sequence[JobGpuTotals]], jobs: Seq
     # Withdraw the open findings whose condition no longer holds: one statement per kind.
     for kind in kinds:
         gone = [job.pk for job in jobs if kind not in found[job.pk]]
-        Flag.objects.filter(job_id__in=gone, kind=kind, status=Flag.Status.OPEN).delete()
+        Flag.objects.filter(job_id__any=gone, kind=kind, status=Flag.Status.OPEN).delete()
     for kind in kinds:
         _job_flags_put(kind=kind, evidence={job: found[job.pk][kind] for job in jobs if kind in found[job.pk]})
