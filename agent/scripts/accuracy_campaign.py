@@ -71,6 +71,7 @@ class Child:
     proc: subprocess.Popen[str]
     lines: list[str] = field(default_factory=list)
     ready: threading.Event = field(default_factory=threading.Event)
+    reader: threading.Thread | None = None  # reads its stdout into `lines`; ends when the process does
     working_since: float | None = None
 
 
@@ -236,7 +237,8 @@ class Campaign:
                     child.ready.set()
             child.ready.set()
 
-        threading.Thread(target=read, daemon=True).start()
+        child.reader = threading.Thread(target=read, daemon=True)
+        child.reader.start()
         return child
 
     def run_group(self, label: str, rep: int, children: list[Child]) -> dict[str, Any]:
@@ -263,9 +265,10 @@ class Campaign:
             if c.proc.returncode != 0 and status == "ok":
                 status = f"{c.kind} exited {c.proc.returncode}"
         t_done = time.time()
-        time.sleep(0.1)  # the reader threads take the last lines
         jobs = []
         for c in children:
+            if c.reader is not None:
+                c.reader.join(timeout=5)  # its last line, the report, is read
             report = next((json.loads(x) for x in reversed(c.lines) if x.startswith("{")), None)
             jobs.append({"kind": c.kind, "pid": c.proc.pid, "report": report})
         self.log(
@@ -334,12 +337,16 @@ def main() -> int:
     runs: list[dict[str, Any]] = []
     idles: list[dict[str, Any]] = []
     ok = True
+    cal_run: dict[str, Any] | None = None
     try:
         c.start_agent()
         idles.append({"rep": 0, **c.idle_window(args.idle_s)})
         cal = c.spawn("calibrate", 1)
         cal_run = c.run_group("calibrate", 0, [cal])
-        rates = cal_run["jobs"][0]["report"]["rates"]
+        report = cal_run["jobs"][0]["report"]
+        if cal_run["status"] != "ok" or not report:
+            raise SystemExit(f"calibration failed ({cal_run['status']}): see {c.out / 'run.log'}")
+        rates = report["rates"]
         iters, burst = plan_iters(rates, args.target_s)
         campaign.update({"rates": rates, "iters": iters, "duty_burst": burst})
         c.log(f"rates {rates} -> iters {iters}, duty burst {burst}")
@@ -375,7 +382,7 @@ def main() -> int:
         {
             "runs": runs,
             "idle_windows": idles,
-            "calibration_run": cal_run if "cal_run" in locals() else None,
+            "calibration_run": cal_run,
             "monitor": accuracy_analysis.columns(c.monitor_rows),
         }
     )

@@ -331,6 +331,8 @@ def derive(scope: Scope, *, changed: Iterable[Fact]) -> DeriveReport:
         ran.append(step.name)
         if step.makes is not None:
             run.changed.add(step.makes)
+    if run.job_fields:  # a step computed job figures in place that no job_figures step stored
+        raise RuntimeError(f"derive: job fields computed but not stored: {sorted(run.job_fields)}")
     return DeriveReport(
         steps=ran,
         timings_s=run.timings_s,
