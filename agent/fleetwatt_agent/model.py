@@ -58,6 +58,11 @@ class GpuReading:
     # True when the backend asked for per-process activity and the driver had no sample at all
     # (NVML NOT_FOUND): "no samples since that timestamp", not a failure.
     activity_missing: bool = False
+    # The driver's raw per-process utilisation samples this tick's activity came from, as returned
+    # (pid, driver timestamp µs, SM %, memory %), and the timestamp they were asked for after: kept
+    # in a --record trace so that the reading of the driver's samples can be studied and replayed.
+    util_samples: tuple[tuple[int, int, float, float], ...] = ()
+    util_since_us: int | None = None
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,16 @@ Then one line per tick:
   {"t": Unix seconds, "mono": monotonic seconds,
    "gpus": [{"index", "power_w", "memory_used_bytes", "energy_mj" (null when not read this tick),
              "signal" ("sm" | "busy" | null), "activity_missing",
-             "processes": [[pid, memory_bytes, activity_pct or null, mem_activity_pct or null], ...]}],
+             "processes": [[pid, memory_bytes, activity_pct or null, mem_activity_pct or null], ...],
+             "util": {"since_us", "samples": [[pid, driver µs, SM %, memory %], ...]} (NVML: the raw
+             per-process samples the activity came from; absent when none were asked for)}],
    "jobs": {"<pid>": JobInfo for each PID resolved this tick},
    "split": [{"index", "dt_s", "sample_j", "idle_j", "jobs": {job_key: [method, joules]},
               "residual_j", "commit": {"total_j", "by", "reset", "idle_j"} (when the window closed),
               "gap": true (when the sample was too long to count)}]}
 Version 1 traces have three fields per process (no memory activity); the replay reads both versions.
+"util" was added within version 2 (readers that do not know it ignore it; the processes' activity is
+what the agent computed from it).
 The replay backend reads "t", "mono", "gpus" and "jobs"; "split" is what the agent computed, kept so
 that a replay can be checked against the recording and the invariant checked on every sample.
 """
@@ -25,7 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from fleetwatt_agent import __version__
-from fleetwatt_agent.model import BackendInfo, JobInfo, TickReading
+from fleetwatt_agent.model import BackendInfo, GpuReading, JobInfo, TickReading
 
 FORMAT = "fleetwatt-agent-trace"
 VERSION = 2
@@ -63,12 +67,19 @@ def tick_record(reading: TickReading, new_jobs: dict[int, JobInfo], outputs: lis
                 "signal": g.signal,
                 "activity_missing": g.activity_missing,
                 "processes": [[p.pid, p.memory_bytes, p.activity_pct, p.mem_activity_pct] for p in g.processes],
+                **_util(g),
             }
             for g in reading.gpus
         ],
         "jobs": {str(pid): info.to_json() for pid, info in new_jobs.items()},
         "split": outputs,
     }
+
+
+def _util(g: GpuReading) -> dict[str, Any]:
+    if g.util_since_us is None:
+        return {}
+    return {"util": {"since_us": g.util_since_us, "samples": [list(x) for x in g.util_samples]}}
 
 
 class Recorder:

@@ -7,7 +7,11 @@ On GPU 0, with the product's agent running beside it as deployed (`--backend nvm
      fixed amount of work (accuracy_workloads.py), the GPU idle between runs.
 A monitor thread reads the driver's energy counter, power and process list --monitor-hz times a second
 (independently of the agent), so each run's energy is known over exactly the time its processes were on
-the GPU. Nothing here changes a setting of the GPU.
+the GPU. A second thread keeps every raw per-process utilisation sample the driver holds
+(nvmlDeviceGetProcessUtilization from timestamp 0, --util-hz times a second, each sample once), so the
+driver's own sampling can be studied apart from the agent's reading of it. --stagger-s starts each job of
+a mix that many seconds after the one before it, so that the first is seen alone before it shares.
+Nothing here changes a setting of the GPU.
 
 Writes into --out: campaign.json.gz (everything measured: the runs, the monitor's samples, the GPU's
 settings as read), trace.jsonl.gz (the agent's recording: replayed by the tests), agent.log, run.log,
@@ -88,6 +92,7 @@ class Campaign:
         self.fake_history: list[list[float]] = []
         self.children: dict[int, Child] = {}
         self.monitor_rows: list[tuple[float, int, int, int, int, tuple[int, ...]]] = []
+        self.util_samples: dict[tuple[int, int], list[float]] = {}  # (pid, driver µs) -> [read at, sm, mem]
         self.stop_monitor = threading.Event()
         self.agent: subprocess.Popen[bytes] | None = None
         self.agent_log: IO[bytes] | None = None
@@ -170,6 +175,21 @@ class Campaign:
             next_at += period
             self.stop_monitor.wait(max(next_at - time.monotonic(), 0.0))
 
+    def util_sampler(self) -> None:
+        """Every raw per-process utilisation sample in the driver's buffer, each kept once."""
+        n, h = self.nvml, self.handle
+        period = 1.0 / self.args.util_hz
+        while not self.stop_monitor.wait(period):
+            try:
+                samples = n.nvmlDeviceGetProcessUtilization(h, 0)
+            except n.NVMLError:
+                continue  # NOT_FOUND: nothing in the buffer
+            t = time.time()
+            for x in samples:
+                key = (int(x.pid), int(x.timeStamp))
+                if key[0] > 0 and key not in self.util_samples:
+                    self.util_samples[key] = [t, float(x.smUtil), float(getattr(x, "memUtil", 0) or 0)]
+
     # -- the dry run's pretend GPU ------------------------------------------------------------------
     def _fake_write(self) -> None:
         assert self.control is not None
@@ -247,7 +267,9 @@ class Campaign:
                 raise SystemExit(f"{label}: {c.kind} never imported")
         self.wait_idle()
         t_go = time.time()
-        for c in children:
+        for k, c in enumerate(children):
+            if k and self.args.stagger_s > 0:
+                time.sleep(self.args.stagger_s)
             self.children[c.proc.pid] = c
             c.working_since = time.time()
             assert c.proc.stdin is not None
@@ -315,6 +337,8 @@ def main() -> int:
     parser.add_argument("--idle-s", type=float, default=10.0)
     parser.add_argument("--calibrate-s", type=float, default=1.0)
     parser.add_argument("--monitor-hz", type=float, default=20.0)
+    parser.add_argument("--util-hz", type=float, default=4.0, help="reads of the raw utilisation samples")
+    parser.add_argument("--stagger-s", type=float, default=0.0, help="seconds between the starts of a mix's jobs")
     parser.add_argument("--run-timeout-s", type=float, default=90.0)
     parser.add_argument("--mixes", default=",".join(MIXES), help="comma-separated names of MIXES")
     parser.add_argument("--budget-s", type=float, default=540.0, help="stop starting runs after this")
@@ -334,6 +358,8 @@ def main() -> int:
     c.log(f"GPU: {campaign['gpu']}")
     monitor = threading.Thread(target=c.monitor, daemon=True)
     monitor.start()
+    sampler = threading.Thread(target=c.util_sampler, daemon=True)
+    sampler.start()
     runs: list[dict[str, Any]] = []
     idles: list[dict[str, Any]] = []
     ok = True
@@ -375,6 +401,7 @@ def main() -> int:
         c.stop_agent()
         c.stop_monitor.set()
         monitor.join(timeout=5)
+        sampler.join(timeout=5)
         for child in c.children.values():
             if child.proc.poll() is None:
                 child.proc.kill()
@@ -384,6 +411,7 @@ def main() -> int:
             "idle_windows": idles,
             "calibration_run": cal_run,
             "monitor": accuracy_analysis.columns(c.monitor_rows),
+            "util_samples": sorted([pid, ts, *rest] for (pid, ts), rest in c.util_samples.items()),
         }
     )
     with gzip.open(c.out / "campaign.json.gz", "wt", encoding="utf-8") as f:

@@ -194,6 +194,8 @@ def test_the_campaign_runs_end_to_end_without_a_gpu(tmp_path: Path) -> None:
             "2",
             "--mixes",
             "mm+copy",
+            "--stagger-s",
+            "0.3",
         ],
         capture_output=True,
         text=True,
@@ -204,3 +206,16 @@ def test_the_campaign_runs_end_to_end_without_a_gpu(tmp_path: Path) -> None:
     assert set(results["mixes"]) == {"mm+copy"}
     assert results["mixes"]["mm+copy"]["reps"][0]["sm_time"] is not None
     assert (out / "trace.jsonl.gz").exists() and (out / "campaign.json.gz").exists()
+    with gzip.open(out / "campaign.json.gz", "rt") as f:
+        campaign = json.load(f)
+    assert campaign["util_samples"], "the driver's raw utilisation samples are kept"
+    mix = next(r for r in campaign["runs"] if r["label"] == "mix:mm+copy")
+    starts = [
+        campaign["util_samples"] and min(s[2] for s in campaign["util_samples"] if s[0] == j["pid"])
+        for j in mix["jobs"]
+    ]
+    assert starts[1] - starts[0] >= 0.2, "the second job starts --stagger-s after the first"
+    with gzip.open(out / "trace.jsonl.gz", "rt") as f:
+        ticks = [json.loads(line) for line in f][1:]
+    raw = [g["util"] for t in ticks for g in t["gpus"] if "util" in g]
+    assert raw and any(u["samples"] for u in raw), "the agent records the raw samples it read"

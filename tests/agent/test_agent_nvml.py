@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from fleetwatt_agent import errors
-from fleetwatt_agent.backends.nvml import NvmlBackend
+from fleetwatt_agent.backends.nvml import NvmlBackend, mean_activity
 from fleetwatt_agent.sampler import Sampler, SamplerSettings
 
 from .conftest import AGENT_SRC
@@ -256,3 +256,17 @@ def test_mig_lists_every_instance_and_splits_by_memory(fake_nvml: ModuleType) ->
     jobs = sampler.gpus[0].jobs
     assert jobs["a"].energy_j == {"memory": pytest.approx(100.0)}
     assert jobs["b"].energy_j == {"memory": pytest.approx(300.0)}
+
+
+def test_mean_activity_reads_only_samples_after_the_last_one_seen() -> None:
+    samples = (
+        (11, 100, 90.0, 10.0),  # before `since`: a driver may hand it back again
+        (11, 200, 80.0, 20.0),
+        (12, 200, 20.0, 5.0),
+        (11, 300, 60.0, 40.0),
+        (0, 350, 99.0, 99.0),  # an empty slot
+    )
+    activity, newest = mean_activity(samples, since_us=150)
+    assert activity == {11: (70.0, 30.0), 12: (20.0, 5.0)}
+    assert newest == 300
+    assert mean_activity((), since_us=150) == ({}, 150)

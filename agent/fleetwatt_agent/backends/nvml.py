@@ -216,9 +216,12 @@ class NvmlBackend:
             self._add_finished(gpu, procs, wall)
         activity: dict[int, tuple[float, float]] = {}
         missing = False
+        raw: tuple[tuple[int, int, float, float], ...] = ()
+        since_us: int | None = None
         if gpu.util_supported:
             if procs:
-                activity, missing = self._activity(gpu)
+                since_us = gpu.last_util_us
+                activity, missing, raw = self._activity(gpu)
             else:
                 gpu.last_util_us = int(wall * 1e6)  # nothing to charge: start the next window now
         energy_mj = None
@@ -236,6 +239,8 @@ class NvmlBackend:
             energy_mj=energy_mj,
             signal="sm" if gpu.util_supported else None,
             activity_missing=missing,
+            util_samples=raw,
+            util_since_us=since_us,
         )
 
     def _processes(self, gpu: _Gpu) -> dict[int, int]:
@@ -260,33 +265,25 @@ class NvmlBackend:
                     procs[int(p.pid)] = max(procs.get(int(p.pid), 0), mem)
         return procs
 
-    def _activity(self, gpu: _Gpu) -> tuple[dict[int, tuple[float, float]], bool]:
-        """Mean (SM, memory) utilisation per PID over the samples since the last one seen.
-        NOT_FOUND: the driver has no sample since then (not a failure)."""
+    def _activity(
+        self, gpu: _Gpu
+    ) -> tuple[dict[int, tuple[float, float]], bool, tuple[tuple[int, int, float, float], ...]]:
+        """Mean (SM, memory) utilisation per PID over the samples since the last one seen, and the raw
+        samples as returned. NOT_FOUND: the driver has no sample since then (not a failure)."""
         try:
             samples = self._call("nvmlDeviceGetProcessUtilization", gpu.handle, gpu.last_util_us)
         except NvmlNotFound:
-            return {}, True
+            return {}, True, ()
         except NvmlError as exc:
             if exc.code == 0:
-                return {}, True
+                return {}, True, ()
             raise
-        sums: dict[int, float] = {}
-        mem_sums: dict[int, float] = {}
-        counts: dict[int, int] = {}
-        newest = gpu.last_util_us
-        for s in samples:
-            ts, pid = int(s.timeStamp), int(s.pid)
-            if pid <= 0 or ts <= gpu.last_util_us:
-                continue  # some drivers hand back older samples or empty slots
-            sums[pid] = sums.get(pid, 0.0) + float(s.smUtil)
-            mem_sums[pid] = mem_sums.get(pid, 0.0) + float(getattr(s, "memUtil", 0) or 0)
-            counts[pid] = counts.get(pid, 0) + 1
-            newest = max(newest, ts)
+        raw = tuple(
+            (int(s.pid), int(s.timeStamp), float(s.smUtil), float(getattr(s, "memUtil", 0) or 0)) for s in samples
+        )
+        activity, newest = mean_activity(raw, since_us=gpu.last_util_us)
         gpu.last_util_us = newest
-        if not counts:
-            return {}, True
-        return {pid: (sums[pid] / counts[pid], mem_sums[pid] / counts[pid]) for pid in sums}, False
+        return activity, not activity, raw
 
     def _add_finished(self, gpu: _Gpu, procs: dict[int, int], wall: float) -> None:
         """With accounting mode on (set by an admin), the driver remembers processes after they exit:
@@ -308,6 +305,24 @@ class NvmlBackend:
             ended = stats.startTime / 1e6 + stats.time / 1e3
             if ended >= gpu.last_wall:
                 procs[pid] = int(stats.maxMemoryUsage or 0)
+
+
+def mean_activity(
+    samples: tuple[tuple[int, int, float, float], ...], *, since_us: int
+) -> tuple[dict[int, tuple[float, float]], int]:
+    """Mean (SM, memory) % per PID over the driver samples newer than `since_us`, and the newest
+    timestamp among them (the next call asks for samples after it)."""
+    sums: dict[int, list[float]] = {}
+    newest = since_us
+    for pid, ts, sm, mem in samples:
+        if pid <= 0 or ts <= since_us:
+            continue  # some drivers hand back older samples or empty slots
+        acc = sums.setdefault(pid, [0.0, 0.0, 0.0])
+        acc[0] += sm
+        acc[1] += mem
+        acc[2] += 1
+        newest = max(newest, ts)
+    return {pid: (a[0] / a[2], a[1] / a[2]) for pid, a in sums.items()}, newest
 
 
 def _process(pid: int, mem: int, activity: dict[int, tuple[float, float]], util_supported: bool) -> ProcessReading:

@@ -134,6 +134,7 @@ class ReplayBackend:
 def _gpu(g: dict[str, Any]) -> GpuReading:
     energy = g.get("energy_mj")
     power = g.get("power_w")
+    util = g.get("util") or {}
     return GpuReading(
         index=int(g["index"]),
         power_w=float(power) if power is not None else None,
@@ -142,6 +143,8 @@ def _gpu(g: dict[str, Any]) -> GpuReading:
         energy_mj=int(energy) if energy is not None else None,
         signal=g.get("signal"),
         activity_missing=bool(g.get("activity_missing", False)),
+        util_samples=tuple((int(x[0]), int(x[1]), float(x[2]), float(x[3])) for x in util.get("samples", [])),
+        util_since_us=int(util["since_us"]) if "since_us" in util else None,
     )
 
 
