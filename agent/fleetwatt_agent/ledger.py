@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from fleetwatt_agent.energy import Commit, EnergyMeter
 from fleetwatt_agent.model import GpuInfo
+from fleetwatt_agent.power_model import JobSolo
 from fleetwatt_agent.split import JobLoad, SampleSplit, proportional
 
 IDLE = ("", "idle")  # window target for idle energy; jobs are (job_key, method)
@@ -32,6 +33,7 @@ class JobGpuLedger:
     present: bool = True
     gone_since_mono: float | None = None
     first_sample_start: float | None = None  # Unix seconds: start of the first sample it was in
+    solo: JobSolo = field(default_factory=JobSolo)  # its calibration samples alone on this GPU (sm_mem)
 
     def energy_total_j(self, include_pending: bool = True) -> float:
         total = sum(self.energy_j.values())

@@ -13,7 +13,7 @@ from fleetwatt_agent.backends.base import Backend, Resolver
 from fleetwatt_agent.errors import ReplayFinished
 from fleetwatt_agent.ledger import IDLE, GpuLedger, JobGpuLedger
 from fleetwatt_agent.model import BackendInfo, GpuReading, JobInfo, ProcessReading, TickReading
-from fleetwatt_agent.power_model import PowerFit, PowerStats, calibrated_fit, stats_add
+from fleetwatt_agent.power_model import PowerFit, PowerStats, calibrated_fit, solo_add, stats_add
 from fleetwatt_agent.split import DEFAULT_SPLIT, JobLoad, SplitChoice, job_loads, split_sample
 
 log = logging.getLogger(__name__)
@@ -238,7 +238,8 @@ class Sampler:
         else:
             energy_j = meter.add_sample(dt, g.power_w)
             model = self._fit(led.info.name) if self.settings.split == "sm_mem" and len(loads) > 1 else None
-            fractions = split_sample(1.0, loads, g.signal, model, power_w=energy_j / dt)
+            solo = {k: led.jobs[k].solo for k in loads} if model is not None else None
+            fractions = split_sample(1.0, loads, g.signal, model, power_w=energy_j / dt, solo=solo)
             if g.signal == "sm":
                 self._calibrate(led, g, loads)
             residual = led.add_sample(dt_s=dt, wall=wall, energy_j=energy_j, fractions=fractions, loads=loads)
@@ -298,6 +299,9 @@ class Sampler:
         stats = stats_add(stats, sm_pct=load.activity_pct, mem_pct=load.mem_activity_pct, power_w=g.power_w)
         self.power_models[name] = stats
         self._fits.pop(name, None)
+        (key,) = loads
+        job = led.jobs[key]
+        job.solo = solo_add(job.solo, sm_pct=load.activity_pct, power_w=g.power_w)
 
     def _fit(self, name: str) -> PowerFit | None:
         if name not in self._fits:

@@ -93,9 +93,11 @@ def power_model_json(name: str, stats: PowerStats) -> dict[str, Any]:
 def jobs_document(snap: Snapshot) -> dict[str, Any]:
     """The /jobs JSON: each job on the node now (or lingering), per GPU: energy so far (committed plus
     the open window's provisional part), attribution and joules per method, sampled seconds, coverage,
-    memory held, start time."""
+    memory held, start time, and the job's own power as the sm_mem split knows it."""
     per_job: dict[str, list[dict[str, Any]]] = {}
     for led in snap.gpus:
+        model_stats = snap.power_models.get(led.info.name)
+        fit = power_fit(model_stats) if model_stats is not None else None
         for key, job in led.jobs.items():
             by_method = {
                 m: job.energy_j.get(m, 0.0) + job.pending_j.get(m, 0.0) for m in set(job.energy_j) | set(job.pending_j)
@@ -116,6 +118,9 @@ def jobs_document(snap: Snapshot) -> dict[str, Any]:
                     "first_seen": job.first_seen,
                     "last_seen": job.last_seen,
                     "present": job.present,
+                    # sm_mem: the job's own power, from its samples alone on this GPU (null until enough)
+                    "alone_samples": job.solo.n,
+                    "own_power_w_per_sm_pct": job.solo.dynamic_w_per_sm_pct(fit.p0_w) if fit else None,
                 }
             )
     jobs = []

@@ -8,7 +8,8 @@ Two ways to split a shared sample where NVML gives per-process utilisation (`--s
   kernel draw very different power over the same SM time.
 - `sm_mem`: by a calibrated power model of the GPU model (power_model.py), P = p0 + a sm + b mem. The
   static part p0 x dt goes to the jobs present in equal parts (occupancy), the rest by each job's
-  max(a sm + b mem, 0). Until the model is calibrated, `sm_time`.
+  dynamic power: its own W per point of SM time x sm where it has been seen alone on the GPU long enough
+  (power_model.JobSolo), else the model's max(a sm + b mem, 0). Until the model is calibrated, `sm_time`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from typing import Literal, TypeVar
 
 from fleetwatt_agent.model import Method, ProcessReading, Signal
-from fleetwatt_agent.power_model import PowerFit
+from fleetwatt_agent.power_model import JobSolo, PowerFit
 
 # How shared samples with NVML's per-process utilisation are split (--split). The default is set from the
 # H200 measurements (docs/agent.md, "The split"): change this one line.
@@ -71,6 +72,7 @@ def split_sample(
     signal: Signal | None,
     model: PowerFit | None = None,
     power_w: float | None = None,
+    solo: Mapping[str, JobSolo] | None = None,
 ) -> SampleSplit:
     """Split one sample's energy.
 
@@ -97,7 +99,7 @@ def split_sample(
         and any(load.mem_activity_pct is not None for load in jobs.values())
         and any(load.activity_pct > 0.0 or (load.mem_activity_pct or 0.0) > 0.0 for load in jobs.values())
     ):
-        return SampleSplit("sm_mem", proportional(energy_j, sm_mem_fractions(jobs, model, power_w)), 0.0)
+        return SampleSplit("sm_mem", proportional(energy_j, sm_mem_fractions(jobs, model, power_w, solo)), 0.0)
     method: Method
     weights: dict[str, float]
     if signal is not None and any(load.activity_pct > 0.0 for load in jobs.values()):
@@ -109,24 +111,56 @@ def split_sample(
     return SampleSplit(method, proportional(energy_j, weights), 0.0)
 
 
-def sm_mem_fractions(jobs: Mapping[str, JobLoad], model: PowerFit, power_w: float) -> dict[str, float]:
+def sm_mem_fractions(
+    jobs: Mapping[str, JobLoad], model: PowerFit, power_w: float, solo: Mapping[str, JobSolo] | None = None
+) -> dict[str, float]:
     """Each job's fraction of a shared sample under the power model (they add up to 1).
 
     The static part p0 x dt of the sample's energy E = power_w x dt, clamped to [0, E] (a fraction
     p0 / power_w in [0, 1]), is the GPU's power with a job's context resident and nothing running: every
-    job present holds it up, so they share it equally (occupancy). The rest goes by each job's modelled
-    dynamic power max(a sm + b mem, 0); if that is 0 for every job, by SM time; if that is 0 too, by
-    memory held (equal where nobody holds any).
+    job present holds it up, so they share it equally (occupancy). The rest goes by each job's dynamic
+    power: its own power per point of SM time (`solo`, from its samples alone on this GPU) x sm where it
+    has enough of them, else the model's max(a sm + b mem, 0); if that is 0 for every job, by SM time; if
+    that is 0 too, by memory held (equal where nobody holds any).
     """
     static = min(max(model.p0_w / power_w, 0.0), 1.0)
     n = len(jobs)
-    dynamic = {k: model.dynamic_w(load.activity_pct, load.mem_activity_pct or 0.0) for k, load in jobs.items()}
+    dynamic = _dynamic_weights(jobs, model, power_w, solo or {})
     if not any(w > 0.0 for w in dynamic.values()):
         dynamic = {k: load.activity_pct for k, load in jobs.items()}
         if not any(w > 0.0 for w in dynamic.values()):
             dynamic = _memory_weights(jobs)
     total = math.fsum(dynamic.values())
     return {k: static / n + (1.0 - static) * (w / total) for k, w in dynamic.items()}
+
+
+def _dynamic_weights(
+    jobs: Mapping[str, JobLoad], model: PowerFit, power_w: float, solo: Mapping[str, JobSolo]
+) -> dict[str, float]:
+    """Each job's dynamic power in the sample, W. A job with its own power (JobSolo) draws that x its SM
+    time. If every job has its own, that is all; otherwise the jobs without one share what the board drew
+    above p0 beyond the others' (by the model's a sm + b mem), and the jobs with one are scaled down if
+    they alone would exceed it: the measured power, not the model, says how much the newcomers draw."""
+    own: dict[str, float] = {}
+    for key, load in jobs.items():
+        per_pct = solo[key].dynamic_w_per_sm_pct(model.p0_w) if key in solo else None
+        if per_pct is not None:
+            own[key] = per_pct * load.activity_pct
+    modelled = {
+        k: model.dynamic_w(load.activity_pct, load.mem_activity_pct or 0.0) for k, load in jobs.items() if k not in own
+    }
+    if not own or not modelled:
+        return own or modelled
+    available = max(power_w - model.p0_w, 0.0)
+    own_w = math.fsum(own.values())
+    scale = min(1.0, available / own_w) if own_w > 0.0 else 1.0
+    rest = available - own_w * scale
+    modelled_w = math.fsum(modelled.values())
+    if modelled_w <= 0.0:
+        modelled = {k: jobs[k].activity_pct for k in modelled}
+        modelled_w = math.fsum(modelled.values())
+    shares = {k: rest * (w / modelled_w) if modelled_w > 0.0 else 0.0 for k, w in modelled.items()}
+    return {**{k: w * scale for k, w in own.items()}, **shares}
 
 
 def _memory_weights(jobs: Mapping[str, JobLoad]) -> dict[str, float]:

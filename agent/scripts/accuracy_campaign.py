@@ -10,7 +10,8 @@ A monitor thread reads the driver's energy counter, power and process list --mon
 the GPU. A second thread keeps every raw per-process utilisation sample the driver holds
 (nvmlDeviceGetProcessUtilization from timestamp 0, --util-hz times a second, each sample once), so the
 driver's own sampling can be studied apart from the agent's reading of it. --stagger-s starts each job of
-a mix that many seconds after the one before it, so that the first is seen alone before it shares.
+a mix that many seconds after the one before it, so that the first is seen alone before it shares
+(--stagger-reversed: the last named starts first).
 Nothing here changes a setting of the GPU.
 
 Writes into --out: campaign.json.gz (everything measured: the runs, the monitor's samples, the GPU's
@@ -267,7 +268,8 @@ class Campaign:
                 raise SystemExit(f"{label}: {c.kind} never imported")
         self.wait_idle()
         t_go = time.time()
-        for k, c in enumerate(children):
+        start_order = list(reversed(children)) if self.args.stagger_reversed else children
+        for k, c in enumerate(start_order):
             if k and self.args.stagger_s > 0:
                 time.sleep(self.args.stagger_s)
             self.children[c.proc.pid] = c
@@ -339,6 +341,11 @@ def main() -> int:
     parser.add_argument("--monitor-hz", type=float, default=20.0)
     parser.add_argument("--util-hz", type=float, default=4.0, help="reads of the raw utilisation samples")
     parser.add_argument("--stagger-s", type=float, default=0.0, help="seconds between the starts of a mix's jobs")
+    parser.add_argument(
+        "--stagger-reversed",
+        action="store_true",
+        help="start a mix's jobs last named first (tables keep the names' order)",
+    )
     parser.add_argument("--run-timeout-s", type=float, default=90.0)
     parser.add_argument("--mixes", default=",".join(MIXES), help="comma-separated names of MIXES")
     parser.add_argument("--budget-s", type=float, default=540.0, help="stop starting runs after this")

@@ -16,7 +16,7 @@ import pytest
 from fleetwatt_agent import power_model as pm
 from fleetwatt_agent.collector import make_registry
 from fleetwatt_agent.model import JobInfo
-from fleetwatt_agent.power_model import PowerStats, calibrated_fit, power_fit, stats_add
+from fleetwatt_agent.power_model import JobSolo, PowerStats, calibrated_fit, power_fit, stats_add
 from fleetwatt_agent.sampler import SamplerSettings
 from fleetwatt_agent.server import jobs_document
 from hypothesis import given, settings
@@ -206,6 +206,10 @@ def test_only_single_job_samples_with_the_driver_s_own_utilisation_calibrate() -
     assert stats.mean_sm == pytest.approx((50 + 55 + 40 + 70) / 4)
     assert stats.mean_mem == pytest.approx((20 + 25 + 10 + 40) / 4)
     assert stats.mean_power == pytest.approx((300 + 310 + 300 + 330) / 4)
+    # and the same samples are job 1's own, alone on the GPU (job 2 has none)
+    jobs = sampler.gpus[0].jobs
+    assert jobs["slurm/1"].solo == JobSolo(4, 300 + 310 + 300 + 330, 50 + 55 + 40 + 70)
+    assert jobs["slurm/2"].solo == JobSolo()
 
 
 def test_shared_samples_follow_power_once_calibrated_and_only_under_sm_mem() -> None:
@@ -228,15 +232,18 @@ def test_shared_samples_follow_power_once_calibrated_and_only_under_sm_mem() -> 
     plain = results["sm_time"].gpus[0].jobs
     assert set(plain["slurm/2"].energy_j) == {"sm_time"}
     assert plain["slurm/2"].energy_j["sm_time"] == pytest.approx(5 * 700 * 40 / 120)
-    # and under sm_mem the shared seconds follow the model: p0 shared equally, the rest by a sm + b mem
+    # and under sm_mem the shared seconds follow power: p0 shared equally; job 1, seen alone, draws its own
+    # power per SM point x 80; job 2, never alone, what the board drew beyond that
     fit = calibrated_fit(results["sm_mem"].power_models["Test GPU"])
     assert fit is not None
     jobs = results["sm_mem"].gpus[0].jobs
     assert set(jobs["slurm/2"].energy_j) == {"sm_mem"}
-    d1, d2 = fit.dynamic_w(80, 20), fit.dynamic_w(40, 90)
-    expected_2 = 5 * (fit.p0_w / 2 + (700 - fit.p0_w) * d2 / (d1 + d2))
+    own_1 = jobs["slurm/1"].solo.dynamic_w_per_sm_pct(fit.p0_w)
+    assert own_1 is not None
+    d1 = min(own_1 * 80, 700 - fit.p0_w)
+    expected_2 = 5 * (fit.p0_w / 2 + (700 - fit.p0_w) - d1)
     assert jobs["slurm/2"].energy_j["sm_mem"] == pytest.approx(expected_2)
-    assert jobs["slurm/2"].energy_j["sm_mem"] > plain["slurm/2"].energy_j["sm_time"]  # memory-bound draws more
+    assert jobs["slurm/1"].energy_j["sm_mem"] == pytest.approx(5 * (fit.p0_w / 2 + d1))
     led = results["sm_mem"].gpus[0]
     assert led.max_residual_j <= 1e-9
 
@@ -307,6 +314,11 @@ def test_metrics_and_jobs_show_the_calibration() -> None:
         "mem_w_per_pct": None,
         "rms_residual_w": None,
     }
+    # and the job's own power, learned from the same samples (it was alone)
+    (on_gpu,) = next(j for j in doc["jobs"] if j["job_key"] == "slurm/1")["gpus"]
+    solo = sampler.gpus[0].jobs["slurm/1"].solo
+    assert on_gpu["alone_samples"] == 79
+    assert on_gpu["own_power_w_per_sm_pct"] == pytest.approx((solo.power_w_sum - 79 * fit.p0_w) / solo.sm_pct_sum)
 
 
 def test_the_command_keeps_its_calibration_across_restarts(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import math
 
 import pytest
 from fleetwatt_agent.model import ProcessReading
-from fleetwatt_agent.power_model import PowerFit, PowerStats, stats_add
+from fleetwatt_agent.power_model import JobSolo, PowerFit, PowerStats, solo_add, stats_add
 from fleetwatt_agent.sampler import SamplerSettings
 from fleetwatt_agent.split import SPLITS, JobLoad, job_loads, proportional, sm_mem_fractions, split_sample
 from hypothesis import given, settings
@@ -65,12 +65,19 @@ models = st.builds(
 powers = st.one_of(st.none(), st.just(0.0), st.floats(0, 2000))
 
 
-@given(energy=energies, jobs=loads, model=st.one_of(st.none(), models), power=powers)
+solos = st.dictionaries(
+    st.sampled_from([f"slurm/{i}" for i in range(8)]),
+    st.builds(JobSolo, n=st.integers(0, 100), power_w_sum=st.floats(0, 1e5), sm_pct_sum=st.floats(0, 1e4)),
+    max_size=8,
+)
+
+
+@given(energy=energies, jobs=loads, model=st.one_of(st.none(), models), power=powers, solo=solos)
 def test_sm_mem_conserves_every_sample_and_falls_back_where_it_cannot_apply(
-    energy: float, jobs: dict[str, JobLoad], model: PowerFit | None, power: float | None
+    energy: float, jobs: dict[str, JobLoad], model: PowerFit | None, power: float | None, solo: dict[str, JobSolo]
 ) -> None:
     # when
-    result = split_sample(energy, jobs, "sm", model, power_w=power)
+    result = split_sample(energy, jobs, "sm", model, power_w=power, solo=solo)
     # then jobs + idle = the sample's energy, nobody gets a negative share
     assert math.isclose(sum(result.shares_j.values()) + result.idle_j, energy, rel_tol=1e-12, abs_tol=1e-9)
     assert all(v >= 0 for v in result.shares_j.values())
@@ -210,6 +217,45 @@ def test_proportional_parts_add_back_up(total: float, weights: dict[str, float])
     parts = proportional(total, weights)
     assert math.isclose(math.fsum(parts.values()), total, rel_tol=1e-12, abs_tol=1e-9)
     assert all(v >= -1e-9 for v in parts.values())
+
+
+def solo_of(w_per_pct: float, p0_w: float = 100.0, seconds: int = 10, sm_pct: float = 90.0) -> JobSolo:
+    solo = JobSolo()
+    for _ in range(seconds):
+        solo = solo_add(solo, sm_pct=sm_pct, power_w=p0_w + w_per_pct * sm_pct)
+    return solo
+
+
+def test_a_job_seen_alone_draws_its_own_power_and_the_newcomer_the_rest() -> None:
+    # given a tensor-core job seen alone at 6 W per SM point above p0, then joined by a job never seen alone
+    jobs = {"matmul": JobLoad(2**30, 60.0, mem_activity_pct=20.0), "new": JobLoad(2**30, 40.0, mem_activity_pct=20.0)}
+    # when one second at 700 W is split
+    result = split_sample(700.0, jobs, "sm", MODEL, power_w=700.0, solo={"matmul": solo_of(6.0)})
+    # then p0's 100 W is shared 50/50; matmul draws 6 x 60 = 360 W of the 600 above p0, the newcomer the 240 left
+    assert result.method == "sm_mem"
+    assert result.shares_j["matmul"] == pytest.approx(50 + 360)
+    assert result.shares_j["new"] == pytest.approx(50 + 240)
+    # where the model alone (4 sm + 2 mem: 280 against 200) would have given matmul 50 + 600 x 280 / 480
+    assert split_sample(700.0, jobs, "sm", MODEL, power_w=700.0).shares_j["matmul"] == pytest.approx(50 + 350)
+
+
+def test_own_power_beyond_the_board_is_scaled_down_and_jobs_all_known_go_by_their_own_power() -> None:
+    jobs = {"a": JobLoad(2**30, 90.0, mem_activity_pct=20.0), "b": JobLoad(2**30, 10.0, mem_activity_pct=5.0)}
+    # a alone would draw 8 x 90 = 720 W above p0, more than the 300 W the board drew above it
+    over = split_sample(400.0, jobs, "sm", MODEL, power_w=400.0, solo={"a": solo_of(8.0)})
+    assert over.shares_j["a"] == pytest.approx(50 + 300) and over.shares_j["b"] == pytest.approx(50)
+    # both known: by their own powers, 8 x 90 = 720 against 2 x 10 = 20
+    both = split_sample(400.0, jobs, "sm", MODEL, power_w=400.0, solo={"a": solo_of(8.0), "b": solo_of(2.0)})
+    assert both.shares_j["b"] == pytest.approx(50 + 300 * 20 / 740)
+
+
+def test_a_job_s_own_power_needs_enough_of_it_alone() -> None:
+    assert JobSolo().dynamic_w_per_sm_pct(100.0) is None
+    assert solo_of(6.0, seconds=2).dynamic_w_per_sm_pct(100.0) is None  # 2 samples
+    assert solo_of(6.0, seconds=5, sm_pct=20.0).dynamic_w_per_sm_pct(100.0) is None  # 100 SM points
+    assert solo_of(6.0, seconds=3).dynamic_w_per_sm_pct(100.0) == pytest.approx(6.0)
+    assert solo_of(6.0, p0_w=50.0).dynamic_w_per_sm_pct(100.0) == pytest.approx(6.0 - 50 / 90)
+    assert solo_of(0.1, p0_w=50.0).dynamic_w_per_sm_pct(100.0) == 0.0  # below p0: never negative
 
 
 # -- the invariant through the sampler: random process sets, power profiles, counter reads and resets --
