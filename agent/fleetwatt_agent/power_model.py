@@ -36,9 +36,11 @@ MIN_SAMPLES = 60  # single-job samples: a minute of one job alone on a GPU of th
 MIN_SPREAD_PCT = 5.0  # standard deviation of sm and of mem over the samples, percentage points
 MAX_CORRELATION = 0.95  # |corr(sm, mem)| above this: a and b cannot be told apart (variance inflated 10x)
 RIDGE = 0.01  # ridge penalty in units of each term's variance
-# A job's own power (JobSolo): used once it has this much evidence of its own, alone on the GPU.
+# A job's own power (JobSolo): from its samples alone on the GPU with the SMs busy at least this much, once
+# it has this many. Below it a job's power is mostly the GPU kept awake between its kernels (a duty cycle,
+# a notebook), which another job fills when they share: per point of SM time it would be overcharged.
+SOLO_MIN_SM_PCT = 50.0
 SOLO_MIN_SAMPLES = 3
-SOLO_MIN_SM_PCT_SUM = 150.0  # summed SM %: 1.5 seconds of the SM fully busy
 
 FILE_FORMAT = "fleetwatt-agent-power-model"
 FILE_VERSION = 1
@@ -85,8 +87,9 @@ class JobSolo:
     In a shared sample the driver apportions the device's memory activity by the processes' SM samples
     (docs/accuracy.md, "What limits a split from NVML"), so the GPU model's a x sm + b x mem is then
     proportional to SM time whatever the job does. The seconds a job had the GPU to itself are the only
-    ones where its power is its own: (sum of P - n p0) / sum of sm is what it draws above p0 per point of
-    SM time, a tensor-core job more than a memory-bound one."""
+    ones where its power is its own: (sum of P - n p0) / sum of sm over those with sm >= SOLO_MIN_SM_PCT
+    is what it draws above p0 per point of SM time while it computes, a tensor-core job more than a
+    memory-bound one."""
 
     n: int = 0
     power_w_sum: float = 0.0
@@ -94,12 +97,15 @@ class JobSolo:
 
     def dynamic_w_per_sm_pct(self, p0_w: float) -> float | None:
         """W above p0 per SM percentage point, or None until there is enough of the job alone."""
-        if self.n < SOLO_MIN_SAMPLES or self.sm_pct_sum < SOLO_MIN_SM_PCT_SUM:
+        if self.n < SOLO_MIN_SAMPLES:
             return None
         return max(self.power_w_sum - self.n * p0_w, 0.0) / self.sm_pct_sum
 
 
 def solo_add(solo: JobSolo, *, sm_pct: float, power_w: float) -> JobSolo:
+    """One more sample of the job alone; one with the SMs less busy than SOLO_MIN_SM_PCT is not counted."""
+    if sm_pct < SOLO_MIN_SM_PCT:
+        return solo
     return JobSolo(solo.n + 1, solo.power_w_sum + power_w, solo.sm_pct_sum + sm_pct)
 
 

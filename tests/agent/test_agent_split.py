@@ -249,10 +249,11 @@ def test_own_power_beyond_the_board_is_scaled_down_and_jobs_all_known_go_by_thei
     assert both.shares_j["b"] == pytest.approx(50 + 300 * 20 / 740)
 
 
-def test_a_job_s_own_power_needs_enough_of_it_alone() -> None:
+def test_a_job_s_own_power_needs_enough_of_it_alone_and_computing() -> None:
     assert JobSolo().dynamic_w_per_sm_pct(100.0) is None
     assert solo_of(6.0, seconds=2).dynamic_w_per_sm_pct(100.0) is None  # 2 samples
-    assert solo_of(6.0, seconds=5, sm_pct=20.0).dynamic_w_per_sm_pct(100.0) is None  # 100 SM points
+    # a job that mostly keeps the GPU awake between kernels (SMs busy 20 %) is not counted at all
+    assert solo_of(6.0, seconds=50, sm_pct=20.0) == JobSolo()
     assert solo_of(6.0, seconds=3).dynamic_w_per_sm_pct(100.0) == pytest.approx(6.0)
     assert solo_of(6.0, p0_w=50.0).dynamic_w_per_sm_pct(100.0) == pytest.approx(6.0 - 50 / 90)
     assert solo_of(0.1, p0_w=50.0).dynamic_w_per_sm_pct(100.0) == 0.0  # below p0: never negative
