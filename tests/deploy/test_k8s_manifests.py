@@ -385,6 +385,11 @@ def test_the_agent_runs_on_gpu_nodes_only(objs: tuple[str, list[Obj]]) -> None:
     mount = next(m for m in container["volumeMounts"] if m["name"] == "pod-resources")
     assert mount["readOnly"] is True
     assert env["FLEETWATT_AGENT_POD_RESOURCES_SOCKET"].startswith(mount["mountPath"] + "/")
+    # the power model's state on the node, writable (the root filesystem is read-only), kept across restarts
+    state = next(m for m in container["volumeMounts"] if m["name"] == "state")
+    assert not state.get("readOnly") and env["FLEETWATT_AGENT_POWER_MODEL_FILE"].startswith(state["mountPath"] + "/")
+    [volume] = [v for v in spec["volumes"] if v["name"] == "state"]
+    assert volume["hostPath"] == {"path": state["mountPath"], "type": "DirectoryOrCreate"}
     assert ds["spec"]["updateStrategy"]["type"] == "RollingUpdate"
     assert ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"]
 
