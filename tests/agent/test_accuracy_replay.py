@@ -86,6 +86,30 @@ def test_shares_add_up_to_the_whole(run: Any) -> None:
                 assert math.fsum(rep[key]) == pytest.approx(100.0, abs=0.05)
 
 
+@pytest.mark.parametrize("name", [p.name for p in RUNS if "stagger" in p.name])
+def test_the_driver_samples_five_times_a_second_one_process_each(name: str) -> None:
+    """docs/accuracy.md, "The driver's samples": what limits any split of NVML's per-process utilisation."""
+    folder = FIXTURES / "accuracy" / name
+    campaign = analysis.load_campaign(folder / "campaign.json.gz")
+    by_pid: dict[int, list[int]] = {}
+    for pid, ts_us, *_ in campaign["util_samples"]:
+        by_pid.setdefault(pid, []).append(ts_us)
+    gaps = sorted(b - a for ts in by_pid.values() for a, b in zip(sorted(ts), sorted(ts)[1:], strict=False))
+    assert 195_000 <= gaps[len(gaps) // 2] <= 205_000  # one sample every 200 ms
+    times = [ts for ts in by_pid.values() for ts in ts]
+    assert len(times) - len(set(times)) <= 0.01 * len(times)  # each attributed to one process
+    # so a process's share of a shared second, read once a second, comes in steps of 20 %
+    values = []
+    with gzip.open(folder / "trace.jsonl.gz", "rt") as f:
+        f.readline()
+        for line in f:
+            procs = json.loads(line)["gpus"][0]["processes"]
+            if len(procs) >= 2:
+                values += [p[2] for p in procs]
+    stepped = [v for v in values if v is None or v >= 99 or v % 20 == 0]
+    assert len(values) > 100 and len(stepped) >= 0.95 * len(values)
+
+
 class Invariant:
     """jobs + idle = the sample's energy, on every sample the agent splits."""
 
