@@ -275,6 +275,8 @@ def job_groups_assign(
         jobs = jobs.filter(cluster_id__in=list(cluster_ids))
     if job_ids is not None:
         jobs = jobs.filter(pk__any=list(job_ids))
+    if not groups:  # no group to match: only a job that still holds one changes (to none)
+        jobs = jobs.filter(job_group__isnull=False)
     changed = []
     fields = ("pk", "cluster_id", "account", "name", "namespace", "user", "group_key", "job_group_id")
     for job in jobs.filter(group_locked=False).only(*fields):
