@@ -5,7 +5,10 @@ Reports seconds per cluster-hour, PromQL queries per cluster-hour, the time spen
 Target: a cluster-hour of 1,000 GPUs in under 2 s, ingest and derived stage together at most 1.3x the
 Prometheus floor.
 
-    .venv/bin/python bench/ingest_cluster_hour.py [--gpus 1000] [--hours 24] [--keep DIR]
+    .venv/bin/python bench/ingest_cluster_hour.py [--gpus 1000] [--hours 24] [--keep DIR] [--month-days 27]
+
+`--month-days N` then copies the day's hour rows into the N days after it and derives some of its hours
+again (all of it rolled back): the derived stage on a month's partition as full as on day N + 2.
 """
 
 from __future__ import annotations
@@ -113,12 +116,70 @@ def catch_up(cluster, url: str, hours: list[datetime], batch_hours: int) -> None
     )
 
 
+def month_late_derive(cluster, hours: list[datetime], days: int) -> None:  # type: ignore[no-untyped-def]
+    """The derived stage of some of the hours again, once the month's partitions hold `days` more days (the
+    day's rows copied, the job rows under one filler job): as the bench's Postgres leaves them (no statistics:
+    autovacuum off) and after ANALYZE. In one transaction, rolled back."""
+    from django.db import connection, transaction
+
+    from apps.jobs.models import Job, JobGpuHour
+    from apps.pipeline.derive import Fact, Scope, derive
+
+    def columns(table: str) -> list[str]:
+        cursor.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = %s "
+            "AND column_name NOT IN ('id', 'hour') ORDER BY ordinal_position",
+            [table],
+        )
+        return [f'"{name}"' for (name,) in cursor.fetchall()]
+
+    with transaction.atomic(), connection.cursor() as cursor:
+        filler = Job.objects.create(cluster=cluster, job_key="bench/filler", team=Job.objects.first().team)
+        lo, hi = hours[0], hours[-1] + timedelta(hours=1)
+        for table, job_rows in (
+            ("telemetry_gpuhour", False),
+            ("jobs_jobgpuhour", True),
+            ("jobs_jobgpuhourenergy", True),
+        ):
+            names = columns(table)
+            picked = [str(filler.pk) if job_rows and n == '"job_id"' else n for n in names]
+            cursor.execute(
+                f"INSERT INTO {table} ({', '.join(names)}, hour) "
+                f"SELECT {', '.join(picked)}, hour + k * interval '1 day' FROM {table}, generate_series(1, %s) k "
+                "WHERE hour >= %s AND hour < %s ON CONFLICT DO NOTHING",
+                [days, lo, hi],
+            )
+        for label in ("no statistics", "after ANALYZE"):
+            if label == "after ANALYZE":
+                cursor.execute("ANALYZE")
+            took: list[float] = []
+            steps: dict[str, list[float]] = {}
+            for hour in hours[4:-3:4] or hours:
+                ids = set(
+                    JobGpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour).values_list("job_id", flat=True)
+                )
+                scope = Scope.hour(
+                    cluster_id=cluster.pk, hour=hour, job_ids=ids, ingested_through=hour + timedelta(hours=1)
+                )
+                report = derive(scope, changed={Fact.JOB_ROWS})
+                took.append(report.duration_s)
+                for name, seconds in report.timings_s.items():
+                    steps.setdefault(name, []).append(seconds)
+            largest = sorted(steps.items(), key=lambda kv: -statistics.median(kv[1]))[:4]
+            print(
+                f"derived stage with {days} more days in the month ({label}): median {statistics.median(took):.2f}s; "
+                + ", ".join(f"{name} {statistics.median(v):.3f}s" for name, v in largest)
+            )
+        transaction.set_rollback(True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--gpus", type=int, default=1000)
     ap.add_argument("--hours", type=int, default=24)
     ap.add_argument("--keep", type=Path, help="reuse/keep the Prometheus data folder here")
     ap.add_argument("--batch", type=int, default=24, help="hours derived at once in the catch-up run")
+    ap.add_argument("--month-days", type=int, default=0, help="then derive again with this many more days")
     args = ap.parse_args()
 
     database = os.environ["DATABASE_URL"].rsplit("/", 1)[-1]  # DATABASE_URL's database, made if missing
@@ -217,6 +278,8 @@ def main() -> None:
         print()
         hours = [datetime(2026, 11, 2, tzinfo=UTC) + timedelta(hours=h) for h in range(args.hours)]
         catch_up(cluster, prom.url, hours, args.batch)
+        if args.month_days:
+            month_late_derive(cluster, hours, args.month_days)
     finally:
         prom.stop()
         if not args.keep:

@@ -183,7 +183,7 @@ def footprints_refresh(
         row_columns["operational_kg"].append(fp.operational_kg)
         row_columns["embodied_kg"].append(fp.embodied_kg)
         row_columns["cost"].append(fp.cost)
-    columns_update(JobGpuHour, [r[0] for r in rows], row_columns)
+    columns_update(JobGpuHour, [r[0] for r in rows], row_columns, partition_key=("hour", [r[3] for r in rows]))
 
     idle_columns: dict[str, list[Any]] = {name: [] for name in IDLE_FIELDS}
     for _, gpu_id, hour, device_j, jobs_j, estimated_j, occupied_s, estimated_s in hours:
@@ -197,7 +197,7 @@ def footprints_refresh(
         idle_columns["idle_operational_kg"].append(fp.operational_kg)
         idle_columns["idle_embodied_kg"].append(fp.embodied_kg)
         idle_columns["idle_cost"].append(fp.cost)
-    columns_update(GpuHour, [h[0] for h in hours], idle_columns)
+    columns_update(GpuHour, [h[0] for h in hours], idle_columns, partition_key=("hour", [h[2] for h in hours]))
     cluster_of_node = {pk: node.cluster_id for pk, node in nodes.items()}
     return FootprintRefresh(
         gpu_hours=len(hours),
@@ -275,6 +275,8 @@ def job_groups_assign(
         jobs = jobs.filter(cluster_id__in=list(cluster_ids))
     if job_ids is not None:
         jobs = jobs.filter(pk__any=list(job_ids))
+    if not groups:  # no group to match: only a job that still holds one changes (to none)
+        jobs = jobs.filter(job_group__isnull=False)
     changed = []
     fields = ("pk", "cluster_id", "account", "name", "namespace", "user", "group_key", "job_group_id")
     for job in jobs.filter(group_locked=False).only(*fields):

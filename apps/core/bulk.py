@@ -50,12 +50,25 @@ def rows_update(objs: Sequence[models.Model], fields: Sequence[str], *, batch_si
     )
 
 
-def columns_update(model: type[models.Model], pks: Sequence[Any], columns: Mapping[str, Sequence[Any]]) -> None:
+def columns_update(
+    model: type[models.Model],
+    pks: Sequence[Any],
+    columns: Mapping[str, Sequence[Any]],
+    *,
+    partition_key: tuple[str, Sequence[Any]] | None = None,
+) -> None:
     """rows_update for rows given by primary key and columns (a field's name or attname: one value per
-    row), with no model instance per row. Not for array columns."""
+    row), with no model instance per row. Not for array columns.
+
+    `partition_key`: for a partitioned table, the key's field and each row's value of it (the hour rows:
+    `("hour", hours)`). Rows are then matched on it too and the statement bounded by its least and greatest
+    value, so Postgres reads only the partitions and index range those rows lie in. Without it, a partition
+    without statistics (a month's new one; autovacuum off) was joined through a scan of its whole month so
+    far: 1,000 GPUs write 24,000 GPU-hours a day."""
     if not pks:
         return
-    lengths = {len(values) for values in columns.values()} | {len(pks)}
+    extra = {partition_key[0]: partition_key[1]} if partition_key else {}
+    lengths = {len(values) for values in [*columns.values(), *extra.values()]} | {len(pks)}
     if len(lengths) > 1:
         raise ValueError(f"columns_update: primary keys and columns of different lengths {sorted(lengths)}")
     meta = model._meta
@@ -63,20 +76,28 @@ def columns_update(model: type[models.Model], pks: Sequence[Any], columns: Mappi
     cols = [_column(meta, name) for name in columns]
     if any(isinstance(f, ArrayField) for f in cols):
         raise ValueError("columns_update: array columns go through rows_update")
+    keys = [_column(meta, name) for name in extra]
     arrays = [f"%b::{pk.db_type(connection)}[]"] + [
-        "%b::text[]" if isinstance(f, models.JSONField) else f"%b::{f.db_type(connection)}[]" for f in cols
+        "%b::text[]" if isinstance(f, models.JSONField) else f"%b::{f.db_type(connection)}[]" for f in [*keys, *cols]
     ]
-    names = ", ".join([f'"{pk.column}"'] + [f'"{f.column}"' for f in cols])
+    names = ", ".join([f'"{pk.column}"'] + [f'"{f.column}"' for f in [*keys, *cols]])
     assignments = ", ".join(
         f'"{f.column}" = v."{f.column}"' + ("::jsonb" if isinstance(f, models.JSONField) else "") for f in cols
     )
-    params = [list(pks)] + [_unnest_values(f, values) for f, values in zip(cols, columns.values(), strict=True)]
+    match = [f't."{pk.column}" = v."{pk.column}"']
+    params = [list(pks)] + [_unnest_values(f, values) for f, values in zip(keys, extra.values(), strict=True)]
+    params += [_unnest_values(f, values) for f, values in zip(cols, columns.values(), strict=True)]
+    bounds: list[Any] = []
+    for f, values in zip(keys, extra.values(), strict=True):
+        match.append(f't."{f.column}" = v."{f.column}"')
+        match.append(f't."{f.column}" BETWEEN %b::{f.db_type(connection)} AND %b::{f.db_type(connection)}')
+        bounds += [min(values), max(values)]
     with _binding_cursor() as cursor:
         cursor.execute(
             f'UPDATE "{meta.db_table}" AS t SET {assignments} '
             f"FROM unnest({', '.join(arrays)}) AS v({names}) "
-            f'WHERE t."{pk.column}" = v."{pk.column}"',
-            params,
+            f"WHERE {' AND '.join(match)}",
+            params + bounds,
         )
 
 

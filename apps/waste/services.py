@@ -113,12 +113,11 @@ def job_flag_lists_sync(*, job_ids: Iterable[int]) -> None:
             "job_id", "gpu_id", "hour"
         ):
             kinds[job_id] |= hour_flags.get((gpu_id, hour), set())
-    changed = []
-    for job in Job.objects.filter(pk__any=ids).only("pk", "flags"):
-        new = sorted(kinds.get(job.pk, set()))
-        if new != sorted(job.flags):
-            job.flags = new
-            changed.append(job)
+    changed = []  # an instance only for a job whose list changes (the hour's hundreds of jobs: most do not)
+    for job_id, flags in Job.objects.filter(pk__any=ids).values_list("pk", "flags"):
+        new = sorted(kinds.get(job_id, set()))
+        if new != sorted(flags):
+            changed.append(Job(pk=job_id, flags=new))
     rows_update(changed, ["flags"])
 
 

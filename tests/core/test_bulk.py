@@ -75,6 +75,25 @@ def test_updates_by_columns_and_by_instances_agree() -> None:
     assert list(GpuHour.objects.values_list("idle_cost", "contract_gaps")) == [(Decimal("1.5"), ["x"])] * 2
 
 
+def test_an_update_by_partition_key_writes_the_rows_of_those_hours_only() -> None:
+    # given one GPU's rows in two months (two partitions)
+    gpu = fleet_build(servers=1, gpus_per_server=1).gpus[0]
+    december = datetime(2026, 12, 1, 5, tzinfo=UTC)
+    rows = [GpuHour.objects.create(gpu=gpu, hour=h, source="agent", device_energy_j=1.0) for h in (T0, december)]
+    # when both are updated with their hours given
+    columns_update(GpuHour, [r.pk for r in rows], {"idle_cost": [1, 2]}, partition_key=("hour", [r.hour for r in rows]))
+    # then each row has its own value, as without the key
+    assert list(GpuHour.objects.order_by("hour").values_list("hour", "idle_cost")) == [
+        (T0, Decimal(1)),
+        (december, Decimal(2)),
+    ]
+    # and a row given with another hour than its own is not written
+    columns_update(GpuHour, [rows[0].pk], {"idle_cost": [9]}, partition_key=("hour", [december]))
+    assert GpuHour.objects.get(pk=rows[0].pk).idle_cost == Decimal(1)
+    with pytest.raises(ValueError, match="different lengths"):
+        columns_update(GpuHour, [rows[0].pk], {"idle_cost": [9]}, partition_key=("hour", [T0, december]))
+
+
 def test_writes_join_the_callers_transaction() -> None:
     gpu = fleet_build(servers=1, gpus_per_server=1).gpus[0]
     with pytest.raises(RuntimeError), transaction.atomic():
