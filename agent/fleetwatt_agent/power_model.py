@@ -97,7 +97,7 @@ class JobSolo:
 
     def dynamic_w_per_sm_pct(self, p0_w: float) -> float | None:
         """W above p0 per SM percentage point, or None until there is enough of the job alone."""
-        if self.n < SOLO_MIN_SAMPLES:
+        if self.n < SOLO_MIN_SAMPLES or self.sm_pct_sum <= 0.0:
             return None
         return max(self.power_w_sum - self.n * p0_w, 0.0) / self.sm_pct_sum
 
