@@ -182,8 +182,15 @@ def main() -> None:
     ap.add_argument("--month-days", type=int, default=0, help="then derive again with this many more days")
     args = ap.parse_args()
 
-    database = os.environ["DATABASE_URL"].rsplit("/", 1)[-1]  # DATABASE_URL's database, made if missing
-    subprocess.run(["createdb", "-h", "127.0.0.1", "-U", "postgres", database], capture_output=True)
+    database = os.environ["DATABASE_URL"].rsplit("/", 1)[-1]
+    if "bench" not in database:
+        raise SystemExit(
+            f"DATABASE_URL names {database!r}: the bench drops its database, so it must be one named *bench*"
+        )
+    # A fresh database each run: with autovacuum off, the rows an earlier run deleted would stay in the
+    # partitions and slow this one (docs/benchmarks.md).
+    subprocess.run(["dropdb", "-h", "127.0.0.1", "-U", "postgres", "--if-exists", database], check=True)
+    subprocess.run(["createdb", "-h", "127.0.0.1", "-U", "postgres", database], check=True)
     django.setup()
     from django.core.management import call_command
 
