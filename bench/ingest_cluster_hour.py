@@ -122,8 +122,9 @@ def month_late_derive(cluster, hours: list[datetime], days: int) -> None:  # typ
     autovacuum off) and after ANALYZE. In one transaction, rolled back."""
     from django.db import connection, transaction
 
-    from apps.jobs.models import Job, JobGpuHour
+    from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy
     from apps.pipeline.derive import Fact, Scope, derive
+    from apps.telemetry.models import GpuHour
 
     def columns(table: str) -> list[str]:
         cursor.execute(
@@ -137,9 +138,9 @@ def month_late_derive(cluster, hours: list[datetime], days: int) -> None:  # typ
         filler = Job.objects.create(cluster=cluster, job_key="bench/filler", team=Job.objects.first().team)
         lo, hi = hours[0], hours[-1] + timedelta(hours=1)
         for table, job_rows in (
-            ("telemetry_gpuhour", False),
-            ("jobs_jobgpuhour", True),
-            ("jobs_jobgpuhourenergy", True),
+            (GpuHour._meta.db_table, False),
+            (JobGpuHour._meta.db_table, True),
+            (JobGpuHourEnergy._meta.db_table, True),
         ):
             names = columns(table)
             picked = [str(filler.pk) if job_rows and n == '"job_id"' else n for n in names]
@@ -189,8 +190,10 @@ def main() -> None:
         )
     # A fresh database each run: with autovacuum off, the rows an earlier run deleted would stay in the
     # partitions and slow this one (docs/benchmarks.md).
-    subprocess.run(["dropdb", "-h", "127.0.0.1", "-U", "postgres", "--if-exists", database], check=True)
-    subprocess.run(["createdb", "-h", "127.0.0.1", "-U", "postgres", database], check=True)
+    for command in (["dropdb", "--if-exists", database], ["createdb", database]):
+        done = subprocess.run([*command, "-h", "127.0.0.1", "-U", "postgres"], capture_output=True, text=True)
+        if done.returncode:  # e.g. another run (or a shell) still connected to it
+            raise SystemExit(f"{command[0]} {database}: {done.stderr.strip()}")
     django.setup()
     from django.core.management import call_command
 
@@ -203,8 +206,7 @@ def main() -> None:
     from apps.simulator.scenario import scenario_from_dict
     from apps.telemetry.prometheus import PrometheusReader
 
-    call_command("migrate", verbosity=0)
-    Job.objects.all().delete()
+    call_command("migrate", verbosity=0)  # a fresh database: nothing to clear before the first run
     sc = scenario_from_dict(scenario(args.gpus, args.hours))
     sim = FleetSimulation(sc)
     folder = args.keep or Path(tempfile.mkdtemp(prefix="fleetwatt-bench-"))
@@ -244,7 +246,6 @@ def main() -> None:
         cluster, _ = Cluster.objects.update_or_create(
             name="bench", defaults={"prometheus_url": prom.url, "scrape_interval_s": 15}
         )
-        history_clear(cluster)
         rows = []
         steps: dict[str, list[float]] = {}
         for h in range(args.hours):

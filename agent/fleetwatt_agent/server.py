@@ -95,9 +95,9 @@ def jobs_document(snap: Snapshot) -> dict[str, Any]:
     the open window's provisional part), attribution and joules per method, sampled seconds, coverage,
     memory held, start time, and the job's own power as the sm_mem split knows it."""
     per_job: dict[str, list[dict[str, Any]]] = {}
+    fits = {name: power_fit(stats) for name, stats in snap.power_models.items()}  # one per GPU model, not per GPU
     for led in snap.gpus:
-        model_stats = snap.power_models.get(led.info.name)
-        fit = power_fit(model_stats) if model_stats is not None else None
+        fit = fits.get(led.info.name)
         for key, job in led.jobs.items():
             by_method = {
                 m: job.energy_j.get(m, 0.0) + job.pending_j.get(m, 0.0) for m in set(job.energy_j) | set(job.pending_j)
