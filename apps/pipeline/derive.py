@@ -151,8 +151,8 @@ def _gpu_hour_flags(run: DeriveRun) -> None:
     clusters = Cluster.objects.all() if run.cluster_ids is None else Cluster.objects.filter(pk__in=run.cluster_ids)
     for cluster in clusters:
         rows = list(
-            GpuHour.objects.filter(gpu__node__cluster=cluster, hour__gte=start, hour__lt=end).only(
-                *flags.GPU_HOUR_FLAG_FIELDS
+            GpuHour.objects.filter(gpu__node__cluster=cluster, hour__gte=start, hour__lt=end).values_list(
+                *flags.GPU_HOUR_FLAG_FIELDS, named=True
             )
         )
         hour = start

@@ -29,6 +29,7 @@ from django.db import connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from apps.core.collector import collector_paused
 from apps.fleet.models import Cluster
 from apps.telemetry import services as telemetry
 from apps.telemetry.models import ClusterShard, IngestBatch, IngestedHour, IngestPart, IngestWatermark
@@ -145,13 +146,14 @@ def part_ingest(part: PartRef) -> PartOutcome:
     if part.shard not in shards:
         raise ValueError(f"Batch {batch.pk} of cluster {cluster.name} has no shard {part.shard!r}.")
     reader = reader_for(cluster)
-    try:
-        fetched = hour_fetch_shard(cluster=cluster, hour=part.hour, reader=reader, node_match=shards[part.shard])
-    finally:
-        reader.close()
-    with transaction.atomic():
-        written = _part_write(batch, part, fetched, sharded=len(shards) > 1)
-        complete = _latch(batch) if written else False
+    with collector_paused():  # the answers (and a sharded hour's staged ones): many objects, no cycles
+        try:
+            fetched = hour_fetch_shard(cluster=cluster, hour=part.hour, reader=reader, node_match=shards[part.shard])
+        finally:
+            reader.close()
+        with transaction.atomic():
+            written = _part_write(batch, part, fetched, sharded=len(shards) > 1)
+            complete = _latch(batch) if written else False
     return PartOutcome(written=written, batch_complete=complete)
 
 

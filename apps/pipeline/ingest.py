@@ -16,6 +16,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.carbon import services as carbon
+from apps.core.collector import collector_paused
 from apps.fleet import services as fleet
 from apps.fleet.models import Cluster
 from apps.fleet.selectors import TeamResolver
@@ -64,12 +65,13 @@ def hour_ingest(
     started = time.perf_counter()
     own_reader = reader is None
     reader = reader or reader_for(cluster)
-    try:
-        fetched = hour_fetch_shard(cluster=cluster, hour=hour, reader=reader, node_match="")
-    finally:
-        if own_reader:
-            reader.close()
-    return hour_write(cluster=cluster, hour=hour, fetched=fetched, force=force, started=started)
+    with collector_paused():  # the hour's answers: many objects, no cycles, alive until written (apps.core.collector)
+        try:
+            fetched = hour_fetch_shard(cluster=cluster, hour=hour, reader=reader, node_match="")
+        finally:
+            if own_reader:
+                reader.close()
+        return hour_write(cluster=cluster, hour=hour, fetched=fetched, force=force, started=started)
 
 
 @dataclass(frozen=True)

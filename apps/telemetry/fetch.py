@@ -20,16 +20,23 @@ def _series_key(labels: dict[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted([kv for kv in labels.items() if kv[0] not in _DROP]))
 
 
+def _series_key_taken(labels: dict[str, str]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """The tag and the series' key, taking both off `labels` (a freshly decoded answer's, used once): cheaper
+    than _series_key, and it runs for every item of every answer (~30,000 an hour at 1,000 GPUs)."""
+    tag = labels.pop(promql.TAG, "")
+    labels.pop("__name__", None)
+    return tag, tuple(sorted(labels.items()))
+
+
 def parse_counter_windows(result: list[dict[str, Any]]) -> list[SeriesWindow]:
     windows: dict[tuple[tuple[str, str], ...], SeriesWindow] = {}
     for item in result:
-        labels = item["metric"]
-        key = _series_key(labels)
+        tag, key = _series_key_taken(item["metric"])
         sw = windows.get(key)
         if sw is None:
             sw = windows[key] = SeriesWindow(labels=dict(key), window=CounterWindow())
         value = float(item["value"][1])
-        match labels.get(promql.TAG):
+        match tag:
             case "last":
                 sw.window.last = value
             case "anchor":
@@ -42,10 +49,11 @@ def parse_counter_windows(result: list[dict[str, Any]]) -> list[SeriesWindow]:
 
 
 def parse_tagged(result: list[dict[str, Any]]) -> list[tuple[str, dict[str, str], float]]:
-    return [
-        (item["metric"].get(promql.TAG, ""), dict(_series_key(item["metric"])), float(item["value"][1]))
-        for item in result
-    ]
+    out = []
+    for item in result:
+        tag, key = _series_key_taken(item["metric"])
+        out.append((tag, dict(key), float(item["value"][1])))
+    return out
 
 
 def _attach_raw(

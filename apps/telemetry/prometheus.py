@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+import orjson
 import requests
 from django.conf import settings
-from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
+from prometheus_api_client import PrometheusConnect
 from urllib3.util.retry import Retry
 
 from apps.fleet.endpoint import EndpointConnection, EndpointSettingsError, endpoint_resolve
@@ -26,7 +27,6 @@ from . import promql
 from .guard import retention_parse
 
 _UNKNOWN = object()
-_STATUS = re.compile(r"HTTP Status Code (\d+)")
 
 
 class PrometheusUnavailable(Exception):
@@ -105,8 +105,18 @@ class PrometheusReader:
                 self.log.queries.append(query)
 
     def _query(self, query: str, *, at: float) -> list[dict[str, Any]]:
+        # The request prometheus-api-client's custom_query sends, through its session (retries, TLS), with the
+        # query in the form body (no URL length limit) and the answer decoded by orjson: an hour's answers are
+        # ~10 MB of JSON at 1,000 GPUs, and the standard library's decoder took a fifth of the fetch's CPU.
         try:
-            result: list[dict[str, Any]] = self._client.custom_query(query, params={"time": f"{at:.3f}"})
+            response = self._session.post(
+                f"{self.url}/api/v1/query",
+                data={"query": query, "time": f"{at:.3f}"},
+                headers=self._headers,
+                auth=self._auth,
+                timeout=self.timeout_s,
+                verify=self._session.verify,  # explicitly: requests lets REQUESTS_CA_BUNDLE override the session's
+            )
         except requests.exceptions.SSLError as exc:
             raise PrometheusUnavailable(
                 f"{self.where}: its TLS certificate is not trusted (check prometheus_ca_file): {_tls_reason(exc)}",
@@ -116,18 +126,25 @@ class PrometheusReader:
             raise PrometheusUnavailable(
                 f"{self.where} is unreachable: {exc.__class__.__name__}", cluster=self.cluster
             ) from exc
-        except PrometheusApiClientException as exc:
-            text = self._redacted(str(exc))
-            status = _STATUS.search(text)
-            code = int(status.group(1)) if status else 0
+        if response.status_code != 200:
+            code = response.status_code
+            text = self._redacted(f"HTTP Status Code {code} ({response.content!r})")
             # vmauth answers an unknown token or password with 400 "cannot find the provided auth token".
             if code in (401, 403) or (code == 400 and "auth" in text.lower()):
                 raise PrometheusUnavailable(
                     f"{self.where} refused the credentials (HTTP {code}): check the cluster's bearer token, basic "
                     "auth or headers and the environment variables they name",
                     cluster=self.cluster,
-                ) from None
-            raise PrometheusUnavailable(f"{self.where} refused a query: {text}", cluster=self.cluster) from None
+                )
+            raise PrometheusUnavailable(f"{self.where} refused a query: {text}", cluster=self.cluster)
+        try:
+            result: list[dict[str, Any]] = orjson.loads(response.content)["data"]["result"]
+        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+            raise PrometheusUnavailable(
+                f"{self.where} answered a query with something other than Prometheus's JSON "
+                f"({exc.__class__.__name__}; is the URL the query API's root?)",
+                cluster=self.cluster,
+            ) from None
         return result
 
     def _redacted(self, text: str) -> str:
@@ -156,6 +173,7 @@ class PrometheusReader:
                     headers=self._headers,
                     auth=self._auth,
                     timeout=self.timeout_s,
+                    verify=self._session.verify,
                 )
                 text = answer.json()["data"]["storageRetention"] if answer.ok else ""
             except (requests.RequestException, ValueError, KeyError, TypeError):

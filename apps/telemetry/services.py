@@ -476,8 +476,11 @@ def unobserved_estimates_refresh(*, cluster: Cluster, start: datetime, end: date
     in_cluster = {"gpu__node__cluster": cluster}
     old_rows = JobGpuHour.objects.filter(**in_cluster, hour__gte=start, hour__lt=end, source=Source.ESTIMATED)
     touched = set(old_rows.values_list("job_id", flat=True))
-    JobGpuHourEnergy.objects.filter(**in_cluster, hour__gte=start, hour__lt=end, method=Method.ESTIMATED).delete()
-    old_rows.delete()
+    if touched:  # estimated energy rows are written and deleted with their estimated rows: none without them
+        JobGpuHourEnergy.objects.filter(
+            **in_cluster, hour__gte=start, hour__lt=end, method=Method.ESTIMATED, job_id__any=sorted(touched)
+        ).delete()
+        old_rows.delete()
     GpuHour.objects.filter(**in_cluster, hour__gte=start, hour__lt=end).exclude(estimated_j=0, estimated_s=0).update(
         estimated_j=0.0, estimated_s=0.0
     )

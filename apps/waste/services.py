@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.db.models import Q
@@ -17,21 +17,47 @@ from apps.fleet.models import Cluster
 from apps.jobs.models import Job, JobGpuHour
 from apps.jobs.states import JobState
 from apps.jobs.summary import JobGpuTotals
-from apps.telemetry.models import GpuHour
 
 from .findings import FINDING_KINDS, Allocation, Thresholds, failed_run_evidence, findings, unobserved_evidence
 from .kinds import GPU_HOUR_KINDS
 from .models import Flag
 
-# The GPU-hour columns the two functions below read: the caller loads these only (`.only`), not the
-# thirty-odd columns of a thousand GPU-hours per cluster-hour.
+# The GPU-hour columns the two functions below read: the caller loads these only, as rows (values_list(...,
+# named=True)), not the thirty-odd columns of a thousand GPU-hours per cluster-hour as model instances.
 GPU_HOUR_FLAG_FIELDS = (
     "gpu_id", "hour", "source", "sampled_s", "device_energy_j", "dcgm_energy_j", "residual_j", "residual_ratio",
     "counter_resets", "agent_version", "contract_gaps",
 )  # fmt: skip
 
 
-def gpu_hour_flag_kinds(row: GpuHour, *, scrape_interval_s: int) -> list[str]:
+class GpuHourFlagRow(Protocol):
+    """What the GPU-hour flags read of a GPU-hour (GPU_HOUR_FLAG_FIELDS): a GpuHour, or a row of those fields."""
+
+    @property
+    def gpu_id(self) -> int: ...
+    @property
+    def hour(self) -> datetime: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def sampled_s(self) -> float: ...
+    @property
+    def device_energy_j(self) -> float: ...
+    @property
+    def dcgm_energy_j(self) -> float | None: ...
+    @property
+    def residual_j(self) -> float | None: ...
+    @property
+    def residual_ratio(self) -> float | None: ...
+    @property
+    def counter_resets(self) -> int: ...
+    @property
+    def agent_version(self) -> str: ...
+    @property
+    def contract_gaps(self) -> list[str]: ...
+
+
+def gpu_hour_flag_kinds(row: GpuHourFlagRow, *, scrape_interval_s: int) -> list[str]:
     """`counter_reset` when the driver's counter went backwards; `conservation` when the agent saw the
     whole hour and still differs from DCGM by more than the threshold (a reset explains a residual);
     `estimated_occupancy` when an older agent left out extension series that were estimated."""
@@ -50,7 +76,7 @@ def gpu_hour_flag_kinds(row: GpuHour, *, scrape_interval_s: int) -> list[str]:
     return kinds
 
 
-def gpu_hour_flags_replace(*, cluster: Cluster, hour: datetime, rows: Sequence[GpuHour]) -> None:
+def gpu_hour_flags_replace(*, cluster: Cluster, hour: datetime, rows: Sequence[GpuHourFlagRow]) -> None:
     wanted: dict[tuple[str, int], dict] = {}
     for row in rows:
         for kind in gpu_hour_flag_kinds(row, scrape_interval_s=cluster.scrape_interval_s):

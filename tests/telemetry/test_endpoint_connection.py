@@ -266,3 +266,44 @@ def test_healthz_asks_with_the_cluster_credentials(vmauth_servers, monkeypatch) 
         "ok": False,
         "error": "environment variable FW_TEST_PROM_TOKEN (prometheus_bearer_token_env) is not set",
     }
+
+
+# --- an answer that is not Prometheus's ------------------------------------------------------------------------
+
+
+class _LoginPage(BaseHTTPRequestHandler):
+    """A URL that is not a query API's root (a dashboard's login page, say): 200 and HTML to every request.
+    Keeps each request's path, to show that the query goes in the body."""
+
+    paths: list[str] = []
+
+    def _answer(self) -> None:
+        type(self).paths.append(self.path)
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = b"<html><body>Sign in</body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_an_answer_that_is_not_prometheus_json_is_an_error_naming_the_cluster() -> None:
+    _LoginPage.paths = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _LoginPage)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        _cluster(f"http://127.0.0.1:{server.server_address[1]}")
+        with pytest.raises(CommandError, match=r"^cluster secured: .* other than Prometheus's JSON .*query API's root"):
+            _ingest_hour()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert _nothing_written()
+    # the queries went in the requests' bodies, not their URLs (no length limit on a long node matcher)
+    assert _LoginPage.paths and all("query=" not in path for path in _LoginPage.paths)
