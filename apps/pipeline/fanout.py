@@ -220,7 +220,7 @@ def batch_derive(batch_id: int) -> DeriveReport | None:
     """Derive the batch's written hours at once and move the watermark; close the batch when every part is
     written. Idempotent: a batch already closed derives nothing."""
     batch = IngestBatch.objects.select_related("cluster").get(pk=batch_id)
-    with transaction.atomic():
+    with collector_paused(), transaction.atomic():  # a big cluster's jobs and rows: many objects, no cycles
         telemetry.cluster_write_lock(cluster=batch.cluster)  # before the batch's row: the parts' order
         batch = IngestBatch.objects.select_for_update().select_related("cluster").get(pk=batch_id)
         if batch.done_at is not None:

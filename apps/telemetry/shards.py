@@ -11,10 +11,14 @@ is in two shards, which `hour_inputs_merge` checks.
 from __future__ import annotations
 
 import json
+import math
 import re
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from .counters import CounterWindow
 from .hour import HourInput, SeriesWindow
@@ -60,7 +64,14 @@ def cluster_shards(patterns: list[tuple[str, str]]) -> list[Shard]:
     return [*named, Shard(REST, rest)]
 
 
-# --- Staging a shard's answers (JSON in Postgres) until its hour's other shards are in ----------------
+# --- Staging a shard's answers in Postgres until its hour's other shards are in --------------------------
+#
+# Columns, not one object per series: each metric's label sets, then its windows' values as arrays, written and
+# read by orjson. A window's floats are any floats Prometheus answered, NaN and infinities included, which JSON
+# has no words for: a document holding one is written by the standard library (NaN, Infinity), which orjson
+# refuses to read, and read back by it. The first form (one object per series, `hour_input_json`) is still read.
+
+_WINDOW_COLUMNS = ("last", "anchor", "minimum", "resets")
 
 
 def _window_json(w: CounterWindow) -> dict[str, Any]:
@@ -87,7 +98,7 @@ def _series(items: list[dict[str, Any]]) -> list[SeriesWindow]:
 
 
 def hour_input_json(data: HourInput) -> dict[str, Any]:
-    """The parsed answers as JSON (floats survive exactly: JSON keeps Python's shortest repr)."""
+    """The parsed answers as JSON, one object per series (the first staging form; still read)."""
     return {
         "hour_start": data.hour_start,
         "scrape_interval_s": data.scrape_interval_s,
@@ -113,15 +124,77 @@ def hour_input_from_json(d: dict[str, Any]) -> HourInput:
     )
 
 
+def _columns(windows: list[SeriesWindow]) -> dict[str, Any]:
+    out: dict[str, Any] = {"labels": [sw.labels for sw in windows]}
+    for name in _WINDOW_COLUMNS:
+        out[name] = [getattr(sw.window, name) for sw in windows]
+    out["raw"] = [[i, sw.window.raw] for i, sw in enumerate(windows) if sw.window.raw is not None]
+    return out
+
+
+def _from_columns(cols: dict[str, Any]) -> list[SeriesWindow]:
+    windows = [
+        SeriesWindow(labels=labels, window=CounterWindow(last=last, anchor=anchor, minimum=minimum, resets=resets))
+        for labels, last, anchor, minimum, resets in zip(
+            cols["labels"], cols["last"], cols["anchor"], cols["minimum"], cols["resets"], strict=True
+        )
+    ]
+    for i, raw in cols["raw"]:
+        windows[i].window.raw = [(float(t), float(v)) for t, v in raw]
+    return windows
+
+
+def _finite(values: Iterable[float | None]) -> bool:
+    return all(v is None or math.isfinite(v) for v in values)
+
+
+def _all_finite(data: HourInput) -> bool:
+    windows = [w for ws in data.counters.values() for w in ws] + data.dcgm_energy
+    return (
+        all(_finite(getattr(sw.window, name) for sw in windows) for name in _WINDOW_COLUMNS)
+        and all(_finite(v for _, v in sw.window.raw) for sw in windows if sw.window.raw is not None)
+        and _finite(v for _, _, v in data.job_gauges)
+        and _finite(v for _, _, v in data.dcgm_series)
+    )
+
+
 def staged_bytes(data: HourInput, meta: dict[str, Any]) -> bytes:
     """A shard's answers and what fetching them took, as they wait in Postgres for the hour's other shards."""
-    document = {**hour_input_json(data), "_meta": meta}
-    return zlib.compress(json.dumps(document, separators=(",", ":")).encode(), level=1)
+    document = {
+        "form": 2,
+        "hour_start": data.hour_start,
+        "scrape_interval_s": data.scrape_interval_s,
+        "counters": {metric: _columns(ws) for metric, ws in data.counters.items()},
+        "dcgm_energy": _columns(data.dcgm_energy),
+        "job_gauges": data.job_gauges,
+        "job_info": data.job_info,
+        "agent_info": data.agent_info,
+        "dcgm_series": data.dcgm_series,
+        "_meta": meta,
+    }
+    text = orjson.dumps(document) if _all_finite(data) else json.dumps(document, separators=(",", ":")).encode()
+    return zlib.compress(text, level=1)
 
 
 def staged_read(blob: bytes) -> tuple[HourInput, dict[str, Any]]:
-    document = json.loads(zlib.decompress(blob))
-    return hour_input_from_json(document), document["_meta"]
+    text = zlib.decompress(blob)
+    try:
+        document = orjson.loads(text)
+    except orjson.JSONDecodeError:  # NaN or an infinity in it: written by the standard library
+        document = json.loads(text)
+    if document.get("form") != 2:
+        return hour_input_from_json(document), document["_meta"]
+    data = HourInput(
+        hour_start=float(document["hour_start"]),
+        scrape_interval_s=int(document["scrape_interval_s"]),
+        counters={metric: _from_columns(cols) for metric, cols in document["counters"].items()},
+        dcgm_energy=_from_columns(document["dcgm_energy"]),
+        job_gauges=[(tag, labels, float(v)) for tag, labels, v in document["job_gauges"]],
+        job_info=document["job_info"],
+        agent_info=document["agent_info"],
+        dcgm_series=[(tag, labels, float(v)) for tag, labels, v in document["dcgm_series"]],
+    )
+    return data, document["_meta"]
 
 
 def _nodes(data: HourInput) -> set[str]:
