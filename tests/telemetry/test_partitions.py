@@ -5,9 +5,12 @@ findings and the audit log stay as they were."""
 from __future__ import annotations
 
 import io
+import threading
+import time
 from datetime import UTC, date, datetime
 from decimal import Decimal
 
+import psycopg
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
@@ -151,3 +154,48 @@ def test_the_command_keeps_everything_by_default_and_says_what_a_dry_run_would_d
     call_command("hour_rows_expire", keep_months=3, dry_run=True, stdout=(out := io.StringIO()))
     assert "would drop 3 monthly partitions" in out.getvalue() and "1 jobs keep their totals" in out.getvalue()
     assert JobGpuHour.objects.count() == 2 and not Job.objects.filter(rows_expired=True).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_makers_of_one_month_at_once_make_it_once_and_neither_fails() -> None:
+    # given two workers ingesting the first hour of a new month: the first has made the month's partitions and
+    # not committed yet; the second found them missing and waits for the maker's lock
+    params = connection.settings_dict
+    where = {"host": params["HOST"] or "127.0.0.1", "port": params["PORT"] or 5432, "dbname": params["NAME"]}
+    month = "2031-03-01"
+    ensure = "SELECT fleetwatt_hour_partitions_ensure(%s, %s)"
+    first, second = psycopg.connect(user=params["USER"], **where), psycopg.connect(user=params["USER"], **where)
+    outcome: dict[str, object] = {}
+
+    def other_worker() -> None:
+        try:
+            outcome["made"] = second.execute(ensure, [month, month]).fetchone()
+            second.commit()
+        except psycopg.Error as exc:
+            outcome["error"] = exc
+            second.rollback()
+
+    try:
+        assert first.execute(ensure, [month, month]).fetchone() == (3,)
+        thread = threading.Thread(target=other_worker)
+        thread.start()
+        waiting = None
+        for _ in range(200):
+            activity = "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s"
+            waiting = first.execute(activity, [second.info.backend_pid]).fetchone()
+            if waiting == ("Lock",):
+                break
+            time.sleep(0.025)
+        assert waiting == ("Lock",)
+        # when the first commits
+        first.commit()
+        thread.join(10)
+        # then the second finds them made (its catalog cache still said "missing": the check under the lock looks
+        # in pg_class), makes nothing and does not fail
+        assert outcome == {"made": (0,)}
+    finally:
+        first.close()
+        second.close()
+        with connection.cursor() as cursor:
+            for table in partitions.HOUR_TABLES:
+                cursor.execute(f"DROP TABLE IF EXISTS {table}_p203103")
