@@ -129,6 +129,7 @@ class Workers:
     def __init__(self, n: int, logs: Path) -> None:
         # As deployed: DEBUG off (Django keeps no query log), connections kept between tasks.
         env = {**os.environ, "DJANGO_DEBUG": "0", "DJANGO_SECRET_KEY": "bench-only"}
+        self.logs = logs
         self.procs = []
         for i in range(n):
             with (logs / f"worker-{i}.log").open("wb") as out:
@@ -258,6 +259,9 @@ def measure(
     ingest_dispatch_task(now_iso=now.isoformat())
     names = [c.name for c in clusters]
     while IngestBatch.objects.filter(cluster__name__in=names, done_at__isnull=True).exists():
+        failed = IngestBatch.objects.filter(cluster__name__in=names, done_at__isnull=True).exclude(error="").first()
+        if failed is not None:  # nobody runs beat here to queue the part again: stop rather than wait forever
+            raise SystemExit(f"{label}: a part failed: {failed.error} (the workers' logs: {workers.logs})")
         time.sleep(0.05)
     wall = time.perf_counter() - started
     cpu = workers.cpu_s() - cpu0
