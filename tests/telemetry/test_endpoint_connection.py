@@ -185,20 +185,23 @@ def test_a_ca_bundle_that_is_not_there_is_an_error_naming_the_cluster(vmauth_ser
 
 
 class _EmptyPrometheus(BaseHTTPRequestHandler):
-    """Answers every query with no series, and keeps the headers of each request."""
+    """Answers every query with no series, and keeps the headers and the path of each request."""
 
     seen: list[dict[str, str]] = []
+    paths: list[str] = []
+    body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": []}}).encode()
+    content_type = "application/json"
 
     def _answer(self) -> None:
         type(self).seen.append({k.lower(): v for k, v in self.headers.items()})
+        type(self).paths.append(self.path)
         length = int(self.headers.get("Content-Length") or 0)
         self.rfile.read(length)
-        body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": []}}).encode()
         self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Type", self.content_type)
+        self.send_header("Content-Length", str(len(self.body)))
         self.end_headers()
-        self.wfile.write(body)
+        self.wfile.write(self.body)
 
     do_GET = do_POST = _answer
 
@@ -208,7 +211,7 @@ class _EmptyPrometheus(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def header_recorder() -> Iterator[tuple[str, list[dict[str, str]]]]:
-    _EmptyPrometheus.seen = []
+    _EmptyPrometheus.seen, _EmptyPrometheus.paths = [], []
     server = ThreadingHTTPServer(("127.0.0.1", 0), _EmptyPrometheus)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -271,30 +274,17 @@ def test_healthz_asks_with_the_cluster_credentials(vmauth_servers, monkeypatch) 
 # --- an answer that is not Prometheus's ------------------------------------------------------------------------
 
 
-class _LoginPage(BaseHTTPRequestHandler):
-    """A URL that is not a query API's root (a dashboard's login page, say): 200 and HTML to every request.
-    Keeps each request's path, to show that the query goes in the body."""
+class _LoginPage(_EmptyPrometheus):
+    """A URL that is not a query API's root (a dashboard's login page, say): 200 and HTML to every request."""
 
+    seen: list[dict[str, str]] = []
     paths: list[str] = []
-
-    def _answer(self) -> None:
-        type(self).paths.append(self.path)
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        body = b"<html><body>Sign in</body></html>"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    do_GET = do_POST = _answer
-
-    def log_message(self, *args: Any) -> None:
-        pass
+    body = b"<html><body>Sign in</body></html>"
+    content_type = "text/html"
 
 
 def test_an_answer_that_is_not_prometheus_json_is_an_error_naming_the_cluster() -> None:
-    _LoginPage.paths = []
+    _LoginPage.seen, _LoginPage.paths = [], []
     server = ThreadingHTTPServer(("127.0.0.1", 0), _LoginPage)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
