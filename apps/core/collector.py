@@ -3,7 +3,8 @@
 An hour's answers at 1,000 GPUs decode into ~200,000 dicts, lists and tuples that all live until the hour is
 written. Each of the collector's young-generation passes (one per 700 allocations) walks the survivors again
 and finds no garbage: measured, that was 45 % of the fetch's CPU (0.47 s -> 0.25 s an hour with it paused).
-Reference counting still frees everything that is not a cycle; cycles made meanwhile wait for the next pass.
+Reference counting still frees everything that is not a cycle; cycles made meanwhile wait for the next pass
+(measured: ~230 objects of cyclic garbage per hour's derivation at 1,000 GPUs).
 """
 
 from __future__ import annotations
