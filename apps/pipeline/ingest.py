@@ -136,6 +136,8 @@ def hour_write(
         written = telemetry.hour_rows_write(cluster=cluster, hour=hour, result=result, teams=teams)
         if written.new_nodes:  # before the footprints: a node's server type sets its overhead and embodied carbon
             carbon.node_server_types_apply(cluster_id=cluster.pk, only_unset=True)
+        if written.team_moved_job_ids:  # their earlier hours follow them, as after an admin's reassignment
+            derive(Scope.jobs(written.team_moved_job_ids), changed={Fact.BILLING})
         # Jobs an earlier, not yet derived write of this hour changed are derived with this one's.
         job_ids = set(written.job_ids) | telemetry.pending_job_ids(cluster=cluster, hour=hour)
         derive_s, derive_steps_s = 0.0, dict[str, float]()

@@ -156,8 +156,9 @@ def _gpus_upsert(cluster: Cluster, result: HourResult) -> tuple[dict[str, Gpu], 
 
 def _jobs_upsert(
     cluster: Cluster, metas: Iterable[JobMeta], sources: dict[str, str], teams: TeamResolver
-) -> dict[str, Job]:
-    """Create the jobs first seen in this hour, update the metadata of those whose labels changed."""
+) -> tuple[dict[str, Job], set[int]]:
+    """Create the jobs first seen in this hour, update the metadata of those whose labels changed. Also: the
+    jobs whose team this changed (their rule or their identity moved them)."""
     metas = list(metas)
     fields = ["scheduler", "job_id", "user", "account", "namespace", "pod", "name", "team", "source"]
     # Only what is compared and written here: a job has some sixty columns, and the hour's hundreds of jobs
@@ -166,6 +167,7 @@ def _jobs_upsert(
     existing = {j.job_key: j for j in loaded.filter(job_key__any=[m.job_key for m in metas])}
     new: list[dict[str, Any]] = []  # the columns of each job first seen
     changed = []
+    moved: set[int] = set()
     for m in metas:
         known = existing.get(m.job_key)
         # A pod's labels come from its scheduler record only (kube-state-metrics): kept for its team rules.
@@ -191,6 +193,8 @@ def _jobs_upsert(
         if job is None:
             new.append({"cluster_id": cluster.pk, "job_key": m.job_key, **values})
         elif any(getattr(job, k) != v for k, v in values.items()):
+            if job.team_id != values["team_id"]:
+                moved.add(job.pk)
             for k, v in values.items():
                 setattr(job, k, v)
             changed.append(job)
@@ -205,7 +209,7 @@ def _jobs_upsert(
     rows_update(changed, fields)
     if new:
         existing.update((j.job_key, j) for j in loaded.filter(job_key__any=[job["job_key"] for job in new]))
-    return existing
+    return existing, moved
 
 
 @dataclass(frozen=True)
@@ -216,6 +220,7 @@ class HourWrite:
     ingested_through: datetime  # the end of the latest hour ingested for the cluster, this one included
     new_nodes: bool
     rows: dict[str, int] = field(default_factory=dict)  # rows written (inserted or updated), per table
+    team_moved_job_ids: set[int] = field(default_factory=set)  # jobs this write charged to another team
 
 
 def hour_rows_write(*, cluster: Cluster, hour: datetime, result: HourResult, teams: TeamResolver) -> HourWrite:
@@ -223,7 +228,7 @@ def hour_rows_write(*, cluster: Cluster, hour: datetime, result: HourResult, tea
     rows the new answer no longer has. Call under cluster_hour_lock, in the transaction that derives."""
     gpus, new_nodes = _gpus_upsert(cluster, result)
     sources = {r.job_key: r.source for r in result.job_hours}
-    jobs = _jobs_upsert(cluster, result.jobs.values(), sources, teams)
+    jobs, moved = _jobs_upsert(cluster, result.jobs.values(), sources, teams)
 
     in_hour_rows = JobGpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour)
     previous_job_ids = set(in_hour_rows.values_list("job_id", flat=True))
@@ -340,7 +345,9 @@ def hour_rows_write(*, cluster: Cluster, hour: datetime, result: HourResult, tea
         JobGpuHourEnergy._meta.db_table: len(energy),
         GpuHour._meta.db_table: len(measured),
     }
-    return HourWrite(job_ids=affected, ingested_through=through, new_nodes=new_nodes, rows=rows)
+    return HourWrite(
+        job_ids=affected, ingested_through=through, new_nodes=new_nodes, rows=rows, team_moved_job_ids=moved
+    )
 
 
 def ingested_hour_record(
