@@ -45,6 +45,10 @@ CLUSTER_SCHEDULER_KEYS = (
 )
 # A cluster's keys that say how its Prometheus-compatible endpoint is reached (apps.fleet.endpoint): the same
 # names as the Cluster's fields. Secrets only by the NAME of an environment variable.
+# `prometheus_timeout_s: null` in a file: the cluster's stored timeout is cleared, and its queries wait
+# FLEETWATT_PROMETHEUS_TIMEOUT_S again (a timeout itself is over 0, so 0 cannot be one).
+TIMEOUT_FROM_SETTINGS = 0.0
+
 CLUSTER_ENDPOINT_KEYS = (
     "prometheus_bearer_token_env",
     "prometheus_basic_auth_user",
@@ -757,7 +761,9 @@ def _endpoint(f: _Fields) -> dict[str, Any]:
     ca_file = f.string("prometheus_ca_file", required=False, max_length=500, allow_empty=True)
     if ca_file is not None:
         out["prometheus_ca_file"] = ca_file
-    if f.has("prometheus_timeout_s"):
+    if f.has("prometheus_timeout_s") and f.raw["prometheus_timeout_s"] is None:
+        out["prometheus_timeout_s"] = TIMEOUT_FROM_SETTINGS  # the stored timeout cleared
+    elif f.has("prometheus_timeout_s"):
         timeout = f.number("prometheus_timeout_s", above=0.0)
         if timeout is not None and timeout > MAX_TIMEOUT_S:
             f.problems.add(f.where("prometheus_timeout_s"), f"at most {MAX_TIMEOUT_S:g} seconds, got {timeout:g}")

@@ -34,6 +34,7 @@ from .config import (
     BASES,
     CLUSTER_ENDPOINT_KEYS,
     CLUSTER_SCHEDULER_KEYS,
+    TIMEOUT_FROM_SETTINGS,
     ConfigError,
     FleetConfig,
     KnownNames,
@@ -563,6 +564,8 @@ def _clusters_apply(
         for name in (*CLUSTER_SCHEDULER_KEYS, *CLUSTER_ENDPOINT_KEYS):
             if getattr(cc, name) is not None:
                 values[name] = getattr(cc, name)
+        if values.get("prometheus_timeout_s") == TIMEOUT_FROM_SETTINGS:
+            values["prometheus_timeout_s"] = None  # cleared: FLEETWATT_PROMETHEUS_TIMEOUT_S
         if cc.site is not None:
             if cc.site not in site_ids:  # deleted since the config was validated
                 problems.append(f"clusters[{i}].site: unknown site {cc.site!r}")

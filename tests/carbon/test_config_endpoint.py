@@ -13,6 +13,7 @@ from apps.carbon.config import ConfigError, KnownNames, config_parse
 from apps.carbon.services import known_names_read
 from apps.fleet.models import Cluster
 from apps.pipeline.inputs import config_apply
+from apps.telemetry.prometheus import reader_for
 
 KNOWN = KnownNames(clusters=frozenset({"mimir"}))
 CONNECTION = {
@@ -84,3 +85,26 @@ def test_applying_sets_them_and_a_later_file_without_them_keeps_them() -> None:
     )
     cluster.refresh_from_db()
     assert (cluster.prometheus_bearer_token_env, cluster.prometheus_ca_file) == ("MIMIR_TOKEN", "")
+
+
+@pytest.mark.django_db
+def test_a_null_timeout_clears_the_stored_one(settings, monkeypatch) -> None:
+    # given a cluster whose queries wait 20 s, from an earlier file
+    settings.FLEETWATT_PROMETHEUS_TIMEOUT_S = 45.0
+    monkeypatch.setenv("MIMIR_TOKEN", "t0ken-from-the-environment")
+    mimir = {
+        "name": "mimir",
+        "prometheus_url": "http://mimir:8080/prometheus",
+        "prometheus_bearer_token_env": "MIMIR_TOKEN",
+    }
+    document = {"clusters": [{**mimir, "prometheus_timeout_s": 20}]}
+    config_apply(config=config_parse(document, known=known_names_read()))
+    assert Cluster.objects.get(name="mimir").prometheus_timeout_s == 20.0
+    # when a later file says `prometheus_timeout_s: null`
+    config_apply(
+        config=config_parse({"clusters": [{"name": "mimir", "prometheus_timeout_s": None}]}, known=known_names_read())
+    )
+    # then the stored timeout is gone and the setting's is used; the other keys stay
+    cluster = Cluster.objects.get(name="mimir")
+    assert cluster.prometheus_timeout_s is None and cluster.prometheus_bearer_token_env == "MIMIR_TOKEN"
+    assert reader_for(cluster).timeout_s == 45.0
