@@ -14,6 +14,7 @@ handler403 = "apps.core.views.permission_denied"
 handler404 = "apps.core.views.page_not_found"
 
 urlpatterns = [
+    path("admin/login/", sso_views.admin_login),  # before the admin's own: one login page when passwords are off
     path("admin/", admin.site.urls),
     path("accounts/login/", sso_views.LoginView.as_view(), name="login"),
     path("accounts/sso/", include("apps.sso.urls")),  # single sign-on (docs/sso.md)

@@ -5,10 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import SuspiciousOperation
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import render
+from django.urls import reverse
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
 from .backends import REFUSAL_ATTRIBUTE, provider_endpoints
@@ -39,6 +42,14 @@ class LoginView(auth_views.LoginView):
         if not password_login_open():
             return render(request, "auth/sso_refused.html", {"reason": PASSWORD_LOGIN_OFF}, status=403)
         return super().post(request, *args, **kwargs)
+
+
+def admin_login(request: HttpRequest) -> HttpResponseBase:
+    """The admin's login: Django's own form while password login is on. Off, that form could log nobody in:
+    the app's login page instead (SSO, and the break-glass form where it is open), which comes back here."""
+    if settings.FLEETWATT_LOCAL_LOGIN:
+        return admin.site.login(request)
+    return redirect_to_login(request.GET.get("next") or reverse("admin:index"))
 
 
 def _refused(request: HttpRequest, reason: str, status: int) -> HttpResponse:

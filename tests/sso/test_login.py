@@ -277,6 +277,9 @@ def test_local_login_off_refuses_passwords_offers_only_sso(sso: OidcProvider, cl
     assert response.status_code == 403 and _logged_in_as(client) is None
     client.post("/admin/login/", {"username": "boss", "password": "the-right-one", "next": "/admin/"})
     assert _logged_in_as(client) is None
+    # and the admin's login offers no password form that could not log anyone in: the login page, then back
+    admin_login = client.get("/admin/login/?next=/admin/fleet/")
+    assert admin_login.status_code == 302 and admin_login["Location"] == "/accounts/login/?next=/admin/fleet/"
     # while SSO still logs in
     assert sso_login(client).status_code == 302 and _logged_in_as(client) is not None
 
