@@ -132,6 +132,17 @@ def _empty_cache() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _forget_made_months() -> Iterator[None]:
+    """The months whose partitions this process made (apps.telemetry.partitions) roll back with a test's
+    transaction: the next test must not take them for made."""
+    from apps.telemetry import partitions
+
+    partitions._ensured.clear()
+    yield
+    partitions._ensured.clear()
+
+
+@pytest.fixture(autouse=True)
 def _fleetwatt_settings(settings: Any) -> None:
     settings.FLEETWATT_PROMETHEUS_URL = "http://127.0.0.1:9"  # never the developer's own server
     settings.STORAGES = {

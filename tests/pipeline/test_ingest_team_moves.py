@@ -12,7 +12,7 @@ from apps.jobs.models import Job
 from apps.pipeline.fanout import hours_derive
 from apps.pipeline.ingest import Fetched, hour_write
 from apps.rollups.models import TeamDay
-from apps.telemetry import partitions, promql
+from apps.telemetry import promql
 from apps.telemetry import services as telemetry
 from apps.telemetry.counters import CounterWindow
 from apps.telemetry.hour import HourInput, SeriesWindow
@@ -21,13 +21,6 @@ from tests.carbon.fleet_builder import fleet_build
 pytestmark = pytest.mark.django_db
 
 LAST_HOUR_OF_A_DAY = datetime(2026, 11, 2, 23, tzinfo=UTC)
-
-
-@pytest.fixture(autouse=True)
-def _forget_made_months():
-    partitions._ensured.clear()  # each test's partitions roll back with it
-    yield
-    partitions._ensured.clear()
 
 
 def _rise(labels: dict[str, str], value: float) -> SeriesWindow:

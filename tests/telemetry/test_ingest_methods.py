@@ -10,7 +10,7 @@ import pytest
 from apps.jobs.methods import Method
 from apps.jobs.models import Job, JobGpuHourEnergy
 from apps.pipeline.ingest import Fetched, hour_write
-from apps.telemetry import partitions, promql
+from apps.telemetry import promql
 from apps.telemetry.counters import CounterWindow
 from apps.telemetry.hour import HourInput, SeriesWindow, UnknownMethodError
 from tests.carbon.fleet_builder import fleet_build
@@ -18,13 +18,6 @@ from tests.carbon.fleet_builder import fleet_build
 pytestmark = pytest.mark.django_db
 
 HOUR = datetime(2026, 11, 2, 3, tzinfo=UTC)
-
-
-@pytest.fixture(autouse=True)
-def _forget_made_months():
-    partitions._ensured.clear()  # each test's partitions roll back with it
-    yield
-    partitions._ensured.clear()
 
 
 def _new_series(labels: dict[str, str], value: float) -> SeriesWindow:

@@ -37,13 +37,6 @@ pytestmark = pytest.mark.django_db
 OCT, NOV = date(2026, 10, 1), date(2026, 11, 1)
 
 
-@pytest.fixture(autouse=True)
-def _forget_made_months():
-    partitions._ensured.clear()  # each test's partitions roll back with it
-    yield
-    partitions._ensured.clear()
-
-
 def _rows(table: str) -> int:
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT count(*) FROM {table}")
