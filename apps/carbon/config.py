@@ -43,12 +43,11 @@ CLUSTER_SCHEDULER_KEYS = (
     "slurmrest_token_env",
     "slurmrest_user",
 )
-# A cluster's keys that say how its Prometheus-compatible endpoint is reached (apps.fleet.endpoint): the same
-# names as the Cluster's fields. Secrets only by the NAME of an environment variable.
 # `prometheus_timeout_s: null` in a file: the cluster's stored timeout is cleared, and its queries wait
 # FLEETWATT_PROMETHEUS_TIMEOUT_S again (a timeout itself is over 0, so 0 cannot be one).
 TIMEOUT_FROM_SETTINGS = 0.0
-
+# A cluster's keys that say how its Prometheus-compatible endpoint is reached (apps.fleet.endpoint): the same
+# names as the Cluster's fields. Secrets only by the NAME of an environment variable.
 CLUSTER_ENDPOINT_KEYS = (
     "prometheus_bearer_token_env",
     "prometheus_basic_auth_user",

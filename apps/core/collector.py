@@ -1,8 +1,9 @@
 """Pausing Python's cyclic garbage collector around work that allocates many long-lived objects and no cycles.
 
-An hour's answers at 1,000 GPUs decode into ~200,000 dicts, lists and tuples that all live until the hour is
-written. Each of the collector's young-generation passes (one per 700 allocations) walks the survivors again
-and finds no garbage: measured, that was 45 % of the fetch's CPU (0.47 s -> 0.25 s an hour with it paused).
+An hour's answers at 1,000 GPUs are 7.3 MB of JSON: ~60,000-74,000 objects the collector tracks are decoded and
+~20,000 stay alive until the hour is written; one hour's fetch ran 231 young, 21 middle and 1 full collection,
+none of which found garbage. Measured over eight hours in one process, the fetch cost 0.34-0.51 s of CPU an hour
+with the collector and 0.15-0.25 s with it paused.
 Reference counting still frees everything that is not a cycle; cycles made meanwhile wait for the next pass
 (measured: ~230 objects of cyclic garbage per hour's derivation at 1,000 GPUs).
 """
