@@ -10,6 +10,7 @@ from django.db.models import QuerySet
 from django_filters.fields import IsoDateTimeField
 from rest_framework.exceptions import ValidationError
 
+from apps.core.filtersets import FilterSet
 from apps.fleet.models import Cluster, Team
 
 from .models import Job, JobQuerySet
@@ -35,7 +36,7 @@ class UtcDateTimeFilter(django_filters.IsoDateTimeFilter):
     field_class = UtcDateTimeField
 
 
-class JobFilterSet(django_filters.FilterSet):
+class JobFilterSet(FilterSet):
     cluster = django_filters.ModelChoiceFilter(
         queryset=Cluster.objects.all(), to_field_name="name", help_text="Cluster name."
     )

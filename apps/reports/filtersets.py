@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import django_filters
 
+from apps.core.filtersets import FilterSet
 from apps.fleet.models import Team
 
 from .models import WeeklyReport
 
 
-class WeeklyReportFilterSet(django_filters.FilterSet):
+class WeeklyReportFilterSet(FilterSet):
     team = django_filters.ModelChoiceFilter(queryset=Team.objects.all(), to_field_name="name")
     fleet = django_filters.BooleanFilter(
         field_name="team", lookup_expr="isnull", help_text="true: the fleet summaries."

@@ -8,13 +8,14 @@ import django_filters
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from apps.core.filtersets import FilterSet
 from apps.fleet.models import Cluster, Team
 
 from .kinds import KIND_CHOICES, STATUS_CHOICES
 from .models import Flag
 
 
-class FlagFilterSet(django_filters.FilterSet):
+class FlagFilterSet(FilterSet):
     kind = django_filters.ChoiceFilter(choices=KIND_CHOICES)
     status = django_filters.ChoiceFilter(choices=STATUS_CHOICES)
     team = django_filters.ModelChoiceFilter(field_name="job__team", queryset=Team.objects.all(), to_field_name="name")

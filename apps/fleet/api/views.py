@@ -8,13 +8,14 @@ from rest_framework import serializers, viewsets
 
 from apps.carbon.models import JobGroup
 from apps.core.authentication import FLEET_WIDE
+from apps.core.filtersets import FilterSet
 from apps.core.pagination import GpuCursorPagination, NameCursorPagination
 from apps.fleet.models import Cluster, Gpu, Team
 
 from .serializers import ClusterSerializer, GpuSerializer, JobGroupSerializer, TeamSerializer
 
 
-class GpuFilterSet(django_filters.FilterSet):
+class GpuFilterSet(FilterSet):
     cluster = django_filters.ModelChoiceFilter(
         field_name="node__cluster", queryset=Cluster.objects.all(), to_field_name="name"
     )
