@@ -10,20 +10,50 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractUser, AnonymousUser, User
+from dataclasses import dataclass
+
+from django.apps import apps
+from django.contrib.auth.models import AbstractBaseUser, AbstractUser, AnonymousUser, Group, User
+from django.contrib.postgres.expressions import ArraySubquery
 from django.core.exceptions import PermissionDenied
+from django.db.models import Exists, OuterRef
 
 FINANCE_GROUP = "finance"
-_IN_FINANCE = "_fleetwatt_in_finance"
+_VIEWER = "_fleetwatt_viewer"
+
+
+@dataclass(frozen=True)
+class _Viewer:
+    in_finance: bool
+    team_ids: tuple[int, ...]  # the teams of which the user is a member
+
+
+def _viewer(user: AbstractBaseUser) -> _Viewer:
+    # Asked several times a request (scoping, permissions), in one query; kept on the user object, which
+    # lives one request.
+    cached: _Viewer | None = getattr(user, _VIEWER, None)
+    if cached is None:
+        memberships = apps.get_model("fleet", "TeamMembership").objects.filter(user=OuterRef("pk"))
+        in_finance, team_ids = (
+            User.objects.filter(pk=user.pk)
+            .values_list(
+                Exists(Group.objects.filter(user=OuterRef("pk"), name=FINANCE_GROUP)),
+                ArraySubquery(memberships.order_by("team_id").values("team_id")),
+            )
+            .first()
+        ) or (False, [])
+        cached = _Viewer(in_finance=in_finance, team_ids=tuple(team_ids))
+        setattr(user, _VIEWER, cached)
+    return cached
 
 
 def _in_finance(user: AbstractUser) -> bool:
-    # Asked several times a request (scoping, permissions): kept on the user object, which lives one request.
-    cached: bool | None = getattr(user, _IN_FINANCE, None)
-    if cached is None:
-        cached = user.groups.filter(name=FINANCE_GROUP).exists()
-        setattr(user, _IN_FINANCE, cached)
-    return cached
+    return _viewer(user).in_finance
+
+
+def member_team_ids(user: AbstractBaseUser) -> tuple[int, ...]:
+    """The ids of the teams the (logged-in) user is a member of, read once a request."""
+    return _viewer(user).team_ids
 
 
 def user_sees_all_teams(user: AbstractUser | AnonymousUser) -> bool:

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from apps.core.access import user_sees_all_teams
+from apps.core.access import member_team_ids, user_sees_all_teams
 
 from .endpoint import EndpointSettings, env_name_problem, headers_problems
 
@@ -207,7 +207,7 @@ class TeamQuerySet(models.QuerySet["Team"]):
             return self.none()
         if user_sees_all_teams(user):  # type: ignore[arg-type]
             return self
-        return self.filter(teammembership__user=user)
+        return self.filter(pk__in=member_team_ids(user))  # type: ignore[arg-type]
 
 
 def team_scoped(queryset: _Q, user: object, *, team_path: str) -> _Q:
@@ -217,7 +217,7 @@ def team_scoped(queryset: _Q, user: object, *, team_path: str) -> _Q:
         return queryset.none()
     if user_sees_all_teams(user):  # type: ignore[arg-type]
         return queryset
-    return queryset.filter(**{f"{team_path}__in": Team.objects.visible_to(user)})
+    return queryset.filter(**{f"{team_path}__in": member_team_ids(user)})  # type: ignore[arg-type]
 
 
 class Team(models.Model):
