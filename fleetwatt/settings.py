@@ -321,6 +321,9 @@ FLEETWATT_INTENSITY_MAX_BYTES = env.int("FLEETWATT_INTENSITY_MAX_BYTES", default
 FLEETWATT_COVERAGE_THRESHOLD = env.float("FLEETWATT_COVERAGE_THRESHOLD", default=0.95)
 FLEETWATT_CONSERVATION_THRESHOLD = env.float("FLEETWATT_CONSERVATION_THRESHOLD", default=0.02)
 FLEETWATT_API_MAX_PAGE_SIZE = env.int("FLEETWATT_API_MAX_PAGE_SIZE", default=1000)
+# Pages of the jobs and findings lists are kept rendered until the data they show changes, and at most this
+# long (apps.core.page_cache); 0: every page computed on each request.
+FLEETWATT_API_PAGE_CACHE_S = env.int("FLEETWATT_API_PAGE_CACHE_S", default=300)
 # Waste findings.
 FLEETWATT_HOG_MIN_MEMORY_BYTES = env.int("FLEETWATT_HOG_MIN_MEMORY_BYTES", default=1024**3)
 FLEETWATT_HOG_MAX_SM = env.float("FLEETWATT_HOG_MAX_SM", default=0.01)

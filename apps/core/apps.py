@@ -41,8 +41,10 @@ class CoreConfig(AppConfig):
 
     def ready(self) -> None:
         from . import lookups, schema  # noqa: F401 (`__any`; the token scheme for drf-spectacular)
+        from .page_cache import page_cache_signals_connect
 
         post_migrate.connect(_app_role_grant, sender=self, dispatch_uid="fleetwatt-app-role-grant")
         task_success.connect(_task_succeeded, dispatch_uid="fleetwatt-metrics-task-success")
         task_failure.connect(_task_failed, dispatch_uid="fleetwatt-metrics-task-failure")
         task_retry.connect(_task_retried, dispatch_uid="fleetwatt-metrics-task-retry")
+        page_cache_signals_connect()

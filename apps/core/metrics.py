@@ -22,6 +22,7 @@ INGEST_LAST_ROWS = "fleetwatt_ingest_last_rows"
 CELERY_TASKS = "fleetwatt_celery_tasks_total"
 REPORTS_SENT = "fleetwatt_reports_sent_total"
 ROLLUP_CACHE = "fleetwatt_rollup_cache_requests_total"
+API_PAGE_CACHE = "fleetwatt_api_page_cache_requests_total"
 SOURCE_UP = "fleetwatt_metrics_source_up"
 
 TASK_OUTCOMES = ("success", "failure", "retry")
@@ -46,6 +47,9 @@ COUNTERS: dict[str, CounterSpec] = {
     ),
     REPORTS_SENT: CounterSpec(("outcome",), "Weekly report sends, by outcome.", {"outcome": REPORT_OUTCOMES}),
     ROLLUP_CACHE: CounterSpec(("result",), "Lookups of cached rollups, by result.", {"result": CACHE_RESULTS}),
+    API_PAGE_CACHE: CounterSpec(
+        ("result",), "Lookups of cached pages of the API's lists, by result.", {"result": CACHE_RESULTS}
+    ),
 }
 
 

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
 from apps.core.bulk import rows_update
+from apps.core.generation import data_changed
 
 from .models import Job
 from .summary import JobGpuTotals, SchedulerSpan, job_summarize
@@ -66,6 +67,13 @@ def jobs_summary_refresh(
         )
         for name in SUMMARY_FIELDS:
             setattr(job, name, getattr(s, name))
+
+
+def job_work_record(*, job: Job, work_units: float, work_unit: str) -> None:
+    """The work a job reports (SCI is per unit of it)."""
+    job.work_units, job.work_unit = work_units, work_unit
+    job.save(update_fields=["work_units", "work_unit"])
+    data_changed()  # its SCI and functional unit, on the jobs list
 
 
 def jobs_fields_write(*, jobs: Sequence[Job], fields: Iterable[str]) -> None:

@@ -22,6 +22,7 @@ from django.db.models.functions import TruncDay, TruncMonth, TruncWeek
 from apps.carbon.models import JobGroup
 from apps.core.aggregates import footprint_sums
 from apps.core.footprint import S_PER_HOUR, Footprint, kwh
+from apps.core.generation import data_generation
 from apps.core.metrics import ROLLUP_CACHE
 from apps.core.money import round_minor, split_rounded
 from apps.core.services import metric_count
@@ -318,13 +319,12 @@ def team_totals_costs_minor(*, user: User, start: datetime, end: datetime) -> di
     return dict(out)
 
 
-ROLLUP_GENERATION_KEY = "fleetwatt:rollups:generation"
 ROLLUP_CACHE_SECONDS = 24 * 3600
 
 
 def _rollup_cache_key(kind: str, pk: int, start: datetime, end: datetime, granularity: str) -> str:
     # The data's generation is part of the key, so no entry outlives a change of the sums it holds.
-    generation = cache.get(ROLLUP_GENERATION_KEY, 0)
+    generation = data_generation()
     return (
         f"fleetwatt:rollup:{kind}:{pk}:{start.isoformat()}:{end.isoformat()}:{granularity}:"
         f"{int(settings.FLEETWATT_IDLE_SHARED_TO_TEAMS)}:{generation}"

@@ -1,4 +1,4 @@
-"""Writes of the stored sums rollups read (teams' daily sums) and of the rollups' cache generation.
+"""Writes of the stored sums rollups read (teams' daily sums).
 
 Float sums go through `numeric` so that they do not depend on the order Postgres meets the rows in
 (apps/core/aggregates.py)."""
@@ -8,13 +8,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
 
-from django.core.cache import cache
-from django.db import connection, transaction
+from django.db import connection
 
+from apps.core.generation import data_changed
 from apps.fleet.models import Gpu
 
 from .models import TeamDay
-from .selectors import ROLLUP_GENERATION_KEY
 
 # The clusters' GPUs come as arrays (`gpus`, each with its cluster), not as joins to fleet_gpu and
 # fleet_node: without statistics (a month's new partition, a fresh table) Postgres planned those joins as
@@ -94,15 +93,6 @@ def team_days_refresh(*, cluster_ids: Iterable[int], days: Iterable[date]) -> No
 
 
 def rollups_invalidate() -> None:
-    """Every cached rollup is stale: called whenever job rows, footprints or decisions change. Bumped now
-    (a reader inside this transaction must not see the old figures) and again when it commits (a reader
-    outside it must not keep figures computed from the rows before the commit)."""
-    _generation_bump()
-    transaction.on_commit(_generation_bump)
-
-
-def _generation_bump() -> None:
-    try:
-        cache.incr(ROLLUP_GENERATION_KEY)
-    except ValueError:
-        cache.set(ROLLUP_GENERATION_KEY, 1, timeout=None)
+    """Every cached rollup is stale: called whenever job rows, footprints or decisions change (the data's
+    generation moves on, apps.core.generation)."""
+    data_changed()

@@ -12,6 +12,7 @@ from datetime import datetime
 from django.db import connection
 from django.db.models import Q
 
+from apps.core.generation import data_changed
 from apps.fleet.models import Cluster
 from apps.fleet.selectors import JobIdentity, TeamResolver
 from apps.jobs.models import Job, Source
@@ -181,6 +182,8 @@ def scheduler_records_write(
         update_fields=[*SCHEDULER_FIELDS, *IDENTITY_FIELDS],
     )
     written = {j.pk for j in [*agent_seen, *scheduler_only]}
+    if written:
+        data_changed()  # the jobs list shows the scheduler's record
 
     missing_ids: set[int] = set()
     for source in cluster.scheduler_sources() if window_complete else []:

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from apps.core.aggregates import exact_sum
 from apps.core.bulk import columns_upsert, rows_update
+from apps.core.generation import data_changed
 from apps.fleet.models import Cluster, Gpu, Node
 from apps.fleet.selectors import JobIdentity, TeamResolver
 from apps.jobs.methods import Method
@@ -207,6 +208,8 @@ def _jobs_upsert(
         update_fields=[],  # a job another ingest created meanwhile is left as it is
     )
     rows_update(changed, fields)
+    if new or changed:
+        data_changed()  # the jobs list shows them (the derivation that follows moves it on again)
     if new:
         existing.update((j.job_key, j) for j in loaded.filter(job_key__any=[job["job_key"] for job in new]))
     return existing, moved

@@ -10,6 +10,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from apps.carbon.models import JobGroup
+from apps.core.generation import data_changed
 from apps.fleet.models import Team
 from apps.jobs.models import Job
 
@@ -82,6 +83,7 @@ def flag_review(*, actor: User, flag: Flag, action: str, reason: str) -> AuditEn
     before = {"status": flag.status}
     flag.status = status[action]
     flag.save(update_fields=["status", "updated_at"])
+    data_changed()  # the findings list shows its status
     return _entry(actor=actor, action=action, job=flag.job, reason=reason, before=before,
                   after={"status": flag.status}, flag=flag)  # fmt: skip
 

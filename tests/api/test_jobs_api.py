@@ -183,14 +183,22 @@ def test_list_rows_render_exactly_as_drf_would(ingested) -> None:
     from apps.waste.api.serializers import FlagSerializer
     from apps.waste.models import Flag
 
+    Job.objects.filter(pk=Job.objects.order_by("id").values("id")[:1]).update(work_units=250.0, work_unit="request")
     jobs = list(Job.objects.select_related("cluster", "team", "job_group"))
+    assert any(j.work_units for j in jobs)
     flags = list(Flag.objects.select_related("cluster", "job__team", "gpu"))
     assert jobs and flags and any(j.end is None or j.job_group is None for j in jobs)
     for serializer, rows in ((JobSerializer(), jobs), (FlagSerializer(), flags)):
         for row in rows:
             drf_own = super(PlannedRepresentationMixin, serializer).to_representation(row)
             assert serializer.to_representation(row) == drf_own
-    # and the findings list's rows, read as values() (a GPU-hour's finding among them: no job, no team)
+    # and the lists' rows, read as values() (a GPU-hour's finding among them: no job, no team; jobs with no
+    # group; the method fields given the row)
+    job_rows = {r["id"]: r for r in Job.objects.values(*JobSerializer.row_keys())}
+    assert set(job_rows) == {j.pk for j in jobs}
+    for job in jobs:
+        drf_own = super(PlannedRepresentationMixin, JobSerializer()).to_representation(job)
+        assert JobSerializer().to_representation(job_rows[job.pk]) == drf_own
     values = {r["id"]: r for r in Flag.objects.values(*FlagSerializer.row_keys())}
     assert any(f.job_id is None for f in flags) and set(values) == {f.pk for f in flags}
     for flag in flags:

@@ -39,6 +39,7 @@ AGREED = [
     "fleetwatt_celery_tasks_total",
     "fleetwatt_reports_sent_total",
     "fleetwatt_rollup_cache_requests_total",
+    "fleetwatt_api_page_cache_requests_total",
     "fleetwatt_metrics_source_up",
 ]
 DEAD_REDIS = "redis://127.0.0.1:1/0"

@@ -92,6 +92,14 @@ class JobSerializer(PlannedRepresentationMixin, serializers.ModelSerializer):
         ]  # fmt: skip
         read_only_fields = fields
 
+    # The list reads its page as values() rows; these are the columns its method fields read.
+    row_method_columns = {
+        "energy_kwh": ("energy_j",),
+        "cost": ("cost", "currency"),
+        "sci_kg": ("operational_kg", "embodied_kg", "work_units"),
+        "functional_unit": ("work_unit", "work_units"),
+    }
+
     @extend_schema_field(serializers.FloatField())
     def get_energy_kwh(self, job: Job) -> float:
         return kwh(job.energy_j)

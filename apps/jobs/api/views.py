@@ -8,28 +8,30 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from apps.core.page_cache import CachedListMixin
 from apps.core.pagination import JobCursorPagination
 from apps.core.query_params import StrictQueryParamsMixin
 from apps.core.renderers import csv_stream
 from apps.jobs.filtersets import JobFilterSet
 from apps.jobs.methods import METHODS
 from apps.jobs.models import Job
+from apps.jobs.services import job_work_record
 
 from .serializers import JobDetailSerializer, JobSerializer, WorkSerializer
 
 
-class JobViewSet(StrictQueryParamsMixin, viewsets.ReadOnlyModelViewSet):
+class JobViewSet(CachedListMixin, StrictQueryParamsMixin, viewsets.ReadOnlyModelViewSet):
     """Jobs with their GPU energy, split method and coverage. Members see their teams' jobs."""
 
     filterset_class = JobFilterSet
     pagination_class = JobCursorPagination
 
     def get_queryset(self) -> QuerySet[Job]:
-        return (
-            Job.objects.visible_to(self.request.user)
-            .select_related("cluster", "team", "job_group")
-            .order_by("-start", "id")
-        )
+        jobs = Job.objects.visible_to(self.request.user).order_by("-start", "id")
+        if self.action == "list":
+            # The page's columns as rows, no model instance (three per job with its cluster, team and group).
+            return jobs.values(*JobSerializer.row_keys())
+        return jobs.select_related("cluster", "team", "job_group")
 
     def get_serializer_class(self) -> type[JobSerializer]:
         return JobDetailSerializer if self.action == "retrieve" else JobSerializer
@@ -43,8 +45,9 @@ class JobViewSet(StrictQueryParamsMixin, viewsets.ReadOnlyModelViewSet):
         job = self.get_object()  # 404 for another team's job
         body = WorkSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        job.work_units, job.work_unit = body.validated_data["work_units"], body.validated_data["work_unit"]
-        job.save(update_fields=["work_units", "work_unit"])
+        job_work_record(
+            job=job, work_units=body.validated_data["work_units"], work_unit=body.validated_data["work_unit"]
+        )
         return Response(JobSerializer(job).data)
 
     # DRF sends whatever response a handler returns; the stubs narrow list() to Response.

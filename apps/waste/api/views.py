@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from apps.core.access import acting_user
 from apps.core.authentication import FLEET_WIDE, ReadOnlyForApiTokens
 from apps.core.models import ApiToken
+from apps.core.page_cache import CachedListMixin
 from apps.core.pagination import AuditCursorPagination, FlagCursorPagination
 from apps.jobs.models import Job
 from apps.pipeline import decisions
@@ -26,7 +27,7 @@ class IsAdmin(permissions.BasePermission):
         return bool(request.user and request.user.is_staff)
 
 
-class FlagViewSet(viewsets.ReadOnlyModelViewSet):
+class FlagViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     """Findings. Members see those of their teams' jobs; only admins act on them."""
 
     serializer_class = FlagSerializer

@@ -1,0 +1,84 @@
+"""Pages of the API's lists, rendered once per data generation and kept in the cache.
+
+Dashboards and finance tools ask for the same pages again and again between two ingests; each costs a
+filter form, a query over a million jobs and a page of rows rendered. A page is kept, as the JSON sent, under:
+- the data's generation (apps.core.generation): any change of what a list shows moves it on;
+- what the caller may see: every team, or the ids of its teams (the rows are the same for all who see the same
+  teams; nothing in a row depends on who asks);
+- the view, the renderer and the whole URL (host, path, query: the cursor links in the page are absolute).
+Only a JSON page that answered 200 is kept; authentication, permissions, throttles and the check of the query's
+parameters run on every request before the cache is read. `FLEETWATT_API_PAGE_CACHE_S` bounds an entry's life
+(0: no page is cached). Redis unreachable: every request computes its page (apps.core.fail_open_cache)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db.models.signals import post_delete, post_save
+from django.http import HttpResponse
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from .access import member_team_ids, user_sees_all_teams
+from .generation import data_changed, data_generation
+from .metrics import API_PAGE_CACHE
+from .services import metric_count
+
+# Models whose names the cached lists show and that the admin edits: a save or delete moves the generation on.
+# Jobs and findings are written by the pipeline, whose writes call data_changed() once for many rows (and
+# the few one-row writes, a finding's review and a job's work, call it too): a listener on their saves and
+# deletes would be called per row, and makes Django fetch every row a bulk delete removes, to signal it.
+SHOWN_MODELS = ("fleet.Team", "fleet.Cluster", "carbon.JobGroup")
+
+
+def page_cache_key(request: Request, view: Any) -> str | None:
+    """The cache key of the page this request asks for, or None where it is not cached."""
+    if settings.FLEETWATT_API_PAGE_CACHE_S <= 0 or request.method != "GET":
+        return None
+    renderer = getattr(request, "accepted_renderer", None)
+    if renderer is None or renderer.format != "json":
+        return None
+    user = request.user
+    if not user.is_authenticated:
+        return None
+    scope = "all" if user_sees_all_teams(user) else ",".join(map(str, member_team_ids(user)))
+    what = "\n".join([type(view).__qualname__, request.accepted_media_type, request.build_absolute_uri()])
+    digest = hashlib.sha256(what.encode()).hexdigest()
+    return f"fleetwatt:page:{data_generation()}:{scope}:{digest}"
+
+
+class CachedListMixin:
+    """For a viewset: its list's JSON pages kept as this module says."""
+
+    _page_key: str | None = None
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Any:
+        key = page_cache_key(request, self)
+        if key is not None:
+            kept = cache.get(key)
+            metric_count(metric=API_PAGE_CACHE, labels=["miss" if kept is None else "hit"])
+            if kept is not None:
+                body, content_type = kept
+                return HttpResponse(body, content_type=content_type)
+            self._page_key = key
+        return super().list(request, *args, **kwargs)  # type: ignore[misc]
+
+    def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
+        response = super().finalize_response(request, response, *args, **kwargs)  # type: ignore[misc]
+        if self._page_key is not None and isinstance(response, Response) and response.status_code == 200:
+            response.render()
+            cache.set(self._page_key, (response.content, response["Content-Type"]), settings.FLEETWATT_API_PAGE_CACHE_S)
+        return response
+
+
+def _shown_row_changed(**kwargs: Any) -> None:
+    data_changed()
+
+
+def page_cache_signals_connect() -> None:
+    for model in SHOWN_MODELS:
+        post_save.connect(_shown_row_changed, sender=model, dispatch_uid=f"fleetwatt-shown-save-{model}")
+        post_delete.connect(_shown_row_changed, sender=model, dispatch_uid=f"fleetwatt-shown-delete-{model}")

@@ -1,0 +1,134 @@
+"""Pages of the jobs and findings lists kept per data generation (apps.core.page_cache): a repeat is served
+from the cache; every change of what a page shows is seen at once; nobody gets a page of teams not theirs."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.core.cache import cache
+from rest_framework.test import APIClient
+
+from apps.core.access import FINANCE_GROUP
+from apps.core.generation import GENERATION_KEY, data_generation
+from apps.fleet.models import Team, TeamMembership
+from apps.jobs.models import Job
+from apps.pipeline.inputs import footprints_recompute
+from apps.waste.models import Flag
+from tests.carbon.fleet_builder import fleet_build, job_run
+
+pytestmark = pytest.mark.django_db
+JOBS = "/api/jobs/?page_size=10"
+FLAGS = "/api/flags/?page_size=10"
+
+
+@pytest.fixture
+def fleet():
+    fleet = fleet_build(servers=1)
+    mine = job_run(fleet, key="slurm/mine", gpus=fleet.gpus[:1], hours=2, power_w=500)
+    other_team = Team.objects.create(name="other")
+    theirs = job_run(fleet, key="slurm/theirs", gpus=fleet.gpus[1:2], hours=2, power_w=500)
+    Job.objects.filter(pk=theirs.pk).update(team=other_team)
+    footprints_recompute()
+    Flag.objects.create(kind="memory_hog", cluster=fleet.cluster, job=mine, evidence={})
+    Flag.objects.create(kind="memory_hog", cluster=fleet.cluster, job=theirs, evidence={})
+    member = User.objects.create_user("ada")
+    TeamMembership.objects.create(user=member, team=fleet.team)
+    outsider = User.objects.create_user("bob")
+    TeamMembership.objects.create(user=outsider, team=other_team)
+    return fleet, member, outsider
+
+
+def _client(user: User) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def _keys() -> list[str]:
+    return sorted(k for k in cache._cache.get_client().keys("*fleetwatt:page:*"))  # type: ignore[attr-defined]
+
+
+def test_a_repeated_page_is_served_from_the_cache_as_it_was_rendered(fleet) -> None:
+    _, member, _ = fleet
+    first = _client(member).get(JOBS)
+    assert first.status_code == 200 and len(_keys()) == 1
+    Job.objects.update(name="renamed behind the cache's back")  # not a write the app makes: no new generation
+    again = _client(member).get(JOBS)
+    assert again.status_code == 200 and again.content == first.content
+    assert again["Content-Type"] == first["Content-Type"] == "application/json"
+
+
+def test_each_caller_gets_the_rows_of_its_own_teams(fleet) -> None:
+    fleet_, member, outsider = fleet
+    finance = User.objects.create_user("fin")
+    finance.groups.add(Group.objects.create(name=FINANCE_GROUP))
+    for path in (JOBS, FLAGS):
+        mine = _client(member).get(path).json()["results"]
+        theirs = _client(outsider).get(path).json()["results"]
+        every = _client(finance).get(path).json()["results"]
+        assert {r["team"] for r in mine} == {fleet_.team.name}
+        assert {r["team"] for r in theirs} == {"other"}
+        assert mine and theirs and len(every) == len(mine) + len(theirs)
+    assert len(_keys()) == 6  # a page per list and scope
+
+
+def test_a_change_of_what_the_page_shows_is_seen_at_once(fleet) -> None:
+    fleet_, member, _ = fleet
+    admin = User.objects.create_user("boss", is_staff=True)
+    client = _client(member)
+    assert {r["team"] for r in client.get(JOBS).json()["results"]} == {fleet_.team.name}
+    # the admin renames the team
+    team = Team.objects.get(pk=fleet_.team.pk)
+    team.name = "vision"
+    team.save()
+    assert {r["team"] for r in client.get(JOBS).json()["results"]} == {"vision"}
+    # the job reports its work
+    job = Job.objects.get(job_key="slurm/mine")
+    assert client.get(JOBS).json()["results"][0]["functional_unit"] == "run"
+    assert client.post(f"/api/jobs/{job.pk}/work/", {"work_units": 5, "work_unit": "request"}).status_code == 200
+    assert client.get(JOBS).json()["results"][0]["functional_unit"] == "request"
+    # an admin acknowledges the finding
+    flag = Flag.objects.get(job=job, kind="memory_hog")
+
+    def status() -> str:
+        return next(r["status"] for r in client.get(FLAGS).json()["results"] if r["id"] == flag.pk)
+
+    assert status() == "open"
+    assert _client(admin).post(f"/api/flags/{flag.pk}/acknowledge/", {"reason": "expected"}).status_code == 201
+    assert status() == "acknowledged"
+
+
+def test_a_derivation_moves_the_generation_on(fleet) -> None:
+    before = data_generation()
+    footprints_recompute()
+    assert data_generation() > before
+
+
+def test_only_json_pages_that_answered_200_are_kept(fleet) -> None:
+    _, member, _ = fleet
+    client = _client(member)
+    assert client.get("/api/jobs/?state=nonsense").status_code == 400
+    assert client.get("/api/jobs/?nonsense=1").status_code == 400
+    assert client.get("/api/jobs/", {"format": "csv", "page_size": 10}).status_code == 200
+    assert client.get(JOBS, HTTP_ACCEPT="text/html").status_code == 200  # the browsable API
+    assert _keys() == []
+
+
+def test_no_page_is_kept_when_the_setting_is_0(fleet, settings) -> None:
+    settings.FLEETWATT_API_PAGE_CACHE_S = 0
+    _, member, _ = fleet
+    assert _client(member).get(JOBS).status_code == 200
+    assert _keys() == []
+
+
+def test_anonymous_callers_are_refused_before_the_cache(fleet) -> None:
+    _, member, _ = fleet
+    assert _client(member).get(JOBS).status_code == 200
+    assert APIClient().get(JOBS).status_code in (401, 403)
+
+
+def test_the_generation_restarts_from_0_when_redis_forgot_it(fleet) -> None:
+    cache.delete(GENERATION_KEY)
+    assert data_generation() == 0
+    _, member, _ = fleet
+    assert _client(member).get(JOBS).status_code == 200
