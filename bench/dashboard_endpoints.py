@@ -1,14 +1,18 @@
-"""Benchmark: the team dashboard's data endpoints with a million jobs in the database.
+"""Benchmark: the API's lists and rollups, and the team page, with a million jobs in the database.
 
 Fills a database of its own with a year of 1,000,000 jobs (one job-GPU-hour row and one method row
-each, over 1,000 GPUs and 10 teams, an open finding on every 47th job), builds the teams' daily sums,
-serves the app with gunicorn as deployed (gunicorn.conf.py), and sends 20 concurrent clients at: the
-team rollup for a year by month and by day (the day one is what the team page's charts load), and,
-for finance tools, the team's jobs of a month and its open findings; then the team page itself. The
-caller is a member with a session (`--token`: also a finance tool with an API token). Reports
-p50/p95/p99 per endpoint. Target: p95 under 100 ms.
+each, over 1,000 GPUs and 10 teams, an open finding on every 47th job, one job in ten in one of 20 job
+groups, a year of weekly reports per team, 5,000 audit entries), builds the teams' daily sums, serves
+the app with gunicorn as deployed (gunicorn.conf.py), and sends 20 concurrent clients at every list and
+rollup of the API: as a member of a team with a session (the team's rollups, jobs, findings, teams,
+reports, the teams side by side, the team page itself) and as an admin with a session (the fleet-wide
+ones: clusters, GPUs, job groups and their rollups, the audit log). Each endpoint is measured twice, side
+by side: with the API's page cache (a repeated ask, as dashboards and tools repeat them) and without it
+(`FLEETWATT_API_PAGE_CACHE_S=0`: every page computed). `--token`: also a finance tool with an API token.
+Reports p50/p95/p99 per endpoint. Target: p95 under 100 ms.
 
     .venv/bin/python bench/dashboard_endpoints.py [--reuse] [--token] [--workers N] [--requests 1000]
+        [--page-cache both|on|off] [--only SUBSTRING]
 """
 
 from __future__ import annotations
@@ -104,7 +108,8 @@ def fill(n_jobs: int) -> None:
             "INSERT INTO jobs_jobgpuhourenergy (job_id, gpu_id, hour, method, energy_j) "
             "SELECT job_id, gpu_id, hour, 'whole_gpu', energy_j FROM jobs_jobgpuhour"
         )
-        cursor.execute("ANALYZE")
+        # As a database in use is: vacuumed (else autovacuum takes a core during the first endpoints' load).
+        cursor.execute("VACUUM ANALYZE")
         print(f"filled {n_jobs:,} jobs in {time.perf_counter() - started:.0f}s")
     started = time.perf_counter()
     days = [year.date() + timedelta(days=d) for d in range(366)]
@@ -127,23 +132,74 @@ def fill_flags() -> None:
         cursor.execute("ANALYZE waste_flag")
 
 
-def member_session(team: Any) -> str:
-    """A logged-in session of a member of the team, as the dashboard's browser holds it."""
+def fill_extras() -> None:
+    """What the other lists show, where an earlier run's database lacks it: 20 job groups holding one job in
+    ten, a year of weekly reports per team (and the fleet's), 5,000 audit entries on findings' jobs."""
+    from django.contrib.auth.models import User
+    from django.db import connection
+
+    from apps.carbon.models import JobGroup
+    from apps.fleet.models import Team
+    from apps.reports.models import WeeklyReport
+    from apps.waste.models import AuditEntry
+
+    if not JobGroup.objects.exists():
+        groups = JobGroup.objects.bulk_create(
+            [JobGroup(name=f"model{k:02d}", match_kind=JobGroup.MatchKind.values[0], match_value=f"model{k:02d}")
+             for k in range(20)]
+        )  # fmt: skip
+        with connection.cursor() as cursor:
+            cursor.execute("UPDATE jobs_job SET job_group_id = %s + (id / 10) %% 20 WHERE id %% 10 = 0", [groups[0].pk])
+            cursor.execute("ANALYZE jobs_job")
+    if not WeeklyReport.objects.exists():
+        monday = datetime(2025, 12, 1, tzinfo=UTC).date()
+        WeeklyReport.objects.bulk_create(
+            [WeeklyReport(team=team, week_start=monday + timedelta(weeks=w), status=WeeklyReport.Status.SENT,
+                          subject=f"GPU week of {monday + timedelta(weeks=w)}", html="<p>" + "x" * 2000 + "</p>",
+                          text="x" * 1000, data={"energy_kwh": 123.4})
+             for team in [*Team.objects.all(), None] for w in range(52)]
+        )  # fmt: skip
+    if not AuditEntry.objects.exists():
+        admin = User.objects.get(username="bench-admin")
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO waste_auditentry (at, actor_id, action, job_id, flag_kind, reason, before, after) "
+                "SELECT j.last_seen, %s, 'acknowledge', j.id, 'idle_allocation', 'reviewed', '{}'::jsonb, "
+                "'{}'::jsonb FROM jobs_job j WHERE j.id %% 47 = 0 ORDER BY j.id LIMIT 5000",
+                [admin.pk],
+            )
+
+
+def user_session(user: Any) -> str:
+    """A logged-in session of the user, as the dashboard's browser holds it."""
     from django.conf import settings
     from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
-    from django.contrib.auth.models import User
     from django.contrib.sessions.backends.base import SessionBase
     from django.utils.module_loading import import_string
 
-    from apps.fleet.models import TeamMembership
-
-    user, _ = User.objects.get_or_create(username="bench-member")
-    TeamMembership.objects.get_or_create(user=user, team=team)
     store: SessionBase = import_string(f"{settings.SESSION_ENGINE}.SessionStore")()
     store[SESSION_KEY], store[BACKEND_SESSION_KEY] = str(user.pk), "django.contrib.auth.backends.ModelBackend"
     store[HASH_SESSION_KEY] = user.get_session_auth_hash()
     store.save()
     return str(store.session_key)
+
+
+def member_session(team: Any) -> str:
+    """A session of a member of the team."""
+    from django.contrib.auth.models import User
+
+    from apps.fleet.models import TeamMembership
+
+    user, _ = User.objects.get_or_create(username="bench-member")
+    TeamMembership.objects.get_or_create(user=user, team=team)
+    return user_session(user)
+
+
+def admin_user() -> Any:
+    from django.contrib.auth.models import User
+
+    user, _ = User.objects.get_or_create(username="bench-admin", defaults={"is_staff": True})
+    return user
 
 
 def finance_token() -> str:
@@ -158,6 +214,36 @@ def finance_token() -> str:
     return ApiToken.issue(user=user, name="bench")[1]
 
 
+def ab_run(*, url: str, auth: list[str], clients: int, requests_n: int) -> dict[str, str]:
+    """ApacheBench's percentiles and failures for `requests_n` requests after a warm-up round (not counted)."""
+    for n in (4 * clients, requests_n):
+        out = subprocess.run(
+            ["ab", "-q", "-n", str(n), "-c", str(clients), *auth, url], capture_output=True, text=True, check=True
+        ).stdout
+    pct = dict(re.findall(r"^\s+(\d+)%\s+(\d+)", out, re.M))
+    failed = re.search(r"Failed requests:\s+(\d+)", out)
+    non_2xx = re.search(r"Non-2xx responses:\s+(\d+)", out)
+    return {**pct, "failed": failed.group(1) if failed else "?", "non_2xx": non_2xx.group(1) if non_2xx else "0"}
+
+
+def gunicorn_start(*, port: int, workers: int, threads: int, page_cache: bool) -> subprocess.Popen[bytes]:
+    env = {**os.environ, **ENV, "WEB_CONCURRENCY": str(workers), "GUNICORN_THREADS": str(threads)}
+    if not page_cache:
+        env["FLEETWATT_API_PAGE_CACHE_S"] = "0"
+    web = subprocess.Popen(
+        [str(ROOT / ".venv/bin/gunicorn"), "fleetwatt.wsgi", "-c", str(ROOT / "gunicorn.conf.py"),
+         "-b", f"127.0.0.1:{port}", "--log-level", "warning"],
+        cwd=ROOT, env=env,
+    )  # fmt: skip
+    for _ in range(100):
+        try:
+            requests.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+            break
+        except requests.RequestException:
+            time.sleep(0.2)
+    return web
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=1_000_000)
@@ -167,6 +253,11 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="threads per gunicorn process")
     ap.add_argument("--token", action="store_true", help="also as a finance tool with an API token")
     ap.add_argument("--reuse", action="store_true", help="keep the database an earlier run filled")
+    ap.add_argument("--page-cache", choices=["both", "on", "off"], default="both",
+                    help="measure with the API's page cache, without it, or both side by side")  # fmt: skip
+    ap.add_argument("--only", default="", help="only the endpoints whose name contains this")
+    ap.add_argument("--computed-requests", type=int, default=200,
+                    help="per endpoint and caller without the page cache (some take 0.1-0.5 s each)")  # fmt: skip
     args = ap.parse_args()
     if shutil.which("ab") is None:
         sys.exit("ApacheBench is missing: apt-get install apache2-utils")
@@ -177,7 +268,8 @@ def main() -> None:
     from django.conf import settings
     from django.core.management import call_command
 
-    from apps.fleet.models import Team
+    from apps.carbon.models import JobGroup
+    from apps.fleet.models import Cluster, Team
     from apps.waste.models import Flag
 
     call_command("migrate", verbosity=0)
@@ -185,56 +277,81 @@ def main() -> None:
         fill(args.jobs)
     if not Flag.objects.exists():
         fill_flags()
+    admin = admin_user()
+    fill_extras()
     team = Team.objects.get(name="team3")
-    # Who asks: a member of the team from the dashboard (a session, as the browser sends it), and a
-    # finance tool with a named API token.
-    callers = {"member, session": ["-C", f"{settings.SESSION_COOKIE_NAME}={member_session(team)}"]}
+    group = JobGroup.objects.order_by("name").first()
+    cluster = Cluster.objects.get(name="bench")
+    assert group is not None
+    # Who asks: a member of the team from the dashboard (a session, as the browser sends it), an admin
+    # (the fleet-wide lists), and, with --token, a finance tool with a named API token.
+    cookie = settings.SESSION_COOKIE_NAME
+    member = ["-C", f"{cookie}={member_session(team)}"]
+    callers = {"member, session": member, "admin, session": ["-C", f"{cookie}={user_session(admin)}"]}
     if args.token:
         callers["finance tool, API token"] = ["-H", f"Authorization: Bearer {finance_token()}"]
+    year = "start=2025-12-01&end=2026-12-01"
+    month = "start=2026-06-01T00:00:00Z&end=2026-07-01T00:00:00Z"
+    team_endpoints = {
+        "team rollup, a year by month": f"/api/teams/{team.pk}/rollup/?{year}&granularity=month",
+        "team rollup, a year by day": f"/api/teams/{team.pk}/rollup/?{year}&granularity=day",
+        "team's jobs of a month": f"/api/jobs/?team=team3&{month}&page_size=20",
+        "team's open findings": "/api/flags/?team=team3&status=open&page_size=20",
+        "teams": "/api/teams/",
+        "team's weekly reports": "/api/reports/?page_size=20",
+        "teams side by side, a month": "/api/teams/compare/?month=2026-06",
+        "energy per day, a month": "/api/teams/daily-energy/?month=2026-06",
+        "job group's outcomes, a month": f"/api/job-groups/{group.pk}/outcomes/?month=2026-06",
+    }
+    fleet_endpoints = {
+        "clusters": "/api/clusters/",
+        "GPUs, page of 100": "/api/gpus/?page_size=100",
+        "job groups": "/api/job-groups/",
+        "cluster rollup, a month by day": f"/api/clusters/{cluster.pk}/rollup/?month=2026-06&granularity=day",
+        "job group rollup, a year by month": f"/api/job-groups/{group.pk}/rollup/?{year}&granularity=month",
+        "audit log, page of 20": "/api/audit-log/?page_size=20",
+        "all jobs of a month": f"/api/jobs/?{month}&page_size=20",
+        "all open findings": "/api/flags/?status=open&page_size=20",
+    }
+    asked = {
+        "member, session": {**team_endpoints, "team dashboard page (HTML)": f"/teams/{team.pk}/"},  # 30 days
+        "admin, session": fleet_endpoints,
+        "finance tool, API token": {**team_endpoints, **fleet_endpoints},
+    }
+    modes = {"both": [True, False], "on": [True], "off": [False]}[args.page_cache]
     port = 8765
-    web = subprocess.Popen(
-        [str(ROOT / ".venv/bin/gunicorn"), "fleetwatt.wsgi", "-c", str(ROOT / "gunicorn.conf.py"),
-         "-b", f"127.0.0.1:{port}", "--log-level", "warning"],
-        cwd=ROOT, env={**os.environ, **ENV, "WEB_CONCURRENCY": str(args.workers),
-                       "GUNICORN_THREADS": str(args.threads)},
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(100):
-            try:
-                requests.get(f"{base}/healthz", timeout=1)
-                break
-            except requests.RequestException:
-                time.sleep(0.2)
-        year = "start=2025-12-01&end=2026-12-01"
-        endpoints = {
-            "team rollup, a year by month": f"/api/teams/{team.pk}/rollup/?{year}&granularity=month",
-            "team rollup, a year by day": f"/api/teams/{team.pk}/rollup/?{year}&granularity=day",
-            "team's jobs of a month": "/api/jobs/?team=team3&start=2026-06-01T00:00:00Z&end=2026-07-01T00:00:00Z"
-            "&page_size=20",
-            "team's open findings": "/api/flags/?team=team3&status=open&page_size=20",
-        }
-        print(f"gunicorn {args.workers} x {args.threads}, {args.clients} clients, {args.requests} requests each")
-        pages = {"team dashboard page (HTML)": f"/teams/{team.pk}/"}  # its default period: 30 days
-        for caller, auth in callers.items():
-            for name, path in {**endpoints, **(pages if caller.startswith("member") else {})}.items():
-                # ApacheBench is the load: a Python client would take the cores the server needs. A
-                # first round warms every worker (connections, caches) and is not counted.
-                for n in (4 * args.clients, args.requests):
-                    out = subprocess.run(
-                        ["ab", "-q", "-n", str(n), "-c", str(args.clients), *auth, base + path],
-                        capture_output=True, text=True, check=True,
-                    ).stdout  # fmt: skip
-                pct = dict(re.findall(r"^\s+(\d+)%\s+(\d+)", out, re.M))
-                failed = re.search(r"Failed requests:\s+(\d+)", out)
-                non_2xx = re.search(r"Non-2xx responses:\s+(\d+)", out)
-                print(
-                    f"{caller:24s} {name:30s} p50 {pct['50']:>4} ms  p95 {pct['95']:>4} ms  p99 {pct['99']:>4} ms"
-                    f"  failed {failed.group(1) if failed else '?'}  non-2xx {non_2xx.group(1) if non_2xx else 0}"
-                )
-    finally:
-        web.terminate()
-        web.wait(timeout=20)
+    results: dict[tuple[str, str], dict[bool, dict[str, str]]] = {}
+    for page_cache in modes:
+        web = gunicorn_start(port=port, workers=args.workers, threads=args.threads, page_cache=page_cache)
+        try:
+            for caller, auth in callers.items():
+                for name, path in asked[caller].items():
+                    if args.only not in name:
+                        continue
+                    # ApacheBench is the load: a Python client would take the cores the server needs.
+                    results.setdefault((caller, name), {})[page_cache] = ab_run(
+                        url=f"http://127.0.0.1:{port}{path}", auth=auth, clients=args.clients,
+                        requests_n=args.requests if page_cache else args.computed_requests,
+                    )  # fmt: skip
+                    r = results[(caller, name)][page_cache]
+                    print(f"  {'cached' if page_cache else 'computed':8s} {caller:16s} {name:36s} p95 {r['95']:>5} ms",
+                          file=sys.stderr, flush=True)  # fmt: skip
+        finally:
+            web.terminate()
+            web.wait(timeout=20)
+    print(f"gunicorn {args.workers} x {args.threads}, {args.clients} clients, {args.requests} requests each "
+          f"({args.computed_requests} without the page cache)")  # fmt: skip
+    print("p50 / p95 / p99 ms: with the page cache | without it")
+    for (caller, name), by_mode in results.items():
+        cells = []
+        for page_cache in (True, False):
+            r = by_mode.get(page_cache)
+            cells.append(
+                f"{r['50']:>4} / {r['95']:>4} / {r['99']:>4}" + ("" if r["failed"] == "0" else f" failed {r['failed']}")
+                + ("" if r["non_2xx"] == "0" else f" non-2xx {r['non_2xx']}")
+                if r else f"{'-':>18}"
+            )  # fmt: skip
+        print(f"{caller:16s} {name:36s} {cells[0]} | {cells[1]}")
 
 
 if __name__ == "__main__":

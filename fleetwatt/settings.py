@@ -321,7 +321,7 @@ FLEETWATT_INTENSITY_MAX_BYTES = env.int("FLEETWATT_INTENSITY_MAX_BYTES", default
 FLEETWATT_COVERAGE_THRESHOLD = env.float("FLEETWATT_COVERAGE_THRESHOLD", default=0.95)
 FLEETWATT_CONSERVATION_THRESHOLD = env.float("FLEETWATT_CONSERVATION_THRESHOLD", default=0.02)
 FLEETWATT_API_MAX_PAGE_SIZE = env.int("FLEETWATT_API_MAX_PAGE_SIZE", default=1000)
-# Pages of the jobs and findings lists are kept rendered until the data they show changes, and at most this
+# Pages of the API's lists and sums are kept rendered until the data they show changes, and at most this
 # long (apps.core.page_cache); 0: every page computed on each request.
 FLEETWATT_API_PAGE_CACHE_S = env.int("FLEETWATT_API_PAGE_CACHE_S", default=300)
 # Waste findings.

@@ -10,13 +10,13 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from django.apps import apps
 from django.contrib.auth.models import AbstractBaseUser, AbstractUser, AnonymousUser, Group, User
-from django.contrib.postgres.expressions import ArraySubquery
 from django.core.exceptions import PermissionDenied
-from django.db.models import Exists, OuterRef
+from django.db import connection
 
 FINANCE_GROUP = "finance"
 _VIEWER = "_fleetwatt_viewer"
@@ -33,18 +33,24 @@ def _viewer(user: AbstractBaseUser) -> _Viewer:
     # lives one request.
     cached: _Viewer | None = getattr(user, _VIEWER, None)
     if cached is None:
-        memberships = apps.get_model("fleet", "TeamMembership").objects.filter(user=OuterRef("pk"))
-        in_finance, team_ids = (
-            User.objects.filter(pk=user.pk)
-            .values_list(
-                Exists(Group.objects.filter(user=OuterRef("pk"), name=FINANCE_GROUP)),
-                ArraySubquery(memberships.order_by("team_id").values("team_id")),
-            )
-            .first()
-        ) or (False, [])
+        with connection.cursor() as cursor:
+            cursor.execute(_viewer_sql(), [user.pk, FINANCE_GROUP, user.pk])
+            in_finance, team_ids = cursor.fetchone()
         cached = _Viewer(in_finance=in_finance, team_ids=tuple(team_ids))
         setattr(user, _VIEWER, cached)
     return cached
+
+
+@functools.cache
+def _viewer_sql() -> str:
+    # Written out, not built by the ORM: on every request, and building it cost more than running it.
+    user_groups = User.groups.through._meta.db_table
+    memberships = apps.get_model("fleet", "TeamMembership")._meta.db_table
+    return (
+        f"SELECT EXISTS (SELECT 1 FROM {user_groups} ug JOIN {Group._meta.db_table} g ON g.id = ug.group_id"
+        f" WHERE ug.user_id = %s AND g.name = %s),"
+        f" ARRAY(SELECT team_id FROM {memberships} WHERE user_id = %s ORDER BY team_id)"
+    )
 
 
 def _in_finance(user: AbstractUser) -> bool:

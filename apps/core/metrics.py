@@ -48,7 +48,7 @@ COUNTERS: dict[str, CounterSpec] = {
     REPORTS_SENT: CounterSpec(("outcome",), "Weekly report sends, by outcome.", {"outcome": REPORT_OUTCOMES}),
     ROLLUP_CACHE: CounterSpec(("result",), "Lookups of cached rollups, by result.", {"result": CACHE_RESULTS}),
     API_PAGE_CACHE: CounterSpec(
-        ("result",), "Lookups of cached pages of the API's lists, by result.", {"result": CACHE_RESULTS}
+        ("result",), "Lookups of cached pages of the API's lists and sums, by result.", {"result": CACHE_RESULTS}
     ),
 }
 

@@ -1,10 +1,10 @@
-"""Pages of the API's lists, rendered once per data generation and kept in the cache.
+"""Pages of the API's lists and sums, rendered once per data generation and kept in the cache.
 
 Dashboards and finance tools ask for the same pages again and again between two ingests; each costs a
 filter form, a query over a million jobs and a page of rows rendered. A page is kept, as the JSON sent, under:
-- the data's generation (apps.core.generation): any change of what a list shows moves it on;
-- what the caller may see: every team, or the ids of its teams (the rows are the same for all who see the same
-  teams; nothing in a row depends on who asks);
+- the data's generation (apps.core.generation): any change of what a page shows moves it on;
+- what the caller may see: an admin's view, finance's, or the ids of a member's teams (the rows are the same
+  for all who see the same; nothing in a row depends on who asks);
 - the view, the renderer and the whole URL (host, path, query: the cursor links in the page are absolute).
 Only a JSON page that answered 200 is kept; authentication, permissions, throttles and the check of the query's
 parameters run on every request before the cache is read. `FLEETWATT_API_PAGE_CACHE_S` bounds an entry's life
@@ -12,8 +12,10 @@ parameters run on every request before the cache is read. `FLEETWATT_API_PAGE_CA
 
 from __future__ import annotations
 
+import functools
 import hashlib
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 from django.conf import settings
 from django.core.cache import cache
@@ -27,11 +29,17 @@ from .generation import data_changed, data_generation
 from .metrics import API_PAGE_CACHE
 from .services import metric_count
 
-# Models whose names the cached lists show and that the admin edits: a save or delete moves the generation on.
-# Jobs and findings are written by the pipeline, whose writes call data_changed() once for many rows (and
-# the few one-row writes, a finding's review and a job's work, call it too): a listener on their saves and
-# deletes would be called per row, and makes Django fetch every row a bulk delete removes, to signal it.
-SHOWN_MODELS = ("fleet.Team", "fleet.Cluster", "carbon.JobGroup")
+Handler = TypeVar("Handler", bound=Callable[..., Any])
+
+# Models the cached pages show that are saved one row at a time (the admin's edits, a report's row made): a save
+# or delete moves the generation on. Jobs, findings, hours and the GPUs an ingest finds are written by the
+# pipeline, whose writes call data_changed() once for many rows (and the few one-row writes, a decision and a
+# job's work, call it too): a listener on their saves and deletes would be called per row, and makes Django
+# fetch every row a bulk delete removes, to signal it. A report's sends update its row: its queryset's update()
+# moves the generation on (apps.reports.models).
+SHOWN_MODELS = (
+    "fleet.Team", "fleet.Cluster", "fleet.Node", "fleet.Gpu", "carbon.Site", "carbon.JobGroup", "reports.WeeklyReport",
+)  # fmt: skip
 
 
 def page_cache_key(request: Request, view: Any) -> str | None:
@@ -44,18 +52,22 @@ def page_cache_key(request: Request, view: Any) -> str | None:
     user = request.user
     if not user.is_authenticated:
         return None
-    scope = "all" if user_sees_all_teams(user) else ",".join(map(str, member_team_ids(user)))
+    if user.is_staff or user.is_superuser:
+        scope = "staff"  # sees what finance sees and more (the fleet's weekly summaries)
+    elif user_sees_all_teams(user):
+        scope = "finance"
+    else:
+        scope = ",".join(map(str, member_team_ids(user)))
     what = "\n".join([type(view).__qualname__, request.accepted_media_type, request.build_absolute_uri()])
     digest = hashlib.sha256(what.encode()).hexdigest()
     return f"fleetwatt:page:{data_generation()}:{scope}:{digest}"
 
 
-class CachedListMixin:
-    """For a viewset: its list's JSON pages kept as this module says."""
+def cached_page(handler: Handler) -> Handler:
+    """For a handler of a view with CachedPagesMixin: its JSON answer kept as this module says."""
 
-    _page_key: str | None = None
-
-    def list(self, request: Request, *args: Any, **kwargs: Any) -> Any:
+    @functools.wraps(handler)
+    def answer(self: Any, request: Request, *args: Any, **kwargs: Any) -> Any:
         key = page_cache_key(request, self)
         if key is not None:
             kept = cache.get(key)
@@ -64,7 +76,15 @@ class CachedListMixin:
                 body, content_type = kept
                 return HttpResponse(body, content_type=content_type)
             self._page_key = key
-        return super().list(request, *args, **kwargs)  # type: ignore[misc]
+        return handler(self, request, *args, **kwargs)
+
+    return cast(Handler, answer)
+
+
+class CachedPagesMixin:
+    """For a view whose handlers are decorated with @cached_page: keeps their 200 JSON answers."""
+
+    _page_key: str | None = None
 
     def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
         response = super().finalize_response(request, response, *args, **kwargs)  # type: ignore[misc]
@@ -72,6 +92,14 @@ class CachedListMixin:
             response.render()
             cache.set(self._page_key, (response.content, response["Content-Type"]), settings.FLEETWATT_API_PAGE_CACHE_S)
         return response
+
+
+class CachedListMixin(CachedPagesMixin):
+    """For a viewset: its list's JSON pages kept as this module says."""
+
+    @cached_page
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Any:
+        return super().list(request, *args, **kwargs)  # type: ignore[misc]
 
 
 def _shown_row_changed(**kwargs: Any) -> None:

@@ -246,8 +246,8 @@ def _team_days(run: DeriveRun) -> None:
         rollups.team_days_refresh(cluster_ids=[cluster_id], days={d for c, d in pairs if c == cluster_id})
 
 
-def _rollup_caches(run: DeriveRun) -> None:
-    rollups.rollups_invalidate()
+def _caches_expire(run: DeriveRun) -> None:
+    rollups.rollups_invalidate()  # and the API's cached list pages: one data generation (apps.core.generation)
 
 
 @dataclass(frozen=True)
@@ -293,8 +293,9 @@ STEPS: tuple[Step, ...] = (
           "each job's list of flag kinds, once, after every flag of the run is settled"),
     _step("team_days", _team_days, {F.ROW_FOOTPRINTS, F.BILLING}, F.TEAM_DAYS,
           "teams' daily sums of the footprints, without the jobs excluded from a bill"),
-    _step("rollup_caches", _rollup_caches, {F.TEAM_DAYS, F.ROW_FOOTPRINTS, F.JOB_FOOTPRINTS, F.GROUPS}, None,
-          "last: a cached rollup must not outlive any figure above"),
+    _step("caches_expire", _caches_expire,
+          {F.TEAM_DAYS, F.ROW_FOOTPRINTS, F.SUMMARIES, F.JOB_FOOTPRINTS, F.GROUPS, F.FLAGS}, None,
+          "last: no cached rollup or list page outlives any figure above"),
 )  # fmt: skip
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import secrets
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.db import models
 
+from apps.core.generation import data_changed
 from apps.fleet.models import Team
 
 if TYPE_CHECKING:
@@ -37,6 +38,14 @@ class ReportRecipient(models.Model):
 
 
 class WeeklyReportQuerySet(models.QuerySet["WeeklyReport"]):
+    def update(self, **kwargs: Any) -> int:
+        """Every change of a report's state (claimed, sent, failed, in doubt) is one of these: the reports list
+        kept in the cache (apps.core.page_cache) must show it."""
+        updated = super().update(**kwargs)
+        if updated:
+            data_changed()
+        return updated
+
     def visible_to(self, user: AbstractUser | AnonymousUser) -> WeeklyReportQuerySet:
         """Teams' reports through Team.objects.visible_to; the fleet-wide summary (no team) to admins only."""
         if not user.is_authenticated:

@@ -59,6 +59,7 @@ def _entry(*, actor: User, action: str, job: Job | None, reason: str, before: di
            flag: Flag | None = None) -> AuditEntry:  # fmt: skip
     """The log's line. A decision on a GPU-hour's finding (no job) names the GPU and the hour instead."""
     on_gpu_hour = job is None and flag is not None
+    data_changed()  # the audit log shows it, and the lists what the decision changed
     return AuditEntry.objects.create(
         actor=actor, action=action, job=job, reason=reason, before=before, after=after,
         flag_id=flag.pk if flag else None, flag_kind=flag.kind if flag else "",
@@ -83,7 +84,6 @@ def flag_review(*, actor: User, flag: Flag, action: str, reason: str) -> AuditEn
     before = {"status": flag.status}
     flag.status = status[action]
     flag.save(update_fields=["status", "updated_at"])
-    data_changed()  # the findings list shows its status
     return _entry(actor=actor, action=action, job=flag.job, reason=reason, before=before,
                   after={"status": flag.status}, flag=flag)  # fmt: skip
 

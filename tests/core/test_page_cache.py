@@ -1,18 +1,22 @@
-"""Pages of the jobs and findings lists kept per data generation (apps.core.page_cache): a repeat is served
+"""Pages of the API's lists and sums kept per data generation (apps.core.page_cache): a repeat is served
 from the cache; every change of what a page shows is seen at once; nobody gets a page of teams not theirs."""
 
 from __future__ import annotations
+
+from datetime import date
 
 import pytest
 from django.contrib.auth.models import Group, User
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
+from apps.carbon.models import JobGroup
 from apps.core.access import FINANCE_GROUP
 from apps.core.generation import GENERATION_KEY, data_generation
 from apps.fleet.models import Team, TeamMembership
 from apps.jobs.models import Job
 from apps.pipeline.inputs import footprints_recompute
+from apps.reports.models import WeeklyReport
 from apps.waste.models import Flag
 from tests.carbon.fleet_builder import fleet_build, job_run
 
@@ -132,3 +136,55 @@ def test_the_generation_restarts_from_0_when_redis_forgot_it(fleet) -> None:
     assert data_generation() == 0
     _, member, _ = fleet
     assert _client(member).get(JOBS).status_code == 200
+
+
+def test_an_admin_and_finance_are_kept_apart(fleet) -> None:
+    """Both see every team, but only admins the fleet's weekly summaries: their pages are not shared."""
+    fleet_, _, _ = fleet
+    admin = User.objects.create_user("boss", is_staff=True)
+    finance = User.objects.create_user("fin")
+    finance.groups.add(Group.objects.create(name=FINANCE_GROUP))
+    WeeklyReport.objects.create(team=None, week_start=date(2026, 11, 23))
+    WeeklyReport.objects.create(team=fleet_.team, week_start=date(2026, 11, 23))
+    assert len(_client(admin).get("/api/reports/").json()["results"]) == 2
+    assert len(_client(finance).get("/api/reports/").json()["results"]) == 1
+    assert len(_client(admin).get("/api/reports/").json()["results"]) == 2
+
+
+def test_a_report_sent_is_seen_at_once(fleet) -> None:
+    fleet_, member, _ = fleet
+    report = WeeklyReport.objects.create(team=fleet_.team, week_start=date(2026, 11, 23))
+    client = _client(member)
+    assert client.get("/api/reports/").json()["results"][0]["status"] == "pending"
+    WeeklyReport.objects.filter(pk=report.pk).update(status=WeeklyReport.Status.SENT)  # as a send leaves it
+    assert client.get("/api/reports/").json()["results"][0]["status"] == "sent"
+
+
+def test_the_fleet_lists_and_sums_are_kept_and_see_changes_at_once(fleet) -> None:
+    fleet_, member, _ = fleet
+    admin = _client(User.objects.create_user("boss", is_staff=True))
+    group = JobGroup.objects.create(name="llm", match_kind=JobGroup.MatchKind.values[0], match_value="x")
+    Job.objects.filter(job_key="slurm/mine").update(job_group=group)
+    footprints_recompute()
+    period = "month=2026-11"
+    pages = [
+        "/api/gpus/?page_size=5", "/api/clusters/", "/api/job-groups/", "/api/teams/", "/api/audit-log/",
+        f"/api/teams/compare/?{period}", f"/api/teams/daily-energy/?{period}",
+        f"/api/job-groups/{group.pk}/rollup/?{period}&granularity=month",
+        f"/api/job-groups/{group.pk}/outcomes/?{period}",
+    ]  # fmt: skip
+    first = {path: admin.get(path) for path in pages}
+    assert all(r.status_code == 200 for r in first.values()), {p: r.status_code for p, r in first.items()}
+    assert len(_keys()) == len(pages)
+    assert all(admin.get(path).content == first[path].content for path in pages)
+    # the admin renames a GPU's model, then takes a decision: both show at once
+    gpu = fleet_.gpus[0]
+    gpu.model_name = "NVIDIA H100"
+    gpu.save()
+    assert "NVIDIA H100" in admin.get("/api/gpus/?page_size=5").content.decode()
+    flag = Flag.objects.get(job__job_key="slurm/mine")
+    assert admin.post(f"/api/flags/{flag.pk}/acknowledge/", {"reason": "expected"}).status_code == 201
+    assert [e["action"] for e in admin.get("/api/audit-log/").json()["results"]] == ["acknowledge"]
+    # a member's answer counts its teams' runs only, and is kept apart from the admin's
+    mine = _client(member).get(f"/api/job-groups/{group.pk}/outcomes/?{period}")
+    assert mine.status_code == 200 and mine.json()["total"] == admin.get(pages[-1]).json()["total"]

@@ -53,19 +53,19 @@ def test_every_step_reads_something_that_a_caller_or_an_earlier_step_changes() -
         (
             {Fact.FACTORS},
             ["row_footprints", "job_footprints", "job_figures", "estimated_intensity_flags", "waste_findings",
-             "failed_run_findings", "job_flag_lists", "team_days", "rollup_caches"],
+             "failed_run_findings", "job_flag_lists", "team_days", "caches_expire"],
         ),
-        ({Fact.BILLING}, ["team_days", "rollup_caches"]),
+        ({Fact.BILLING}, ["team_days", "caches_expire"]),
         (
             {Fact.JOB_GROUP},
             ["job_footprints", "job_figures", "estimated_intensity_flags", "failed_run_findings", "job_flag_lists",
-             "rollup_caches"],
+             "caches_expire"],
         ),
         (
             {Fact.SCHEDULER},
             ["job_groups", "unobserved_estimates", "row_footprints", "job_summaries", "job_footprints", "job_figures",
              "low_coverage_flags", "estimated_intensity_flags", "waste_findings", "unobserved_flags",
-             "failed_run_findings", "job_flag_lists", "team_days", "rollup_caches"],
+             "failed_run_findings", "job_flag_lists", "team_days", "caches_expire"],
         ),
     ],
 )  # fmt: skip

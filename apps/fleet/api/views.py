@@ -9,6 +9,7 @@ from rest_framework import serializers, viewsets
 from apps.carbon.models import JobGroup
 from apps.core.authentication import FLEET_WIDE
 from apps.core.filtersets import FilterSet
+from apps.core.page_cache import CachedListMixin
 from apps.core.pagination import GpuCursorPagination, NameCursorPagination
 from apps.fleet.models import Cluster, Gpu, Team
 
@@ -32,7 +33,7 @@ class GpuPeriodSerializer(serializers.Serializer):
 
 
 @extend_schema_view(list=extend_schema(parameters=[GpuPeriodSerializer]))
-class GpuViewSet(viewsets.ReadOnlyModelViewSet):
+class GpuViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     """GPUs with their hours, energy, idle energy and utilisation over `?start=&end=` (ISO 8601): the whole
     fleet's, so admins and finance only."""
 
@@ -76,7 +77,7 @@ class GpuViewSet(viewsets.ReadOnlyModelViewSet):
         )
 
 
-class TeamViewSet(viewsets.ReadOnlyModelViewSet):
+class TeamViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     """Teams the user may see (their rollups: apps.rollups.api)."""
 
     serializer_class = TeamSerializer
@@ -86,7 +87,7 @@ class TeamViewSet(viewsets.ReadOnlyModelViewSet):
         return Team.objects.visible_to(self.request.user).order_by("name")
 
 
-class ClusterViewSet(viewsets.ReadOnlyModelViewSet):
+class ClusterViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     """Clusters (admins and finance; their rollups: apps.rollups.api)."""
 
     serializer_class = ClusterSerializer
@@ -95,7 +96,7 @@ class ClusterViewSet(viewsets.ReadOnlyModelViewSet):
     queryset = Cluster.objects.select_related("site").order_by("name")
 
 
-class JobGroupViewSet(viewsets.ReadOnlyModelViewSet):
+class JobGroupViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     """Job groups: campaigns, models (finance, admins; their rollups: apps.rollups.api)."""
 
     serializer_class = JobGroupSerializer

@@ -4,6 +4,7 @@ from django.db.models import QuerySet
 from rest_framework import viewsets
 from rest_framework.serializers import BaseSerializer
 
+from apps.core.page_cache import CachedListMixin
 from apps.core.pagination import ReportCursorPagination
 from apps.reports.filtersets import WeeklyReportFilterSet
 from apps.reports.models import WeeklyReport
@@ -11,7 +12,7 @@ from apps.reports.models import WeeklyReport
 from .serializers import WeeklyReportDetailSerializer, WeeklyReportSerializer
 
 
-class WeeklyReportViewSet(viewsets.ReadOnlyModelViewSet):
+class WeeklyReportViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     """Weekly reports, newest first: a member sees the reports of the teams they belong to, finance and
     admins every team's, admins also the fleet summaries. The detail has the numbers, text and HTML."""
 

@@ -26,6 +26,7 @@ from apps.core.authentication import FLEET_WIDE
 from apps.core.footprint import kwh
 from apps.core.metrics import ROLLUP_CACHE
 from apps.core.money import round_minor
+from apps.core.page_cache import CachedPagesMixin, cached_page
 from apps.core.services import metric_count
 from apps.fleet.models import Cluster, Team
 from apps.rollups.selectors import (
@@ -171,7 +172,7 @@ def _flat(doc: dict, subject: tuple[str, str], *, totals: bool) -> list[dict]:
     return rows
 
 
-class TeamRollupViewSet(_RollupMixin, viewsets.GenericViewSet):
+class TeamRollupViewSet(CachedPagesMixin, _RollupMixin, viewsets.GenericViewSet):
     """Each team's energy, cost and carbon per period, for the teams the user may see."""
 
     def get_queryset(self) -> QuerySet[Team]:
@@ -191,6 +192,7 @@ class TeamRollupViewSet(_RollupMixin, viewsets.GenericViewSet):
 
     @extend_schema(parameters=[PeriodQuerySerializer], responses=DailyEnergySerializer(many=True))
     @action(detail=False, methods=["get"], url_path="daily-energy", pagination_class=None)
+    @cached_page
     def daily_energy(self, request: Request, format: str | None = None) -> Response:
         """GPU energy per day, team and split method (J and kWh) for the teams the user may see."""
         start, end, _ = _period_query(request)
@@ -198,6 +200,7 @@ class TeamRollupViewSet(_RollupMixin, viewsets.GenericViewSet):
 
     @extend_schema(parameters=[PeriodQuerySerializer], responses=TeamTotalsSerializer(many=True))
     @action(detail=False, methods=["get"], url_path="compare", pagination_class=None)
+    @cached_page
     def compare(self, request: Request, format: str | None = None) -> Response:
         """The teams the user may see, side by side over the period (whole UTC days, as their rollups): GPU-hours,
         energy (J and kWh), facility kWh, CO2e, and cost in minor units (`cost`: the sum of the team's jobs' rounded
@@ -242,7 +245,7 @@ class ClusterRollupViewSet(_RollupMixin, viewsets.GenericViewSet):
         )
 
 
-class JobGroupRollupViewSet(_RollupMixin, viewsets.GenericViewSet):
+class JobGroupRollupViewSet(CachedPagesMixin, _RollupMixin, viewsets.GenericViewSet):
     """A job group's runs (failed and abandoned ones included) per period (finance, admins), and how they
     ended (everyone: a member's answer counts their teams' runs only)."""
 
@@ -251,6 +254,7 @@ class JobGroupRollupViewSet(_RollupMixin, viewsets.GenericViewSet):
 
     @extend_schema(parameters=[RollupQuerySerializer], responses=RollupSerializer)
     @action(detail=True, methods=["get"])
+    @cached_page  # its sums are read from the job rows (team and cluster rollups keep their own documents)
     def rollup(self, request: Request, pk: str | None = None, format: str | None = None) -> HttpResponseBase:
         group = self.get_object()
         return self._rollup(
@@ -262,6 +266,7 @@ class JobGroupRollupViewSet(_RollupMixin, viewsets.GenericViewSet):
 
     @extend_schema(parameters=[PeriodQuerySerializer], responses=JobGroupOutcomesSerializer)
     @action(detail=True, methods=["get"], permission_classes=api_settings.DEFAULT_PERMISSION_CLASSES)
+    @cached_page
     def outcomes(self, request: Request, pk: str | None = None, format: str | None = None) -> Response:
         """The group's runs of the period split by how they ended: completed, failed (failed, timeout,
         out_of_memory, node_fail), cancelled (cancelled, preempted), other (running, pending, unknown), each

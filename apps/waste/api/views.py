@@ -105,7 +105,7 @@ class JobActionViewSet(viewsets.GenericViewSet):
         return Response(AuditEntrySerializer(entry).data, status=status.HTTP_201_CREATED)
 
 
-class AuditLogViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+class AuditLogViewSet(CachedListMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
     """The append-only audit log (admins and finance, read-only; `?format=csv` to export)."""
 
     serializer_class = AuditEntrySerializer
