@@ -293,6 +293,7 @@ def main() -> None:
     year = "start=2025-12-01&end=2026-12-01"
     month = "start=2026-06-01T00:00:00Z&end=2026-07-01T00:00:00Z"
     team_endpoints = {
+        "floor: the API's root (a session, no data)": "/api/",
         "team rollup, a year by month": f"/api/teams/{team.pk}/rollup/?{year}&granularity=month",
         "team rollup, a year by day": f"/api/teams/{team.pk}/rollup/?{year}&granularity=day",
         "team's jobs of a month": f"/api/jobs/?team=team3&{month}&page_size=20",
@@ -304,6 +305,7 @@ def main() -> None:
         "job group's outcomes, a month": f"/api/job-groups/{group.pk}/outcomes/?month=2026-06",
     }
     fleet_endpoints = {
+        "floor: the API's root (a session, no data)": "/api/",
         "clusters": "/api/clusters/",
         "GPUs, page of 100": "/api/gpus/?page_size=100",
         "job groups": "/api/job-groups/",
@@ -334,7 +336,7 @@ def main() -> None:
                         requests_n=args.requests if page_cache else args.computed_requests,
                     )  # fmt: skip
                     r = results[(caller, name)][page_cache]
-                    print(f"  {'cached' if page_cache else 'computed':8s} {caller:16s} {name:36s} p95 {r['95']:>5} ms",
+                    print(f"  {'cached' if page_cache else 'computed':8s} {caller:16s} {name:42s} p95 {r['95']:>5} ms",
                           file=sys.stderr, flush=True)  # fmt: skip
         finally:
             web.terminate()
@@ -351,7 +353,7 @@ def main() -> None:
                 + ("" if r["non_2xx"] == "0" else f" non-2xx {r['non_2xx']}")
                 if r else f"{'-':>18}"
             )  # fmt: skip
-        print(f"{caller:16s} {name:36s} {cells[0]} | {cells[1]}")
+        print(f"{caller:16s} {name:42s} {cells[0]} | {cells[1]}")
 
 
 if __name__ == "__main__":

@@ -88,8 +88,10 @@ class CachedPagesMixin:
 
     def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
         response = super().finalize_response(request, response, *args, **kwargs)  # type: ignore[misc]
-        if self._page_key is not None and isinstance(response, Response) and response.status_code == 200:
-            response.render()
+        if self._page_key is not None and response.status_code == 200 and not response.streaming:
+            if isinstance(response, Response):
+                response.render()
+            # (A rollup may answer with its own kept document, already rendered: an HttpResponse.)
             cache.set(self._page_key, (response.content, response["Content-Type"]), settings.FLEETWATT_API_PAGE_CACHE_S)
         return response
 

@@ -172,6 +172,7 @@ def test_the_fleet_lists_and_sums_are_kept_and_see_changes_at_once(fleet) -> Non
         f"/api/teams/compare/?{period}", f"/api/teams/daily-energy/?{period}",
         f"/api/job-groups/{group.pk}/rollup/?{period}&granularity=month",
         f"/api/job-groups/{group.pk}/outcomes/?{period}",
+        f"/api/teams/{fleet_.team.pk}/rollup/?{period}", f"/api/clusters/{fleet_.cluster.pk}/rollup/?{period}",
     ]  # fmt: skip
     first = {path: admin.get(path) for path in pages}
     assert all(r.status_code == 200 for r in first.values()), {p: r.status_code for p, r in first.items()}
@@ -185,6 +186,13 @@ def test_the_fleet_lists_and_sums_are_kept_and_see_changes_at_once(fleet) -> Non
     flag = Flag.objects.get(job__job_key="slurm/mine")
     assert admin.post(f"/api/flags/{flag.pk}/acknowledge/", {"reason": "expected"}).status_code == 201
     assert [e["action"] for e in admin.get("/api/audit-log/").json()["results"]] == ["acknowledge"]
+    # the admin takes the job off its team's bill: the team's rollup (kept as a page, and as its own document)
+    team_rollup = f"/api/teams/{fleet_.team.pk}/rollup/?{period}"
+    billed = admin.get(team_rollup).json()["totals"]["energy_j"]
+    job = Job.objects.get(job_key="slurm/mine")
+    assert admin.post(f"/api/jobs/{job.pk}/exclude/", {"exclude": True, "reason": "a test"}).status_code == 201
+    assert admin.get(team_rollup).json()["totals"]["energy_j"] < billed
     # a member's answer counts its teams' runs only, and is kept apart from the admin's
-    mine = _client(member).get(f"/api/job-groups/{group.pk}/outcomes/?{period}")
-    assert mine.status_code == 200 and mine.json()["total"] == admin.get(pages[-1]).json()["total"]
+    outcomes = f"/api/job-groups/{group.pk}/outcomes/?{period}"
+    mine = _client(member).get(outcomes)
+    assert mine.status_code == 200 and mine.json()["total"] == admin.get(outcomes).json()["total"]

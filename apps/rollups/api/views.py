@@ -180,6 +180,7 @@ class TeamRollupViewSet(CachedPagesMixin, _RollupMixin, viewsets.GenericViewSet)
 
     @extend_schema(parameters=[RollupQuerySerializer], responses=RollupSerializer)
     @action(detail=True, methods=["get"])
+    @cached_page  # in front of the rollup's own document, kept for every viewer and format
     def rollup(self, request: Request, pk: str | None = None, format: str | None = None) -> HttpResponseBase:
         team = self.get_object()
         return self._rollup(
@@ -226,7 +227,7 @@ class TeamRollupViewSet(CachedPagesMixin, _RollupMixin, viewsets.GenericViewSet)
         )
 
 
-class ClusterRollupViewSet(_RollupMixin, viewsets.GenericViewSet):
+class ClusterRollupViewSet(CachedPagesMixin, _RollupMixin, viewsets.GenericViewSet):
     """Each cluster's jobs and idle line per period (admins and finance)."""
 
     permission_classes = FLEET_WIDE
@@ -234,6 +235,7 @@ class ClusterRollupViewSet(_RollupMixin, viewsets.GenericViewSet):
 
     @extend_schema(parameters=[RollupQuerySerializer], responses=RollupSerializer)
     @action(detail=True, methods=["get"])
+    @cached_page
     def rollup(self, request: Request, pk: str | None = None, format: str | None = None) -> HttpResponseBase:
         cluster = self.get_object()
         return self._rollup(
@@ -254,7 +256,7 @@ class JobGroupRollupViewSet(CachedPagesMixin, _RollupMixin, viewsets.GenericView
 
     @extend_schema(parameters=[RollupQuerySerializer], responses=RollupSerializer)
     @action(detail=True, methods=["get"])
-    @cached_page  # its sums are read from the job rows (team and cluster rollups keep their own documents)
+    @cached_page
     def rollup(self, request: Request, pk: str | None = None, format: str | None = None) -> HttpResponseBase:
         group = self.get_object()
         return self._rollup(
