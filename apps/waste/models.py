@@ -86,7 +86,11 @@ class AuditEntry(models.Model):
 
     class Meta:
         ordering = ["-at", "-id"]
-        indexes = [models.Index(fields=["job", "at"], name="audit_job_at")]  # a job's trail
+        indexes = [
+            models.Index(fields=["job", "at"], name="audit_job_at"),  # a job's trail
+            # The log's pages, newest first by a cursor: without it every page joined and sorted the whole log.
+            models.Index(fields=["-at", "-id"], name="audit_newest_first"),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(job__isnull=False) | models.Q(gpu__isnull=False, hour__isnull=False),

@@ -12,9 +12,11 @@ from django.db.utils import DatabaseError
 from rest_framework.test import APIClient
 
 from apps.carbon.models import JobGroup
+from apps.core.pagination import AuditCursorPagination
 from apps.fleet.models import Team, TeamMembership
 from apps.pipeline.inputs import footprints_recompute
 from apps.rollups.selectors import cluster_rollup, team_rollup
+from apps.waste.api.views import AuditLogViewSet
 from apps.waste.models import AuditEntry, Flag
 from tests.carbon.fleet_builder import HOUR, T0, fleet_build, intensity_set, job_run
 
@@ -141,3 +143,16 @@ def test_audit_log_api_and_csv(setup) -> None:
     assert [(r["action"], r["job_key"], r["actor"]) for r in rows] == [("exclude", "slurm/odd", "boss")]
     csv_text = _client(admin).get("/api/audit-log/", {"format": "csv"}).content.decode()
     assert "a test, not work" in csv_text and csv_text.splitlines()[0].startswith("id,at,actor,action")
+
+
+def test_a_page_of_the_log_reads_its_rows_by_the_newest_first_index(setup) -> None:
+    """Not the whole log joined to its jobs and sorted (42 ms at 5,000 entries, growing with the log)."""
+    fleet, keep, odd, flag, admin, member = setup
+    _client(admin).post(f"/api/jobs/{odd.pk}/exclude/", {"reason": "a test, not work"})
+    page = AuditLogViewSet.queryset.order_by(*AuditCursorPagination.ordering)[:21]  # the view's, as it pages
+    sql, params = page.query.sql_with_params()
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")  # a test's few rows: a scan would win on cost
+        cursor.execute("EXPLAIN " + sql, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "audit_newest_first" in plan and "Sort" not in plan, plan

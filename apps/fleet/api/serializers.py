@@ -1,10 +1,13 @@
+from typing import ClassVar
+
 from rest_framework import serializers
 
 from apps.carbon.models import JobGroup, Site
+from apps.core.serializers import PlannedRepresentationMixin
 from apps.fleet.models import Cluster, Gpu, Team
 
 
-class GpuSerializer(serializers.ModelSerializer):
+class GpuSerializer(PlannedRepresentationMixin, serializers.ModelSerializer):
     cluster = serializers.CharField(source="node.cluster.name", help_text="Cluster name.")
     hostname = serializers.CharField(source="node.hostname", help_text="Node hostname.")
     hours = serializers.IntegerField(source="hours_count", help_text="Ingested hours in the period (h).")
@@ -45,6 +48,10 @@ class GpuSerializer(serializers.ModelSerializer):
             "estimated_s",
             "utilisation",
         ]
+
+    row_method_columns: ClassVar[dict[str, tuple[str, ...]]] = {
+        "utilisation": ("hours_count", "occupied_s", "estimated_s")
+    }
 
     def get_utilisation(self, gpu: Gpu) -> float:
         hours = getattr(gpu, "hours_count", 0) or 0

@@ -51,7 +51,7 @@ class GpuViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
         if window.validated_data.get("end"):
             period &= Q(hours__hour__lt=window.validated_data["end"])
         zero = Value(0.0, output_field=FloatField())
-        return (
+        gpus = (
             Gpu.objects.select_related("node__cluster")
             .annotate(
                 hours_count=Count("hours", filter=period),
@@ -75,6 +75,10 @@ class GpuViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
             )
             .order_by("position")
         )
+        if self.action == "list":
+            # The page's columns as rows, no model instance (a GPU, its node and cluster, per row of the page).
+            return gpus.values(*GpuSerializer.row_keys(), "position")
+        return gpus
 
 
 class TeamViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
