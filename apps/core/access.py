@@ -71,6 +71,16 @@ def user_sees_all_teams(user: AbstractUser | AnonymousUser) -> bool:
     return _in_finance(user)
 
 
+def viewer_scope(user: AbstractUser) -> str:
+    """What the (logged-in) user may see, as a key: the same key, the same rows. Admins see what finance sees
+    and more (the fleet's weekly summaries); a member, the teams of which it is one."""
+    if user.is_staff or user.is_superuser:
+        return "staff"
+    if _in_finance(user):
+        return "finance"
+    return ",".join(map(str, member_team_ids(user)))
+
+
 def user_is_read_only(user: AbstractUser | AnonymousUser) -> bool:
     """Finance reads and never writes, whatever the credentials (session, DRF token, named API token)."""
     if not user.is_authenticated or user.is_staff or user.is_superuser:

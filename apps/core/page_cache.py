@@ -24,7 +24,7 @@ from django.http import HttpResponse
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from .access import member_team_ids, user_sees_all_teams
+from .access import viewer_scope
 from .generation import data_changed, data_generation
 from .metrics import API_PAGE_CACHE
 from .services import metric_count
@@ -52,15 +52,9 @@ def page_cache_key(request: Request, view: Any) -> str | None:
     user = request.user
     if not user.is_authenticated:
         return None
-    if user.is_staff or user.is_superuser:
-        scope = "staff"  # sees what finance sees and more (the fleet's weekly summaries)
-    elif user_sees_all_teams(user):
-        scope = "finance"
-    else:
-        scope = ",".join(map(str, member_team_ids(user)))
     what = "\n".join([type(view).__qualname__, request.accepted_media_type, request.build_absolute_uri()])
     digest = hashlib.sha256(what.encode()).hexdigest()
-    return f"fleetwatt:page:{data_generation()}:{scope}:{digest}"
+    return f"fleetwatt:page:{data_generation()}:{viewer_scope(user)}:{digest}"
 
 
 def cached_page(handler: Handler) -> Handler:

@@ -20,6 +20,7 @@ from enum import StrEnum
 
 from apps.carbon import services as carbon
 from apps.carbon.services import FactorBook, FootprintRefresh
+from apps.core.generation import data_changed
 from apps.fleet.models import Cluster
 from apps.jobs import selectors as job_reads
 from apps.jobs import services as jobs
@@ -247,7 +248,7 @@ def _team_days(run: DeriveRun) -> None:
 
 
 def _caches_expire(run: DeriveRun) -> None:
-    rollups.rollups_invalidate()  # and the API's cached list pages: one data generation (apps.core.generation)
+    data_changed()  # every cached rollup and page of the API: one data generation
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ from datetime import UTC, date, datetime, timedelta
 
 from django.db import connection
 
-from apps.core.generation import data_changed
 from apps.fleet.models import Gpu
 
 from .models import TeamDay
@@ -90,9 +89,3 @@ def team_days_refresh(*, cluster_ids: Iterable[int], days: Iterable[date]) -> No
             _TEAM_DAYS_SQL.format(table=TeamDay._meta.db_table),
             {"gpus": [g for g, _ in gpus], "gpu_clusters": [c for _, c in gpus], "days": wanted, "lo": lo, "hi": hi},
         )
-
-
-def rollups_invalidate() -> None:
-    """Every cached rollup is stale: called whenever job rows, footprints or decisions change (the data's
-    generation moves on, apps.core.generation)."""
-    data_changed()

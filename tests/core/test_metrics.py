@@ -17,13 +17,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from apps.core import metrics as m
 from apps.core import services as core_services
+from apps.core.generation import data_changed
 from apps.core.selectors import metric_counts_read
 from apps.core.services import metric_count
 from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy
 from apps.reports.models import ReportRecipient
 from apps.reports.services import report_send
 from apps.rollups.selectors import team_rollup_cached
-from apps.rollups.services import rollups_invalidate
 from apps.telemetry.models import GpuHour, IngestedHour, IngestWatermark
 from fleetwatt.celery import app
 from tests.factories import ClusterFactory, TeamFactory
@@ -278,7 +278,7 @@ def test_rollup_cache_miss_then_hit_then_miss_after_a_change(client) -> None:
     assert samples['fleetwatt_rollup_cache_requests_total{result="miss"}'] == 1
     assert samples['fleetwatt_rollup_cache_requests_total{result="hit"}'] == 1
     # when the data changes, the next lookup misses
-    rollups_invalidate()
+    data_changed()
     team_rollup_cached(team=team, granularity="day", **period)
     assert _scrape(client)['fleetwatt_rollup_cache_requests_total{result="miss"}'] == 2
 
