@@ -184,7 +184,15 @@ REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"] = [
 # further failure starts them again). The counts are rows in Postgres, shared by every gunicorn worker.
 INSTALLED_APPS += ["axes"]
 MIDDLEWARE += ["axes.middleware.AxesMiddleware"]  # last, as axes asks
-AUTHENTICATION_BACKENDS = ["apps.core.login_throttle.LoginThrottleBackend", "django.contrib.auth.backends.ModelBackend"]
+# The password login is apps.core.backends.PasswordBackend (Django's, loading a session's user in one query);
+# Django's own stays listed after it, only to load the sessions logged in before that backend existed (a session
+# names its backend); it never checks a password (PasswordBackend stops a refused login).
+_LEGACY_PASSWORD_BACKEND = "django.contrib.auth.backends.ModelBackend"
+AUTHENTICATION_BACKENDS = [
+    "apps.core.login_throttle.LoginThrottleBackend",
+    "apps.core.backends.PasswordBackend",
+    _LEGACY_PASSWORD_BACKEND,
+]
 AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each on its own: a user name, or an address
 AXES_FAILURE_LIMIT = env.int("FLEETWATT_LOGIN_FAILURE_LIMIT", default=10)
@@ -221,7 +229,8 @@ if not FLEETWATT_LOCAL_LOGIN and not FLEETWATT_SSO_ENABLED:
 if FLEETWATT_SSO_ENABLED:
     AUTHENTICATION_BACKENDS += ["apps.sso.backends.SsoBackend"]
 if not FLEETWATT_LOCAL_LOGIN:
-    AUTHENTICATION_BACKENDS.remove("django.contrib.auth.backends.ModelBackend")
+    AUTHENTICATION_BACKENDS.remove("apps.core.backends.PasswordBackend")
+    AUTHENTICATION_BACKENDS.remove(_LEGACY_PASSWORD_BACKEND)
     if FLEETWATT_BREAK_GLASS_LOGIN:
         AUTHENTICATION_BACKENDS.append("apps.sso.backends.BreakGlassBackend")
 # Reverse proxies in front of gunicorn that append the client's address to X-Forwarded-For (0: none, the

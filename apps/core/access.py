@@ -30,11 +30,11 @@ class _Viewer:
 
 def _viewer(user: AbstractBaseUser) -> _Viewer:
     # Asked several times a request (scoping, permissions), in one query; kept on the user object, which
-    # lives one request.
+    # lives one request. A session's user comes with it (user_with_viewer).
     cached: _Viewer | None = getattr(user, _VIEWER, None)
     if cached is None:
         with connection.cursor() as cursor:
-            cursor.execute(_viewer_sql(), [user.pk, FINANCE_GROUP, user.pk])
+            cursor.execute(f"SELECT {_viewer_columns_sql()}", [user.pk, FINANCE_GROUP, user.pk])
             in_finance, team_ids = cursor.fetchone()
         cached = _Viewer(in_finance=in_finance, team_ids=tuple(team_ids))
         setattr(user, _VIEWER, cached)
@@ -42,15 +42,41 @@ def _viewer(user: AbstractBaseUser) -> _Viewer:
 
 
 @functools.cache
-def _viewer_sql() -> str:
+def _viewer_columns_sql() -> str:
     # Written out, not built by the ORM: on every request, and building it cost more than running it.
     user_groups = User.groups.through._meta.db_table
     memberships = apps.get_model("fleet", "TeamMembership")._meta.db_table
     return (
-        f"SELECT EXISTS (SELECT 1 FROM {user_groups} ug JOIN {Group._meta.db_table} g ON g.id = ug.group_id"
+        f"EXISTS (SELECT 1 FROM {user_groups} ug JOIN {Group._meta.db_table} g ON g.id = ug.group_id"
         f" WHERE ug.user_id = %s AND g.name = %s),"
         f" ARRAY(SELECT team_id FROM {memberships} WHERE user_id = %s ORDER BY team_id)"
     )
+
+
+@functools.cache
+def _user_columns() -> tuple[str, ...]:
+    return tuple(f.attname for f in User._meta.concrete_fields)
+
+
+@functools.cache
+def _user_with_viewer_sql() -> str:
+    columns = ", ".join(f"u.{connection.ops.quote_name(str(f.column))}" for f in User._meta.concrete_fields)
+    return f"SELECT {columns}, {_viewer_columns_sql()} FROM {User._meta.db_table} u WHERE u.id = %s"
+
+
+def user_with_viewer(user_id: int) -> User | None:
+    """The user of a session, with what it may see, in one written-out query (every request of a session asks
+    for both: Django's `get(pk=...)` and the viewer's query cost two round trips and 0.5 ms of building)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_user_with_viewer_sql(), [user_id, FINANCE_GROUP, user_id, user_id])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    columns = _user_columns()
+    user = User.from_db(connection.alias, list(columns), row[: len(columns)])
+    in_finance, team_ids = row[len(columns) :]
+    setattr(user, _VIEWER, _Viewer(in_finance=in_finance, team_ids=tuple(team_ids)))
+    return user
 
 
 def _in_finance(user: AbstractUser) -> bool:

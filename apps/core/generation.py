@@ -1,12 +1,17 @@
 """The data's generation: a counter in the cache that moves on whenever figures people read change (jobs, their
 hours and footprints, findings, decisions, the names of teams, clusters and job groups). What is cached from
-those figures (rollups, pages of the API's lists) has the generation in its key, so no entry outlives a change.
+those figures has the generation in its key (rollups) or stamped on it (pages of the API), so no entry outlives a
+change.
 
 A change bumps it twice: at once (a reader in the same transaction must not see the old figures) and when the
 transaction commits (a reader outside it may have cached figures computed before the commit under the first
-bump). A reader reads the generation before the data, so an entry is never newer in its key than in its data."""
+bump). A reader reads the generation before the data, so an entry is never newer in its key or stamp than in its
+data."""
 
 from __future__ import annotations
+
+import time
+from typing import Any
 
 from django.core.cache import cache
 from django.db import transaction
@@ -21,6 +26,17 @@ def data_generation() -> int:
     return int(cache.get(GENERATION_KEY, 0))
 
 
+def data_generation_with(key: str) -> tuple[int, Any]:
+    """The current generation and what the cache holds under `key` (None: nothing), in one round trip; what
+    is kept there should carry the generation it was computed from, read before the data."""
+    found = cache.get_many([GENERATION_KEY, key])
+    generation = found.get(GENERATION_KEY)
+    if generation is None:  # Redis forgot it (restarted empty, evicted): what is kept may be of any generation
+        cache.add(GENERATION_KEY, _fresh_start(), timeout=None)
+        return data_generation(), None
+    return int(generation), found.get(key)
+
+
 def data_changed() -> None:
     """Figures changed (or will, when this transaction commits): every entry cached from them is stale. Called
     once per write of many rows (a derivation, an hour's jobs), not per row."""
@@ -31,5 +47,12 @@ def data_changed() -> None:
 def _bump() -> None:
     try:
         cache.incr(GENERATION_KEY)
-    except ValueError:  # no generation yet
-        cache.set(GENERATION_KEY, 1, timeout=None)
+    except ValueError:  # no generation yet, or Redis forgot it
+        cache.add(GENERATION_KEY, _fresh_start(), timeout=None)
+        cache.incr(GENERATION_KEY)
+
+
+def _fresh_start() -> int:
+    # Past every generation counted before (they count up from small numbers), so nothing kept under one of
+    # them is taken for the new one's: microseconds since 1970 (2^63 is 290,000 years away).
+    return time.time_ns() // 1000

@@ -2,10 +2,13 @@
 
 Dashboards and finance tools ask for the same pages again and again between two ingests; each costs a
 filter form, a query over a million jobs and a page of rows rendered. A page is kept, as the JSON sent, under:
-- the data's generation (apps.core.generation): any change of what a page shows moves it on;
 - what the caller may see: an admin's view, finance's, or the ids of a member's teams (the rows are the same
   for all who see the same; nothing in a row depends on who asks);
-- the view, the renderer and the whole URL (host, path, query: the cursor links in the page are absolute).
+- the view, the renderer and the whole URL (host, path, query: the cursor links in the page are absolute);
+and stamped with the data's generation (apps.core.generation) read before it was computed: a page of another
+generation is computed again and replaces it (any change of what a page shows moves the generation on). The
+generation and the page are read in one round trip to Redis; a page of an old generation is overwritten, not
+left behind until it expires.
 Only a JSON page that answered 200 is kept; authentication, permissions, throttles and the check of the query's
 parameters run on every request before the cache is read. `FLEETWATT_API_PAGE_CACHE_S` bounds an entry's life
 (0: no page is cached). Redis unreachable: every request computes its page (apps.core.fail_open_cache)."""
@@ -25,7 +28,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from .access import viewer_scope
-from .generation import data_changed, data_generation
+from .generation import data_changed, data_generation_with
 from .metrics import API_PAGE_CACHE
 from .services import metric_count
 
@@ -54,7 +57,7 @@ def page_cache_key(request: Request, view: Any) -> str | None:
         return None
     what = "\n".join([type(view).__qualname__, request.accepted_media_type, request.build_absolute_uri()])
     digest = hashlib.sha256(what.encode()).hexdigest()
-    return f"fleetwatt:page:{data_generation()}:{viewer_scope(user)}:{digest}"
+    return f"fleetwatt:page:v2:{viewer_scope(user)}:{digest}"
 
 
 def cached_page(handler: Handler) -> Handler:
@@ -64,12 +67,13 @@ def cached_page(handler: Handler) -> Handler:
     def answer(self: Any, request: Request, *args: Any, **kwargs: Any) -> Any:
         key = page_cache_key(request, self)
         if key is not None:
-            kept = cache.get(key)
-            metric_count(metric=API_PAGE_CACHE, labels=["miss" if kept is None else "hit"])
-            if kept is not None:
-                body, content_type = kept
+            generation, kept = data_generation_with(key)
+            fresh = isinstance(kept, tuple) and len(kept) == 3 and kept[0] == generation
+            metric_count(metric=API_PAGE_CACHE, labels=["hit" if fresh else "miss"])
+            if fresh:
+                _, body, content_type = kept
                 return HttpResponse(body, content_type=content_type)
-            self._page_key = key
+            self._page_key, self._page_generation = key, generation
         return handler(self, request, *args, **kwargs)
 
     return cast(Handler, answer)
@@ -79,6 +83,7 @@ class CachedPagesMixin:
     """For a view whose handlers are decorated with @cached_page: keeps their 200 JSON answers."""
 
     _page_key: str | None = None
+    _page_generation = 0
 
     def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
         response = super().finalize_response(request, response, *args, **kwargs)  # type: ignore[misc]
@@ -86,7 +91,8 @@ class CachedPagesMixin:
             if isinstance(response, Response):
                 response.render()
             # (A rollup may answer with its own kept document, already rendered: an HttpResponse.)
-            cache.set(self._page_key, (response.content, response["Content-Type"]), settings.FLEETWATT_API_PAGE_CACHE_S)
+            page = (self._page_generation, response.content, response["Content-Type"])
+            cache.set(self._page_key, page, settings.FLEETWATT_API_PAGE_CACHE_S)
         return response
 
 

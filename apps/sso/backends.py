@@ -23,6 +23,8 @@ from django.core.exceptions import ImproperlyConfigured, SuspiciousOperation
 from django.http import HttpRequest
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
+from apps.core.backends import SessionUserMixin
+
 from .mapping import access_for_groups, groups_from_claims
 from .selectors import sso_mapping_read
 from .services import SsoClaims, SsoRefused, sso_user_login
@@ -87,9 +89,10 @@ def _refuse(request: HttpRequest, reason: str) -> None:
     setattr(request, REFUSAL_ATTRIBUTE, reason)
 
 
-class SsoBackend(OIDCAuthenticationBackend):
+class SsoBackend(SessionUserMixin, OIDCAuthenticationBackend):
     """A login through the provider (docs/sso.md). Answers only the provider's callback (a `code` and a
-    `state`); a password login passes through it untouched."""
+    `state`); a password login passes through it untouched. Its sessions' users are loaded by SessionUserMixin
+    (mozilla-django-oidc's get_user would keep a deactivated user's session alive)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # Django makes a backend for every authenticate() and every request's get_user(): the endpoints
@@ -159,12 +162,8 @@ class SsoBackend(OIDCAuthenticationBackend):
             _refuse(self.request, str(exc))
             return None
 
-    def get_user(self, user_id: int) -> AbstractBaseUser | None:
-        # mozilla-django-oidc's get_user would keep a deactivated user's session alive; Django's does not.
-        return ModelBackend.get_user(self, user_id)
 
-
-class BreakGlassBackend(ModelBackend):
+class BreakGlassBackend(SessionUserMixin, ModelBackend):
     """The password login, for superusers only: the way in when local login is off and the provider is
     down (FLEETWATT_BREAK_GLASS_LOGIN=1; docs/sso.md, "Break glass")."""
 

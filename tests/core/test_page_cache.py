@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from apps.carbon.models import JobGroup
 from apps.core.access import FINANCE_GROUP
-from apps.core.generation import GENERATION_KEY, data_generation
+from apps.core.generation import GENERATION_KEY, data_changed, data_generation
 from apps.fleet.models import Team, TeamMembership
 from apps.jobs.models import Job
 from apps.pipeline.inputs import footprints_recompute
@@ -196,3 +196,31 @@ def test_the_fleet_lists_and_sums_are_kept_and_see_changes_at_once(fleet) -> Non
     outcomes = f"/api/job-groups/{group.pk}/outcomes/?{period}"
     mine = _client(member).get(outcomes)
     assert mine.status_code == 200 and mine.json()["total"] == admin.get(outcomes).json()["total"]
+
+
+def test_a_page_of_an_older_generation_is_computed_again_and_replaces_it(fleet) -> None:
+    _, member, _ = fleet
+    client = _client(member)
+    first = client.get(JOBS)
+    [key] = _keys()
+    Job.objects.update(name="renamed")
+    data_changed()
+    again = client.get(JOBS)
+    assert again.content != first.content and {r["name"] for r in again.json()["results"]} == {"renamed"}
+    assert _keys() == [key]  # overwritten, not a second entry beside the stale one
+    stamp, _, _ = cache.get(key.decode().split(":", 2)[2])  # (Django's raw key: ":<version>:<key>")
+    assert stamp == data_generation()
+
+
+def test_a_forgotten_generation_starts_past_every_page_kept(fleet) -> None:
+    """Redis evicted the generation (or it was flushed) while pages of generation 0 or 1 stayed: none is served."""
+    _, member, _ = fleet
+    client = _client(member)
+    cache.delete(GENERATION_KEY)
+    first = client.get(JOBS)
+    Job.objects.update(name="renamed behind the cache's back")
+    cache.delete(GENERATION_KEY)  # forgotten again, the page kept: it may be of any generation
+    again = client.get(JOBS)
+    assert {r["name"] for r in again.json()["results"]} == {"renamed behind the cache's back"} != first.json()
+    data_changed()
+    assert data_generation() > 10**15  # microseconds since 1970: past any counted generation

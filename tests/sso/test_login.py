@@ -28,7 +28,8 @@ CLIENT_ID = "fleetwatt"
 CLIENT_SECRET = "test-client-secret"
 CALLBACK = "http://testserver/accounts/sso/callback/"
 THROTTLE = "apps.core.login_throttle.LoginThrottleBackend"
-PASSWORDS = "django.contrib.auth.backends.ModelBackend"
+PASSWORDS = "apps.core.backends.PasswordBackend"
+EARLIER_PASSWORDS = "django.contrib.auth.backends.ModelBackend"  # sessions logged in before PasswordBackend
 SSO = "apps.sso.backends.SsoBackend"
 
 CONFIG = """
@@ -66,7 +67,7 @@ def sso(settings: Any, provider: OidcProvider, tmp_path: Path) -> OidcProvider:
     settings.OIDC_RP_CLIENT_SECRET = CLIENT_SECRET
     settings.FLEETWATT_OIDC_ISSUER = provider.issuer
     settings.FLEETWATT_SSO_ENABLED = True
-    settings.AUTHENTICATION_BACKENDS = [THROTTLE, PASSWORDS, SSO]
+    settings.AUTHENTICATION_BACKENDS = [THROTTLE, PASSWORDS, EARLIER_PASSWORDS, SSO]
     backends._discovered.clear()
     config = tmp_path / "fleet.yaml"
     config.write_text(CONFIG)

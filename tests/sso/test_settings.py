@@ -29,11 +29,15 @@ def _settings(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(
     ("env", "backends"),
     [
-        ({}, "['apps.core.login_throttle.LoginThrottleBackend', 'django.contrib.auth.backends.ModelBackend']"),
+        (
+            {},
+            "['apps.core.login_throttle.LoginThrottleBackend', 'apps.core.backends.PasswordBackend', "
+            "'django.contrib.auth.backends.ModelBackend']",
+        ),
         (
             SSO,
-            "['apps.core.login_throttle.LoginThrottleBackend', 'django.contrib.auth.backends.ModelBackend', "
-            "'apps.sso.backends.SsoBackend']",
+            "['apps.core.login_throttle.LoginThrottleBackend', 'apps.core.backends.PasswordBackend', "
+            "'django.contrib.auth.backends.ModelBackend', 'apps.sso.backends.SsoBackend']",
         ),
         (
             {**SSO, "FLEETWATT_LOCAL_LOGIN": "0"},
