@@ -10,6 +10,7 @@ data."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -47,9 +48,13 @@ def data_changed() -> None:
 def _bump() -> None:
     try:
         cache.incr(GENERATION_KEY)
-    except ValueError:  # no generation yet, or Redis forgot it
-        cache.add(GENERATION_KEY, _fresh_start(), timeout=None)
-        cache.incr(GENERATION_KEY)
+    except ValueError:  # no generation yet, Redis forgot it, or Redis is unreachable (fail_open_cache replays it)
+        if cache.add(GENERATION_KEY, _fresh_start(), timeout=None):
+            return  # a fresh start is past every generation before it
+        # Another process started it first; or Redis is unreachable, and fail_open_cache deletes the key when it
+        # answers again: it starts afresh then.
+        with contextlib.suppress(ValueError):
+            cache.incr(GENERATION_KEY)
 
 
 def _fresh_start() -> int:

@@ -224,3 +224,18 @@ def test_a_forgotten_generation_starts_past_every_page_kept(fleet) -> None:
     assert {r["name"] for r in again.json()["results"]} == {"renamed behind the cache's back"} != first.json()
     data_changed()
     assert data_generation() > 10**15  # microseconds since 1970: past any counted generation
+
+
+def test_a_change_while_redis_is_unreachable_fails_nothing_and_starts_afresh_after(settings) -> None:
+    settings.CACHES = {
+        "default": {
+            **settings.CACHES["default"],
+            "LOCATION": "redis://127.0.0.1:9/0",  # nothing listens there
+            "OPTIONS": {"socket_connect_timeout": 0.2, "socket_timeout": 0.2, "retry_after_s": 0.2},
+        }
+    }
+    from apps.core import generation
+
+    generation._bump()  # the increment, then the fresh start, both missed: no exception for the writer
+    data_changed()
+    assert data_generation() == 0
