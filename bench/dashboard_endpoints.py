@@ -8,7 +8,8 @@ rollup of the API: as a member of a team with a session (the team's rollups, job
 reports, the teams side by side, the team page itself) and as an admin with a session (the fleet-wide
 ones: clusters, GPUs, job groups and their rollups, the audit log). Each endpoint is measured twice, side
 by side: with the API's page cache (a repeated ask, as dashboards and tools repeat them) and without it
-(`FLEETWATT_API_PAGE_CACHE_S=0`: every page computed). `--token`: also a finance tool with an API token.
+(`FLEETWATT_API_PAGE_CACHE_S=0`: every page computed; the team and cluster rollups still read their own kept
+documents, so their first ask shows only in `--after-change`). `--token`: also a finance tool with an API token.
 With the page cache, every endpoint is loaded in `--rounds` rounds (3), one endpoint after the other in
 each round; the round of median p95 is reported (p50/p95/p99), with each round's p95 beside it. And the first
 ask after a change, as dashboards make it after an ingest (`--after-change N`, 5): N times, the data's generation
