@@ -48,11 +48,11 @@ def data_changed() -> None:
 def _bump() -> None:
     try:
         cache.incr(GENERATION_KEY)
-    except ValueError:  # no generation yet, Redis forgot it, or Redis is unreachable (fail_open_cache replays it)
+    except ValueError:  # no generation yet, Redis forgot it, or Redis is unreachable
         if cache.add(GENERATION_KEY, _fresh_start(), timeout=None):
             return  # a fresh start is past every generation before it
-        # Another process started it first; or Redis is unreachable, and fail_open_cache deletes the key when it
-        # answers again: it starts afresh then.
+        # Another process started it first; or Redis is unreachable, and fail_open_cache replays the missed
+        # increment when it answers again.
         with contextlib.suppress(ValueError):
             cache.incr(GENERATION_KEY)
 
