@@ -1,12 +1,11 @@
 """The data's generation: a counter in the cache that moves on whenever figures people read change (jobs, their
 hours and footprints, findings, decisions, the names of teams, clusters and job groups). What is cached from
-those figures has the generation in its key (rollups) or stamped on it (pages of the API), so no entry outlives a
+those figures is stamped with it (`kept_write`, `kept_read`: rollups, pages of the API), so no entry outlives a
 change.
 
 A change bumps it twice: at once (a reader in the same transaction must not see the old figures) and when the
 transaction commits (a reader outside it may have cached figures computed before the commit under the first
-bump). A reader reads the generation before the data, so an entry is never newer in its key or stamp than in its
-data."""
+bump). A reader reads the generation before the data, so an entry is never newer in its stamp than in its data."""
 
 from __future__ import annotations
 
@@ -27,15 +26,23 @@ def data_generation() -> int:
     return int(cache.get(GENERATION_KEY, 0))
 
 
-def data_generation_with(key: str) -> tuple[int, Any]:
-    """The current generation and what the cache holds under `key` (None: nothing), in one round trip; what
-    is kept there should carry the generation it was computed from, read before the data."""
+def kept_read(key: str) -> tuple[int, Any]:
+    """What `kept_write` kept under `key` if kept at the current generation (else None), and that generation (to
+    keep what is computed now under): one round trip for both."""
     found = cache.get_many([GENERATION_KEY, key])
-    generation = found.get(GENERATION_KEY)
+    generation, kept = found.get(GENERATION_KEY), found.get(key)
     if generation is None:  # Redis forgot it (restarted empty, evicted): what is kept may be of any generation
         cache.add(GENERATION_KEY, _fresh_start(), timeout=None)
         return data_generation(), None
-    return int(generation), found.get(key)
+    if isinstance(kept, tuple) and len(kept) == 2 and kept[0] == generation:
+        return generation, kept[1]
+    return generation, None
+
+
+def kept_write(key: str, generation: int, value: Any, timeout: float) -> None:
+    """`value`, computed from data read after `generation` was, kept under `key` for `kept_read`: one entry per key,
+    replaced at the next generation's, not left beside it until it expires."""
+    cache.set(key, (generation, value), timeout)
 
 
 def data_changed() -> None:

@@ -21,14 +21,13 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db.models.signals import post_delete, post_save
 from django.http import HttpResponse
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from .access import viewer_scope
-from .generation import data_changed, data_generation_with
+from .generation import data_changed, kept_read, kept_write
 from .metrics import API_PAGE_CACHE
 from .services import metric_count
 
@@ -57,7 +56,7 @@ def page_cache_key(request: Request, view: Any) -> str | None:
         return None
     what = "\n".join([type(view).__qualname__, request.accepted_media_type, request.build_absolute_uri()])
     digest = hashlib.sha256(what.encode()).hexdigest()
-    return f"fleetwatt:page:v2:{viewer_scope(user)}:{digest}"
+    return f"fleetwatt:page:v3:{viewer_scope(user)}:{digest}"
 
 
 def cached_page(handler: Handler) -> Handler:
@@ -67,11 +66,10 @@ def cached_page(handler: Handler) -> Handler:
     def answer(self: Any, request: Request, *args: Any, **kwargs: Any) -> Any:
         key = page_cache_key(request, self)
         if key is not None:
-            generation, kept = data_generation_with(key)
-            fresh = isinstance(kept, tuple) and len(kept) == 3 and kept[0] == generation
-            metric_count(metric=API_PAGE_CACHE, labels=["hit" if fresh else "miss"])
-            if fresh:
-                _, body, content_type = kept
+            generation, kept = kept_read(key)
+            metric_count(metric=API_PAGE_CACHE, labels=["miss" if kept is None else "hit"])
+            if kept is not None:
+                body, content_type = kept
                 return HttpResponse(body, content_type=content_type)
             self._page_key, self._page_generation = key, generation
         return handler(self, request, *args, **kwargs)
@@ -91,8 +89,8 @@ class CachedPagesMixin:
             if isinstance(response, Response):
                 response.render()
             # (A rollup may answer with its own kept document, already rendered: an HttpResponse.)
-            page = (self._page_generation, response.content, response["Content-Type"])
-            cache.set(self._page_key, page, settings.FLEETWATT_API_PAGE_CACHE_S)
+            page = (response.content, response["Content-Type"])
+            kept_write(self._page_key, self._page_generation, page, settings.FLEETWATT_API_PAGE_CACHE_S)
         return response
 
 

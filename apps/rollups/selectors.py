@@ -15,14 +15,13 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.core.cache import cache
 from django.db.models import Case, CharField, Count, F, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import TruncDay, TruncMonth, TruncWeek
 
 from apps.carbon.models import JobGroup
 from apps.core.aggregates import footprint_sums
 from apps.core.footprint import S_PER_HOUR, Footprint, kwh
-from apps.core.generation import data_generation
+from apps.core.generation import kept_read, kept_write
 from apps.core.metrics import ROLLUP_CACHE
 from apps.core.money import round_minor, split_rounded
 from apps.core.services import metric_count
@@ -323,21 +322,21 @@ ROLLUP_CACHE_SECONDS = 24 * 3600
 
 
 def _rollup_cache_key(kind: str, pk: int, start: datetime, end: datetime, granularity: str) -> str:
-    # The data's generation is part of the key, so no entry outlives a change of the sums it holds.
-    generation = data_generation()
     return (
-        f"fleetwatt:rollup:{kind}:{pk}:{start.isoformat()}:{end.isoformat()}:{granularity}:"
-        f"{int(settings.FLEETWATT_IDLE_SHARED_TO_TEAMS)}:{generation}"
+        f"fleetwatt:rollup:v2:{kind}:{pk}:{start.isoformat()}:{end.isoformat()}:{granularity}:"
+        f"{int(settings.FLEETWATT_IDLE_SHARED_TO_TEAMS)}"
     )
 
 
-def _cached(key: str, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    doc = cache.get(key)
-    metric_count(metric=ROLLUP_CACHE, labels=["miss" if doc is None else "hit"])
-    if doc is None:
-        doc = compute()
-        cache.set(key, doc, timeout=ROLLUP_CACHE_SECONDS)
-    return doc
+def rollup_kept(key: str, compute: Callable[[], Any]) -> Any:
+    """What `compute` gives, kept under `key` until the next change of the data it sums (stamped with the data's
+    generation: apps.core.generation), for at most ROLLUP_CACHE_SECONDS."""
+    generation, kept = kept_read(key)
+    metric_count(metric=ROLLUP_CACHE, labels=["miss" if kept is None else "hit"])
+    if kept is None:
+        kept = compute()
+        kept_write(key, generation, kept, ROLLUP_CACHE_SECONDS)
+    return kept
 
 
 def team_rollup_cache_key(*, team: Team, start: datetime, end: datetime, granularity: str) -> str:
@@ -352,13 +351,13 @@ def team_rollup_cached(*, team: Team, start: datetime, end: datetime, granularit
     """team_rollup, kept in the cache until the next change of the data it sums (dashboards ask for the
     same periods again and again between two ingests)."""
     key = team_rollup_cache_key(team=team, start=start, end=end, granularity=granularity)
-    return _cached(key, lambda: team_rollup(team=team, start=start, end=end, granularity=granularity))
+    return rollup_kept(key, lambda: team_rollup(team=team, start=start, end=end, granularity=granularity))
 
 
 def cluster_rollup_cached(*, cluster: Cluster, start: datetime, end: datetime, granularity: str) -> dict[str, Any]:
     """cluster_rollup, kept like team_rollup_cached (ingests and footprint refreshes change its data)."""
     key = cluster_rollup_cache_key(cluster=cluster, start=start, end=end, granularity=granularity)
-    return _cached(key, lambda: cluster_rollup(cluster=cluster, start=start, end=end, granularity=granularity))
+    return rollup_kept(key, lambda: cluster_rollup(cluster=cluster, start=start, end=end, granularity=granularity))
 
 
 User = AbstractBaseUser | AnonymousUser

@@ -3,7 +3,7 @@ from the cache; every change of what a page shows is seen at once; nobody gets a
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import UTC, date, datetime
 
 import pytest
 from django.contrib.auth.models import Group, User
@@ -208,7 +208,7 @@ def test_a_page_of_an_older_generation_is_computed_again_and_replaces_it(fleet) 
     again = client.get(JOBS)
     assert again.content != first.content and {r["name"] for r in again.json()["results"]} == {"renamed"}
     assert _keys() == [key]  # overwritten, not a second entry beside the stale one
-    stamp, _, _ = cache.get(key.decode().split(":", 2)[2])  # (Django's raw key: ":<version>:<key>")
+    stamp, _ = cache.get(key.decode().split(":", 2)[2])  # (Django's raw key: ":<version>:<key>")
     assert stamp == data_generation()
 
 
@@ -239,3 +239,15 @@ def test_a_change_while_redis_is_unreachable_fails_nothing(settings) -> None:
     generation._bump()  # the increment, then the fresh start, both missed (the increment is replayed later)
     data_changed()
     assert data_generation() == 0
+
+
+def test_a_rollup_kept_before_a_change_is_replaced_not_left_beside(fleet) -> None:
+    from apps.rollups.selectors import team_rollup_cached
+
+    fleet_, _, _ = fleet
+    period = {"start": datetime(2026, 11, 1, tzinfo=UTC), "end": datetime(2026, 12, 1, tzinfo=UTC)}
+    first = team_rollup_cached(team=fleet_.team, granularity="day", **period)
+    rollups = sorted(cache._cache.get_client().keys("*fleetwatt:rollup:*"))  # type: ignore[attr-defined]
+    data_changed()
+    assert team_rollup_cached(team=fleet_.team, granularity="day", **period) == first
+    assert sorted(cache._cache.get_client().keys("*fleetwatt:rollup:*")) == rollups  # type: ignore[attr-defined]

@@ -9,7 +9,6 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.core.cache import cache
 from django.db.models import QuerySet
 from django.http import HttpResponse, HttpResponseBase
 from drf_spectacular.utils import extend_schema
@@ -24,13 +23,10 @@ from rest_framework.settings import api_settings
 from apps.carbon.models import JobGroup
 from apps.core.authentication import FLEET_WIDE
 from apps.core.footprint import kwh
-from apps.core.metrics import ROLLUP_CACHE
 from apps.core.money import round_minor
 from apps.core.page_cache import CachedPagesMixin, cached_page
-from apps.core.services import metric_count
 from apps.fleet.models import Cluster, Team
 from apps.rollups.selectors import (
-    ROLLUP_CACHE_SECONDS,
     MixedBasisError,
     cluster_job_costs_minor,
     cluster_rollup_cache_key,
@@ -39,6 +35,7 @@ from apps.rollups.selectors import (
     job_group_outcome_costs_minor,
     job_group_outcomes,
     job_group_rollup,
+    rollup_kept,
     team_daily_energy,
     team_job_costs_minor,
     team_rollup_cache_key,
@@ -88,11 +85,7 @@ class _RollupMixin:
             return Response(_money_as_text(finished()))
         # Kept rendered (a year of days is ~90 KB of JSON): a dashboard's repeated ask is one cache read.
         key = f"{cache_key(**query)}:finance:json"
-        body = cache.get(key)
-        metric_count(metric=ROLLUP_CACHE, labels=["miss" if body is None else "hit"])
-        if body is None:
-            body = JSONRenderer().render(_money_as_text(finished()))
-            cache.set(key, body, timeout=ROLLUP_CACHE_SECONDS)
+        body = rollup_kept(key, lambda: JSONRenderer().render(_money_as_text(finished())))
         return HttpResponse(body, content_type="application/json")
 
 
