@@ -15,6 +15,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import connection
 from django.db.models import Case, CharField, Count, F, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import TruncDay, TruncMonth, TruncWeek
 
@@ -23,7 +24,7 @@ from apps.core.aggregates import footprint_sums
 from apps.core.footprint import S_PER_HOUR, Footprint, kwh
 from apps.core.generation import kept_read, kept_write
 from apps.core.metrics import ROLLUP_CACHE
-from apps.core.money import round_minor, split_rounded
+from apps.core.money import minor_exponent, round_minor, split_rounded
 from apps.core.services import metric_count
 from apps.fleet.models import Cluster, Team, team_scoped
 from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy, JobQuerySet
@@ -263,18 +264,45 @@ def _document(
 # --- money as finance tools book it: each job's cost rounded, periods the sums of those (docs/api.md) ------
 
 
+# Each job's cost per period (the ORM query below), counted per job: a job within one period (nearly all) is
+# rounded half-even to whole minor units here and summed per period in the database; a job across periods comes
+# back part by part for split_rounded. Half-even on numeric is exact: y = cost * 10^exponent, f = floor(y), then
+# f + 1 if y - f is over one half, or exactly one half with f odd. Rows: (job_id NULL, period, units) for the
+# jobs within one period, (job_id, period, cost) for each part of the others.
+_JOB_COSTS_MINOR_SQL = """
+WITH per AS ({per_job_period}),
+counted AS (SELECT job_id, period, COALESCE(c, 0) AS c, count(*) OVER (PARTITION BY job_id) AS periods FROM per),
+single AS (SELECT period, c * %s AS y FROM counted WHERE periods = 1)
+SELECT NULL::bigint, period,
+       SUM(floor(y) + CASE WHEN y - floor(y) > 0.5 OR (y - floor(y) = 0.5 AND mod(floor(y), 2) <> 0) THEN 1 ELSE 0 END)
+FROM single GROUP BY period
+UNION ALL
+SELECT job_id, period, c FROM counted WHERE periods > 1
+"""
+
+
 def _job_costs_minor(rows: QuerySet[JobGpuHour], trunc: Any, currency: str) -> dict[str, Decimal]:
     """Per period, the sum of its jobs' costs in the currency's minor unit: each job's cost over the rows is
     rounded half-even, and split over the periods it ran in by largest remainder (apps.core.money), so a
-    job's parts add up to its rounded cost and the periods to the sum of the jobs' rounded costs."""
-    per_job: dict[int, dict[str, Decimal]] = defaultdict(dict)
-    for r in rows.annotate(period=trunc("hour")).values("job_id", "period").annotate(c=Sum("cost")).order_by():
-        per_job[r["job_id"]][_period_key(r["period"])] = r["c"] or Decimal(0)
+    job's parts add up to its rounded cost and the periods to the sum of the jobs' rounded costs. Jobs within one
+    period are rounded and summed in the database (a team's year is 10^5 jobs; one query either way)."""
+    exponent = minor_exponent(currency)
+    per_job_period = rows.annotate(period=trunc("hour")).values("job_id", "period").annotate(c=Sum("cost")).order_by()
+    inner, params = per_job_period.query.sql_with_params()
     out: dict[str, Decimal] = defaultdict(Decimal)
-    for parts in per_job.values():
+    split: dict[int, dict[str, Decimal]] = defaultdict(dict)
+    with connection.cursor() as cursor:
+        cursor.execute(_JOB_COSTS_MINOR_SQL.replace("{per_job_period}", inner), [*params, 10**exponent])
+        for job_id, period, amount in cursor.fetchall():
+            if job_id is None:
+                out[_period_key(period)] += Decimal(amount).scaleb(-exponent)
+            else:
+                split[job_id][_period_key(period)] = Decimal(amount)
+    for parts in split.values():
         for key, amount in split_rounded(parts, currency).items():
             out[key] += amount
-    return dict(out)
+    unit = Decimal(1).scaleb(-exponent)
+    return {key: amount.quantize(unit) for key, amount in out.items()}
 
 
 def team_job_costs_minor(

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import csv
 import io
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 
 import pytest
 from rest_framework.test import APIClient
 
+from apps.core.money import round_minor
 from apps.jobs.models import Job, JobGpuHour
+from apps.rollups.selectors import team_job_costs_minor
 from apps.rollups.services import team_days_refresh
 from tests.carbon.fleet_builder import T0
 from tests.rollups.outcomes_world import PERIOD, OutcomesWorld, outcomes_world_build
@@ -96,6 +98,27 @@ def test_a_job_across_two_periods_is_split_so_its_parts_add_up_to_its_rounded_co
     assert [p["period"] for p in rollup["periods"]] == ["2026-11-02", "2026-11-03"]
     assert rollup["periods"][1]["cost"] == "0.66"
     assert Decimal(rollup["totals"]["cost"]) == sum((Decimal(j["cost"]) for j in jobs), Decimal(0))
+
+
+# Exact halves of the minor unit (each way to round), negatives (credits), and sub-unit amounts.
+AWKWARD = ["0.005", "0.015", "-0.025", "-0.035", "2.5", "3.5", "0.0005", "0.0015", "-1.5", "7.499999", "0.000001"]
+
+
+@pytest.mark.parametrize("currency", ["EUR", "JPY", "KWD"])
+def test_jobs_within_one_period_are_rounded_half_even_in_the_database_as_round_minor_rounds(
+    world: OutcomesWorld, currency: str
+) -> None:
+    # given vision's jobs within one month, one of them with one costed row, the others free
+    JobGpuHour.objects.filter(job__team=world.vision).update(cost=Decimal(0))
+    row = JobGpuHour.objects.filter(job__team=world.vision, job__excluded_from_bill=False).order_by("pk").first()
+    month = {"start": datetime(2026, 11, 2, tzinfo=UTC), "end": datetime(2026, 11, 4, tzinfo=UTC)}
+    for amount in AWKWARD:
+        JobGpuHour.objects.filter(pk=row.pk).update(cost=Decimal(amount))
+        # when the team's month is booked in minor units (a job within one period: rounded in Postgres)
+        booked = team_job_costs_minor(team=world.vision, **month, granularity="month", currency=currency)
+        # then it is the job rounded half-even as apps.core.money rounds it, with the currency's places
+        expected = round_minor(Decimal(amount), currency)
+        assert str(booked["2026-11-01"]) == str(expected), amount
 
 
 def test_rollup_csv_names_team_period_currency_and_ends_with_totals(world: OutcomesWorld) -> None:
