@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from decimal import ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
 
 # ISO 4217 exponents that are not 2 (the usual currencies of GPU sites; 2 for every other code).
-_EXPONENTS: dict[str, int] = {
+MINOR_EXPONENTS: dict[str, int] = {
     "BHD": 3,
     "CLP": 0,
     "IQD": 3,
@@ -35,7 +35,7 @@ def minor_exponent(currency: str) -> int:
     codes = [c.strip().upper() for c in currency.split(",") if c.strip()]
     if not codes:
         return DEFAULT_EXPONENT
-    return max(_EXPONENTS.get(c, DEFAULT_EXPONENT) for c in codes)
+    return max(MINOR_EXPONENTS.get(c, DEFAULT_EXPONENT) for c in codes)
 
 
 def round_minor(amount: Decimal, currency: str) -> Decimal:

@@ -15,6 +15,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import Case, CharField, Count, F, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import TruncDay, TruncMonth, TruncWeek
@@ -24,7 +25,7 @@ from apps.core.aggregates import footprint_sums
 from apps.core.footprint import S_PER_HOUR, Footprint, kwh
 from apps.core.generation import kept_read, kept_write
 from apps.core.metrics import ROLLUP_CACHE
-from apps.core.money import minor_exponent, round_minor, split_rounded
+from apps.core.money import DEFAULT_EXPONENT, MINOR_EXPONENTS, minor_exponent, round_minor, split_rounded
 from apps.core.services import metric_count
 from apps.fleet.models import Cluster, Team, team_scoped
 from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy, JobQuerySet
@@ -264,21 +265,37 @@ def _document(
 # --- money as finance tools book it: each job's cost rounded, periods the sums of those (docs/api.md) ------
 
 
+# Half-even rounding of costs in Postgres, exact: costs have 6 decimal places (the columns'), so in millionths
+# they are integers. With d = 10^(6 - exponent) millionths to the minor unit, q = floor(m / d) and r the remainder,
+# the cost in whole minor units is q, plus one if r is over half of d, or exactly half with q odd (bigint
+# arithmetic: quicker than numeric's). `_HALF_EVEN_QR` gives q and r from m and d, `_HALF_EVEN_UNITS` the units.
+_HALF_EVEN_QR = "(m - ((m %% d) + d) %% d) / d AS q, ((m %% d) + d) %% d AS r"
+_HALF_EVEN_UNITS = "q + CASE WHEN 2 * r > d OR (2 * r = d AND q %% 2 <> 0) THEN 1 ELSE 0 END"
+
 # Each job's cost per period (the ORM query below), counted per job: a job within one period (nearly all) is
-# rounded half-even to whole minor units here and summed per period in the database; a job across periods comes
-# back part by part for split_rounded. Costs have 6 decimal places (the column's), so in millionths they are
-# exact integers: with d = 10^(6 - exponent) millionths to the minor unit, units = floor(m / d), plus one if the
-# remainder is over half of d, or exactly half with units odd (bigint arithmetic: exact, and quicker than
-# numeric's). Rows: (NULL, period, units) for the jobs within one period, (job_id, period, cost) for the others.
-_JOB_COSTS_MINOR_SQL = """
-WITH per AS ({per_job_period}),
+# rounded here and summed per period in the database; a job across periods comes back part by part for
+# split_rounded. Rows: (NULL, period, units) for the jobs within one period, (job_id, period, cost) for the others.
+_JOB_COSTS_MINOR_SQL = f"""
+WITH per AS ({{per_job_period}}),
 counted AS (SELECT job_id, period, COALESCE(c, 0) AS c, count(*) OVER (PARTITION BY job_id) AS periods FROM per),
 single AS (SELECT period, (c * 1000000)::bigint AS m, %s::bigint AS d FROM counted WHERE periods = 1),
-floored AS (SELECT period, d, (m - ((m %% d) + d) %% d) / d AS q, ((m %% d) + d) %% d AS r FROM single)
-SELECT NULL::bigint, period, SUM(q + CASE WHEN 2 * r > d OR (2 * r = d AND q %% 2 <> 0) THEN 1 ELSE 0 END)
-FROM floored GROUP BY period
+floored AS (SELECT period, d, {_HALF_EVEN_QR} FROM single)
+SELECT NULL::bigint, period, SUM({_HALF_EVEN_UNITS}) FROM floored GROUP BY period
 UNION ALL
 SELECT job_id, period, c FROM counted WHERE periods > 1
+"""
+
+# Each job's cost over the period with its team and currency (the ORM query below), rounded in the job's currency
+# (its exponent from the codes passed, DEFAULT_EXPONENT for any other) and summed per team and exponent.
+_TEAM_COSTS_MINOR_SQL = f"""
+WITH per AS ({{per_job}}),
+single AS (
+    SELECT per.team_name, COALESCE(x.e, %s) AS e, (COALESCE(per.c, 0) * 1000000)::bigint AS m,
+           power(10, 6 - COALESCE(x.e, %s))::bigint AS d
+    FROM per LEFT JOIN unnest(%s::text[], %s::int[]) AS x(code, e) ON x.code = upper(trim(per.job_currency))
+),
+floored AS (SELECT team_name, e, d, {_HALF_EVEN_QR} FROM single)
+SELECT team_name, e, SUM({_HALF_EVEN_UNITS}) FROM floored GROUP BY team_name, e
 """
 
 
@@ -289,7 +306,10 @@ def _job_costs_minor(rows: QuerySet[JobGpuHour], trunc: Any, currency: str) -> d
     period are rounded and summed in the database (a team's year is 10^5 jobs; one query either way)."""
     exponent = minor_exponent(currency)
     per_job_period = rows.annotate(period=trunc("hour")).values("job_id", "period").annotate(c=Sum("cost")).order_by()
-    inner, params = per_job_period.query.sql_with_params()
+    try:
+        inner, params = per_job_period.query.sql_with_params()
+    except EmptyResultSet:  # a filter that can match nothing (no team to see)
+        return {}
     out: dict[str, Decimal] = defaultdict(Decimal)
     split: dict[int, dict[str, Decimal]] = defaultdict(dict)
     with connection.cursor() as cursor:
@@ -341,9 +361,27 @@ def team_totals_costs_minor(*, user: User, start: datetime, end: datetime) -> di
     rows = JobGpuHour.objects.filter(
         job__team__in=Team.objects.visible_to(user), job__excluded_from_bill=False, hour__gte=first, hour__lt=after
     )
+    per_job = (
+        rows.values("job_id")
+        .annotate(team_name=F("job__team__name"), job_currency=F("job__currency"), c=Sum("cost"))
+        .values("job_id", "team_name", "job_currency", "c")
+        .order_by()
+    )
+    try:
+        inner, params = per_job.query.sql_with_params()
+    except EmptyResultSet:  # no team to see
+        return {}
+    codes = sorted(MINOR_EXPONENTS)
+    exponents = [MINOR_EXPONENTS[c] for c in codes]
     out: dict[str, Decimal] = defaultdict(Decimal)
-    for r in rows.values("job_id", "job__team__name", "job__currency").annotate(c=Sum("cost")).order_by():
-        out[r["job__team__name"]] += round_minor(r["c"] or Decimal(0), r["job__currency"])
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _TEAM_COSTS_MINOR_SQL.replace("{per_job}", inner),
+            [*params, DEFAULT_EXPONENT, DEFAULT_EXPONENT, codes, exponents],
+        )
+        for team_name, exponent, units in cursor.fetchall():
+            unit = Decimal(1).scaleb(-exponent)
+            out[team_name] += (Decimal(units) * unit).quantize(unit)
     return dict(out)
 
 

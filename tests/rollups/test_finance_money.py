@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 
 from apps.core.money import round_minor
 from apps.jobs.models import Job, JobGpuHour
-from apps.rollups.selectors import team_job_costs_minor
+from apps.rollups.selectors import team_job_costs_minor, team_totals_costs_minor
 from apps.rollups.services import team_days_refresh
 from tests.carbon.fleet_builder import T0
 from tests.rollups.outcomes_world import PERIOD, OutcomesWorld, outcomes_world_build
@@ -182,6 +182,25 @@ def test_compare_gives_each_team_its_rollup_total_in_minor_units(world: Outcomes
     assert Decimal(teams["vision"]["cost_exact"]) == Decimal(rollup["totals"]["cost_exact"])
     assert teams["vision"]["energy_kwh"] == pytest.approx(rollup["totals"]["energy_kwh"])
     assert set(teams) == {"vision", "nlp"}
+
+
+@pytest.mark.parametrize("amount", ["0.005", "0.015", "-0.025", "2.5", "3.5", "0.0005", "0.0015", "7.499999"])
+def test_compare_rounds_each_job_half_even_in_its_own_currency(world: OutcomesWorld, amount: str) -> None:
+    # given vision's jobs each costing `amount` on one row, one of them booked in yen and one in dinars
+    JobGpuHour.objects.filter(job__team=world.vision).update(cost=Decimal(0))
+    jobs = list(Job.objects.filter(team=world.vision, excluded_from_bill=False).order_by("pk"))
+    for job in jobs:
+        row = JobGpuHour.objects.filter(job=job).order_by("pk").first()
+        JobGpuHour.objects.filter(pk=row.pk).update(cost=Decimal(amount))
+    currencies = {job.pk: "EUR" for job in jobs} | {jobs[0].pk: "JPY", jobs[1].pk: "kwd"}
+    for pk, currency in currencies.items():
+        Job.objects.filter(pk=pk).update(currency=currency)
+    # when the teams are compared over the period (rounded in Postgres)
+    start, end = datetime(2026, 11, 2, tzinfo=UTC), datetime(2026, 11, 4, tzinfo=UTC)
+    booked = team_totals_costs_minor(user=world.finance, start=start, end=end)
+    # then vision's cost is the sum of its jobs each rounded as apps.core.money rounds it in its own currency
+    expected = sum((round_minor(Decimal(amount), currencies[job.pk]) for job in jobs), Decimal(0))
+    assert str(booked["vision"]) == str(expected)
 
 
 def test_job_group_outcomes_add_up_in_minor_units_to_the_groups_job_rows(world: OutcomesWorld) -> None:
