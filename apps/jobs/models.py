@@ -233,3 +233,21 @@ class JobGpuHourEnergy(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job_id} {self.method} {self.energy_j:.0f} J"
+
+
+class ExpiredJobDay(models.Model):
+    """A job's cost on one cluster and one UTC day whose hour rows were dropped past retention
+    (`apps.telemetry.partitions.hour_rows_expire` writes them just before): the rollups' costs in minor units (each
+    job rounded on its own) read these days here, and the other days from the job-GPU-hours."""
+
+    # The job's own index would repeat the unique key's first column.
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="expired_days", db_index=False)
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="expired_job_days")
+    day = models.DateField()
+    cost = models.DecimalField(max_digits=18, decimal_places=6)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["job", "cluster", "day"], name="expiredjobday_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} {self.cluster_id} {self.day}"

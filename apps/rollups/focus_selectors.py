@@ -9,13 +9,13 @@ from datetime import date
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Sum
-from django.db.models.functions import TruncDay
+from django.db.models import DateTimeField, F, Q, Sum
+from django.db.models.functions import Cast, TruncDay
 
 from apps.core.footprint import S_PER_HOUR
 from apps.core.money import split_rounded
 from apps.fleet.models import Team
-from apps.jobs.models import JobGpuHour
+from apps.jobs.models import ExpiredJobDay, JobGpuHour
 
 from .focus import FocusNames, TeamClusterDay, month_bounds
 from .models import TeamDay
@@ -79,18 +79,25 @@ def focus_targets(*, user: User, month: date) -> dict[tuple[int, date, str], Dec
     (team_job_costs_minor): each job's cost in the month rounded half-even and split over its days by largest
     remainder, the parts summed per team and day. One query for every team the user may see."""
     start, end = month_bounds(month)
-    rows = JobGpuHour.objects.filter(
-        job__team__in=Team.objects.visible_to(user), job__excluded_from_bill=False, hour__gte=start, hour__lt=end
-    )
-    per_job: dict[tuple[int, int, str], dict[str, Decimal]] = defaultdict(dict)
-    for r in (
-        rows.annotate(day=TruncDay("hour"))
-        .values("job_id", "job__team_id", "day", "gpu__node__cluster__site__currency")
+    billed = Q(job__team__in=Team.objects.visible_to(user), job__excluded_from_bill=False)
+    hours = (
+        JobGpuHour.objects.filter(billed, hour__gte=start, hour__lt=end)
+        .annotate(day=TruncDay("hour"), site_currency=F("gpu__node__cluster__site__currency"))
+        .values("job_id", "job__team_id", "day", "site_currency")
         .annotate(c=Sum("cost"))
         .order_by()
-    ):
-        key = (r["job_id"], r["job__team_id"], _currency(r["gpu__node__cluster__site__currency"]))
-        per_job[key][r["day"].date().isoformat()] = r["c"] or Decimal(0)
+    )
+    expired_days = (  # the days whose hour rows were dropped past retention
+        ExpiredJobDay.objects.filter(billed, day__gte=start.date(), day__lt=end.date())
+        .annotate(day_start=TruncDay(Cast("day", DateTimeField())), site_currency=F("cluster__site__currency"))
+        .values("job_id", "job__team_id", "day_start", "site_currency")
+        .annotate(c=Sum("cost"))
+        .order_by()
+    )
+    per_job: dict[tuple[int, int, str], dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+    for r in hours.union(expired_days, all=True):
+        key = (r["job_id"], r["job__team_id"], _currency(r["site_currency"]))
+        per_job[key][r["day"].date().isoformat()] += r["c"] or Decimal(0)
     out: dict[tuple[int, date, str], Decimal] = defaultdict(Decimal)
     for (_, team_id, currency), parts in per_job.items():
         for day, amount in split_rounded(parts, currency).items():

@@ -17,8 +17,8 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
-from django.db.models import Case, CharField, Count, F, Q, QuerySet, Sum, Value, When
-from django.db.models.functions import TruncDay, TruncMonth, TruncWeek
+from django.db.models import Case, CharField, Count, DateTimeField, F, Q, QuerySet, Sum, Value, When
+from django.db.models.functions import Cast, TruncDay, TruncMonth, TruncWeek
 
 from apps.carbon.models import JobGroup
 from apps.core.aggregates import footprint_sums
@@ -28,7 +28,7 @@ from apps.core.metrics import ROLLUP_CACHE
 from apps.core.money import DEFAULT_EXPONENT, MINOR_EXPONENTS, minor_exponent, round_minor, split_rounded
 from apps.core.services import metric_count
 from apps.fleet.models import Cluster, Team, team_scoped
-from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy, JobQuerySet
+from apps.jobs.models import ExpiredJobDay, Job, JobGpuHour, JobGpuHourEnergy, JobQuerySet
 from apps.jobs.states import OUTCOMES
 from apps.telemetry.models import GpuHour
 from apps.waste.kinds import FlagKind
@@ -272,9 +272,10 @@ def _document(
 _HALF_EVEN_QR = "(m - ((m %% d) + d) %% d) / d AS q, ((m %% d) + d) %% d AS r"
 _HALF_EVEN_UNITS = "q + CASE WHEN 2 * r > d OR (2 * r = d AND q %% 2 <> 0) THEN 1 ELSE 0 END"
 
-# Each job's cost per period (the ORM query below), counted per job: a job within one period (nearly all) is
-# rounded here and summed per period in the database; a job across periods comes back part by part for
-# split_rounded. Rows: (NULL, period, units) for the jobs within one period, (job_id, period, cost) for the others.
+# Each job's cost per period (the ORM query below: from its job-GPU-hours and its days past retention, added up),
+# counted per job: a job within one period (nearly all) is rounded here and summed per period in the database; a job
+# across periods comes back part by part for split_rounded. Rows: (NULL, period, units) for the jobs within one
+# period, (job_id, period, cost) for each part of the others.
 _JOB_COSTS_MINOR_SQL = f"""
 WITH per AS ({{per_job_period}}),
 counted AS (SELECT job_id, period, COALESCE(c, 0) AS c, count(*) OVER (PARTITION BY job_id) AS periods FROM per),
@@ -285,8 +286,9 @@ UNION ALL
 SELECT job_id, period, c FROM counted WHERE periods > 1
 """
 
-# Each job's cost over the period with its team and currency (the ORM query below), rounded in the job's currency
-# (its exponent from the codes passed, DEFAULT_EXPONENT for any other) and summed per team and exponent.
+# Each job's cost over the period with its team and currency (the ORM query below: hours and days past retention,
+# added up), rounded in the job's currency (its exponent from the codes passed, DEFAULT_EXPONENT for any other) and
+# summed per team and exponent.
 _TEAM_COSTS_MINOR_SQL = f"""
 WITH per AS ({{per_job}}),
 single AS (
@@ -299,15 +301,19 @@ SELECT team_name, e, SUM({_HALF_EVEN_UNITS}) FROM floored GROUP BY team_name, e
 """
 
 
-def _job_costs_minor(rows: QuerySet[JobGpuHour], trunc: Any, currency: str) -> dict[str, Decimal]:
+def _job_costs_minor(
+    rows: QuerySet[JobGpuHour], expired: QuerySet[ExpiredJobDay], trunc: Any, currency: str
+) -> dict[str, Decimal]:
     """Per period, the sum of its jobs' costs in the currency's minor unit: each job's cost over the rows is
     rounded half-even, and split over the periods it ran in by largest remainder (apps.core.money), so a
     job's parts add up to its rounded cost and the periods to the sum of the jobs' rounded costs. Jobs within one
-    period are rounded and summed in the database (a team's year is 10^5 jobs; one query either way)."""
+    period are rounded and summed in the database (a team's year is 10^5 jobs; one query either way). `expired`:
+    the same jobs' days whose hour rows were dropped past retention (`_expired_days`)."""
     exponent = minor_exponent(currency)
-    per_job_period = rows.annotate(period=trunc("hour")).values("job_id", "period").annotate(c=Sum("cost")).order_by()
+    hours = rows.annotate(period=trunc("hour")).values("job_id", "period").annotate(c=Sum("cost")).order_by()
+    days = expired.annotate(period=trunc(Cast("day", DateTimeField()))).values("job_id", "period")
     try:
-        inner, params = per_job_period.query.sql_with_params()
+        inner, params = _per_job_sql(hours, days.annotate(c=Sum("cost")).order_by(), "job_id, period")
     except EmptyResultSet:  # a filter that can match nothing (no team to see)
         return {}
     out: dict[str, Decimal] = defaultdict(Decimal)
@@ -326,6 +332,24 @@ def _job_costs_minor(rows: QuerySet[JobGpuHour], trunc: Any, currency: str) -> d
     return {key: amount.quantize(unit) for key, amount in out.items()}
 
 
+def _per_job_sql(hours: QuerySet[Any], days: QuerySet[Any], keys: str) -> tuple[str, tuple[Any, ...]]:
+    """SQL and parameters of the per-job cost rows of `hours` (job-GPU-hours grouped by `keys`, with a cost `c`),
+    added up with `days` (the same from ExpiredJobDay) when the range has any: the union and its second sum only
+    then, as most ranges are past no retention. Raises EmptyResultSet when a filter can match nothing."""
+    if not days.exists():
+        return hours.query.sql_with_params()
+    sql, params = hours.union(days, all=True).query.sql_with_params()
+    return f"SELECT {keys}, SUM(c) AS c FROM ({sql}) AS parts GROUP BY {keys}", params
+
+
+def _expired_days(jobs: Q, start: datetime, end: datetime) -> QuerySet[ExpiredJobDay]:
+    """The jobs' days (`jobs`: a filter of ExpiredJobDay) whose hour rows were dropped past retention, those wholly
+    within [start, end) (an expired day is kept whole, so a range that cuts one leaves it out, as its hours)."""
+    first, after = start.astimezone(UTC), end.astimezone(UTC).date()
+    first_day = first.date() if first.time() == time(0) else first.date() + timedelta(days=1)
+    return ExpiredJobDay.objects.filter(jobs, day__gte=first_day, day__lt=after)
+
+
 def team_job_costs_minor(
     *, team: Team, start: datetime, end: datetime, granularity: str, currency: str
 ) -> dict[str, Decimal]:
@@ -333,8 +357,9 @@ def team_job_costs_minor(
     as its daily sums: `start` taken to its own day, like team_rollup's)."""
     first = datetime.combine(start.date(), time(0), tzinfo=UTC)
     after = datetime.combine(day_after(end), time(0), tzinfo=UTC)
-    rows = JobGpuHour.objects.filter(job__team=team, job__excluded_from_bill=False, hour__gte=first, hour__lt=after)
-    return _job_costs_minor(rows, TRUNC[granularity], currency)
+    billed = Q(job__team=team, job__excluded_from_bill=False)
+    rows = JobGpuHour.objects.filter(billed, hour__gte=first, hour__lt=after)
+    return _job_costs_minor(rows, _expired_days(billed, first, after), TRUNC[granularity], currency)
 
 
 def cluster_job_costs_minor(
@@ -342,7 +367,7 @@ def cluster_job_costs_minor(
 ) -> dict[str, Decimal]:
     """cluster_rollup's job cost per period in minor units."""
     rows = JobGpuHour.objects.filter(gpu__node__cluster=cluster, hour__gte=start, hour__lt=end)
-    return _job_costs_minor(rows, TRUNC[granularity], currency)
+    return _job_costs_minor(rows, _expired_days(Q(cluster=cluster), start, end), TRUNC[granularity], currency)
 
 
 def job_group_job_costs_minor(
@@ -350,7 +375,7 @@ def job_group_job_costs_minor(
 ) -> dict[str, Decimal]:
     """job_group_rollup's job cost per period in minor units."""
     rows = JobGpuHour.objects.filter(job__job_group=group, hour__gte=start, hour__lt=end)
-    return _job_costs_minor(rows, TRUNC[granularity], currency)
+    return _job_costs_minor(rows, _expired_days(Q(job__job_group=group), start, end), TRUNC[granularity], currency)
 
 
 def team_totals_costs_minor(*, user: User, start: datetime, end: datetime) -> dict[str, Decimal]:
@@ -358,17 +383,17 @@ def team_totals_costs_minor(*, user: User, start: datetime, end: datetime) -> di
     days, jobs excluded from the bill left out), each rounded half-even in its currency, in one query."""
     first = datetime.combine(start.astimezone(UTC).date(), time(0), tzinfo=UTC)
     after = datetime.combine(day_after(end), time(0), tzinfo=UTC)
-    rows = JobGpuHour.objects.filter(
-        job__team__in=Team.objects.visible_to(user), job__excluded_from_bill=False, hour__gte=first, hour__lt=after
-    )
-    per_job = (
+    billed = Q(job__team__in=Team.objects.visible_to(user), job__excluded_from_bill=False)
+    parts = [JobGpuHour.objects.filter(billed, hour__gte=first, hour__lt=after), _expired_days(billed, first, after)]
+    hours, days = (
         rows.values("job_id")
         .annotate(team_name=F("job__team__name"), job_currency=F("job__currency"), c=Sum("cost"))
         .values("job_id", "team_name", "job_currency", "c")
         .order_by()
+        for rows in parts
     )
     try:
-        inner, params = per_job.query.sql_with_params()
+        inner, params = _per_job_sql(hours, days, "job_id, team_name, job_currency")
     except EmptyResultSet:  # no team to see
         return {}
     codes = sorted(MINOR_EXPONENTS)

@@ -98,9 +98,22 @@ def hour_tables_bytes(*, before: date | None = None, using: str = "default") -> 
     return count, total
 
 
+# Each job's cost per cluster and UTC day of the hours about to be dropped, kept for the rollups' costs in minor
+# units (ExpiredJobDay). A day is written once: a second expiry (a later horizon) finds the earlier days gone.
+_EXPIRED_JOB_DAYS_SQL = """
+INSERT INTO jobs_expiredjobday (job_id, cluster_id, day, cost)
+SELECT jh.job_id, n.cluster_id, (jh.hour AT TIME ZONE 'UTC')::date AS day, SUM(jh.cost)
+FROM jobs_jobgpuhour jh JOIN fleet_gpu g ON g.id = jh.gpu_id JOIN fleet_node n ON n.id = g.node_id
+WHERE jh.hour < %s
+GROUP BY jh.job_id, n.cluster_id, day
+ON CONFLICT (job_id, cluster_id, day) DO NOTHING
+"""
+
+
 def hour_rows_expire(*, horizon: date, dry_run: bool = False, using: str = "default") -> Expiry:
     """Drop the hour rows of the months before `horizon`: first mark the jobs that had some as rows_expired (their
-    totals stay as they are), then drop the months' partitions (as the database's owner: `using`)."""
+    totals stay as they are) and keep their cost per day (ExpiredJobDay), then drop the months' partitions (as the
+    database's owner: `using`)."""
     if horizon != month_of(horizon):
         raise ValueError(f"{horizon} is not the first day of a month.")
     cutoff = datetime(horizon.year, horizon.month, 1, tzinfo=UTC)
@@ -116,6 +129,7 @@ def hour_rows_expire(*, horizon: date, dry_run: bool = False, using: str = "defa
             # Deferred foreign-key checks of rows written earlier in this transaction must not stay pending on
             # a table about to be dropped.
             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+            cursor.execute(_EXPIRED_JOB_DAYS_SQL, [cutoff])
             cursor.execute("SELECT fleetwatt_hour_partitions_drop_before(%s)", [horizon])
             dropped = int(cursor.fetchone()[0])
     _ensured.clear()

@@ -21,7 +21,9 @@ from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy
 from apps.pipeline import decisions
 from apps.pipeline.ingest import Fetched, hour_write
 from apps.pipeline.inputs import footprints_recompute
+from apps.rollups.focus_selectors import focus_targets
 from apps.rollups.models import TeamDay
+from apps.rollups.selectors import cluster_job_costs_minor, team_job_costs_minor, team_totals_costs_minor
 from apps.telemetry import partitions
 from apps.telemetry.hour import HourInput
 from apps.telemetry.models import GpuHour
@@ -82,7 +84,7 @@ def test_an_ingested_hour_lands_in_its_month_s_partition() -> None:
     assert _exists("telemetry_gpuhour_p202609") and _exists("jobs_jobgpuhourenergy_p202609")
 
 
-def test_an_expired_month_is_dropped_while_jobs_daily_sums_findings_and_the_audit_stay(settings) -> None:
+def test_an_expired_month_is_dropped_while_jobs_daily_sums_costs_findings_and_the_audit_stay(settings) -> None:
     # given jobs in October, across the month's end, and in November, with their footprints and daily sums
     fleet = fleet_build(servers=1)
     intensity_set("TEST", [0.3] * 24)
@@ -104,10 +106,26 @@ def test_an_expired_month_is_dropped_while_jobs_daily_sums_findings_and_the_audi
             "days": {(d.day, d.team_id): (d.energy_j, d.cost, d.facility_kwh) for d in TeamDay.objects.all()},
             "flags": list(Flag.objects.values_list("kind", "job__job_key", "status")),
             "audit": list(AuditEntry.objects.values_list("action", "reason")),
+            "booked": booked(),
         }
+
+    def booked() -> list:
+        """Costs in minor units (each job rounded on its own) of the team's and the cluster's rollups, of the teams
+        side by side and of October's FOCUS export; by week, the job across October's end has its expired and its
+        kept day in one week."""
+        span = {"start": datetime(2026, 10, 1, tzinfo=UTC), "end": datetime(2026, 12, 1, tzinfo=UTC)}
+        return [
+            team_job_costs_minor(team=october.team, **span, granularity=g, currency="EUR") for g in ("day", "week")
+        ] + [
+            cluster_job_costs_minor(cluster=fleet.cluster, **span, granularity="month", currency="EUR"),
+            team_totals_costs_minor(user=admin, **span),
+            focus_targets(user=admin, month=OCT),
+        ]
 
     before = kept()
     assert before["jobs"]["slurm/oct"][1] > Decimal(0) and len(before["days"]) == 4
+    assert len(before["booked"][0]) == 4 and len(before["booked"][1]) == 3 and before["booked"][3]
+    assert len(before["booked"][4]) == 2
     # when the months before November are dropped
     done = hour_rows_expire(horizon=NOV)
     # then October's hour rows are gone, November's are there
