@@ -248,6 +248,8 @@ class ExpiredJobDay(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["job", "cluster", "day"], name="expiredjobday_unique")]
+        # The rollups ask whether a range has any (every ask) before they read them.
+        indexes = [models.Index(fields=["day"], name="expiredjobday_day")]
 
     def __str__(self) -> str:
         return f"{self.job_id} {self.cluster_id} {self.day}"

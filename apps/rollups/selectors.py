@@ -311,9 +311,10 @@ def _job_costs_minor(
     the same jobs' days whose hour rows were dropped past retention (`_expired_days`)."""
     exponent = minor_exponent(currency)
     hours = rows.annotate(period=trunc("hour")).values("job_id", "period").annotate(c=Sum("cost")).order_by()
-    days = expired.annotate(period=trunc(Cast("day", DateTimeField()))).values("job_id", "period")
+    day_start = Cast("day", DateTimeField())
+    days = expired.annotate(period=trunc(day_start)).values("job_id", "period").annotate(c=Sum("cost"))
     try:
-        inner, params = _per_job_sql(hours, days.annotate(c=Sum("cost")).order_by(), "job_id, period")
+        inner, params = _per_job_sql(hours, days.order_by() if expired.exists() else None, "job_id, period")
     except EmptyResultSet:  # a filter that can match nothing (no team to see)
         return {}
     out: dict[str, Decimal] = defaultdict(Decimal)
@@ -332,11 +333,11 @@ def _job_costs_minor(
     return {key: amount.quantize(unit) for key, amount in out.items()}
 
 
-def _per_job_sql(hours: QuerySet[Any], days: QuerySet[Any], keys: str) -> tuple[str, tuple[Any, ...]]:
+def _per_job_sql(hours: QuerySet[Any], days: QuerySet[Any] | None, keys: str) -> tuple[str, tuple[Any, ...]]:
     """SQL and parameters of the per-job cost rows of `hours` (job-GPU-hours grouped by `keys`, with a cost `c`),
-    added up with `days` (the same from ExpiredJobDay) when the range has any: the union and its second sum only
-    then, as most ranges are past no retention. Raises EmptyResultSet when a filter can match nothing."""
-    if not days.exists():
+    added up with `days` (the same from ExpiredJobDay; None where the range has none: most ranges are past no
+    retention, and need neither the union nor its second sum). Raises EmptyResultSet when a filter matches nothing."""
+    if days is None:
         return hours.query.sql_with_params()
     sql, params = hours.union(days, all=True).query.sql_with_params()
     return f"SELECT {keys}, SUM(c) AS c FROM ({sql}) AS parts GROUP BY {keys}", params
@@ -384,7 +385,8 @@ def team_totals_costs_minor(*, user: User, start: datetime, end: datetime) -> di
     first = datetime.combine(start.astimezone(UTC).date(), time(0), tzinfo=UTC)
     after = datetime.combine(day_after(end), time(0), tzinfo=UTC)
     billed = Q(job__team__in=Team.objects.visible_to(user), job__excluded_from_bill=False)
-    parts = [JobGpuHour.objects.filter(billed, hour__gte=first, hour__lt=after), _expired_days(billed, first, after)]
+    expired = _expired_days(billed, first, after)
+    parts = [JobGpuHour.objects.filter(billed, hour__gte=first, hour__lt=after), expired]
     hours, days = (
         rows.values("job_id")
         .annotate(team_name=F("job__team__name"), job_currency=F("job__currency"), c=Sum("cost"))
@@ -393,7 +395,7 @@ def team_totals_costs_minor(*, user: User, start: datetime, end: datetime) -> di
         for rows in parts
     )
     try:
-        inner, params = _per_job_sql(hours, days, "job_id, team_name, job_currency")
+        inner, params = _per_job_sql(hours, days if expired.exists() else None, "job_id, team_name, job_currency")
     except EmptyResultSet:  # no team to see
         return {}
     codes = sorted(MINOR_EXPONENTS)

@@ -23,6 +23,7 @@ class Migration(migrations.Migration):
             ],
             options={
                 'constraints': [models.UniqueConstraint(fields=('job', 'cluster', 'day'), name='expiredjobday_unique')],
+                'indexes': [models.Index(fields=['day'], name='expiredjobday_day')],
             },
         ),
     ]
