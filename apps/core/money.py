@@ -44,6 +44,12 @@ def round_minor(amount: Decimal, currency: str) -> Decimal:
     return abs(rounded) if rounded.is_zero() else rounded
 
 
+def from_minor_units(units: int | Decimal, exponent: int) -> Decimal:
+    """A whole number of minor units (of a currency with that exponent) as an amount with that many places."""
+    unit = Decimal(1).scaleb(-exponent)
+    return (Decimal(units) * unit).quantize(unit)
+
+
 def money_text(amount: Decimal, currency: str) -> str:
     """The amount as a decimal string in the currency's minor unit ("12.30", "1235" for JPY)."""
     return str(round_minor(amount, currency))

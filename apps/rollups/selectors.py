@@ -25,7 +25,14 @@ from apps.core.aggregates import footprint_sums
 from apps.core.footprint import S_PER_HOUR, Footprint, kwh
 from apps.core.generation import kept_read, kept_write
 from apps.core.metrics import ROLLUP_CACHE
-from apps.core.money import DEFAULT_EXPONENT, MINOR_EXPONENTS, minor_exponent, round_minor, split_rounded
+from apps.core.money import (
+    DEFAULT_EXPONENT,
+    MINOR_EXPONENTS,
+    from_minor_units,
+    minor_exponent,
+    round_minor,
+    split_rounded,
+)
 from apps.core.services import metric_count
 from apps.fleet.models import Cluster, Team, team_scoped
 from apps.jobs.models import ExpiredJobDay, Job, JobGpuHour, JobGpuHourEnergy, JobQuerySet
@@ -277,7 +284,7 @@ _HALF_EVEN_UNITS = "q + CASE WHEN 2 * r > d OR (2 * r = d AND q %% 2 <> 0) THEN 
 # across periods comes back part by part for split_rounded. Rows: (NULL, period, units) for the jobs within one
 # period, (job_id, period, cost) for each part of the others.
 _JOB_COSTS_MINOR_SQL = f"""
-WITH per AS ({{per_job_period}}),
+WITH per AS ({{per_job}}),
 counted AS (SELECT job_id, period, COALESCE(c, 0) AS c, count(*) OVER (PARTITION BY job_id) AS periods FROM per),
 single AS (SELECT period, (c * 1000000)::bigint AS m, %s::bigint AS d FROM counted WHERE periods = 1),
 floored AS (SELECT period, d, {_HALF_EVEN_QR} FROM single)
@@ -310,37 +317,47 @@ def _job_costs_minor(
     period are rounded and summed in the database (a team's year is 10^5 jobs; one query either way). `expired`:
     the same jobs' days whose hour rows were dropped past retention (`_expired_days`)."""
     exponent = minor_exponent(currency)
-    hours = rows.annotate(period=trunc("hour")).values("job_id", "period").annotate(c=Sum("cost")).order_by()
+    hours = rows.annotate(period=trunc("hour")).values("job_id", "period").annotate(c=Sum("cost"))
     day_start = Cast("day", DateTimeField())
     days = expired.annotate(period=trunc(day_start)).values("job_id", "period").annotate(c=Sum("cost"))
-    try:
-        inner, params = _per_job_sql(hours, days.order_by() if expired.exists() else None, "job_id, period")
-    except EmptyResultSet:  # a filter that can match nothing (no team to see)
-        return {}
     out: dict[str, Decimal] = defaultdict(Decimal)
     split: dict[int, dict[str, Decimal]] = defaultdict(dict)
-    with connection.cursor() as cursor:
-        cursor.execute(_JOB_COSTS_MINOR_SQL.replace("{per_job_period}", inner), [*params, 10 ** (6 - exponent)])
-        for job_id, period, amount in cursor.fetchall():
-            if job_id is None:
-                out[_period_key(period)] += Decimal(amount).scaleb(-exponent)
-            else:
-                split[job_id][_period_key(period)] = Decimal(amount)
+    for job_id, period, amount in _per_job_sums(
+        _JOB_COSTS_MINOR_SQL, "job_id, period", hours, expired, days, [10 ** (6 - exponent)]
+    ):
+        if job_id is None:
+            out[_period_key(period)] += from_minor_units(amount, exponent)
+        else:
+            split[job_id][_period_key(period)] = Decimal(amount)
     for parts in split.values():
         for key, amount in split_rounded(parts, currency).items():
             out[key] += amount
-    unit = Decimal(1).scaleb(-exponent)
-    return {key: amount.quantize(unit) for key, amount in out.items()}
+    return dict(out)
 
 
-def _per_job_sql(hours: QuerySet[Any], days: QuerySet[Any] | None, keys: str) -> tuple[str, tuple[Any, ...]]:
-    """SQL and parameters of the per-job cost rows of `hours` (job-GPU-hours grouped by `keys`, with a cost `c`),
-    added up with `days` (the same from ExpiredJobDay; None where the range has none: most ranges are past no
-    retention, and need neither the union nor its second sum). Raises EmptyResultSet when a filter matches nothing."""
-    if days is None:
-        return hours.query.sql_with_params()
-    sql, params = hours.union(days, all=True).query.sql_with_params()
-    return f"SELECT {keys}, SUM(c) AS c FROM ({sql}) AS parts GROUP BY {keys}", params
+def _per_job_sums(
+    template: str,
+    keys: str,
+    hours: QuerySet[Any],
+    expired: QuerySet[ExpiredJobDay],
+    days: QuerySet[Any],
+    params: list[Any],
+) -> list[tuple[Any, ...]]:
+    """The rows of `template`, whose `{per_job}` is each job's cost `c` per `keys` from `hours` (job-GPU-hours)
+    added up with `days` (the same from `expired`, the days past retention), with `params` after the query's own.
+    The union and its second sum only when `expired` has a day: most ranges are past no retention. Nothing when a
+    filter can match nothing (no team to see)."""
+    try:
+        if expired.exists():
+            union, inner = hours.order_by().union(days.order_by(), all=True).query.sql_with_params()
+            sql = f"SELECT {keys}, SUM(c) AS c FROM ({union}) AS parts GROUP BY {keys}"
+        else:
+            sql, inner = hours.order_by().query.sql_with_params()
+    except EmptyResultSet:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(template.replace("{per_job}", sql), [*inner, *params])
+        return cursor.fetchall()
 
 
 def _expired_days(jobs: Q, start: datetime, end: datetime) -> QuerySet[ExpiredJobDay]:
@@ -386,29 +403,18 @@ def team_totals_costs_minor(*, user: User, start: datetime, end: datetime) -> di
     after = datetime.combine(day_after(end), time(0), tzinfo=UTC)
     billed = Q(job__team__in=Team.objects.visible_to(user), job__excluded_from_bill=False)
     expired = _expired_days(billed, first, after)
-    parts = [JobGpuHour.objects.filter(billed, hour__gte=first, hour__lt=after), expired]
     hours, days = (
         rows.values("job_id")
         .annotate(team_name=F("job__team__name"), job_currency=F("job__currency"), c=Sum("cost"))
         .values("job_id", "team_name", "job_currency", "c")
-        .order_by()
-        for rows in parts
+        for rows in (JobGpuHour.objects.filter(billed, hour__gte=first, hour__lt=after), expired)
     )
-    try:
-        inner, params = _per_job_sql(hours, days if expired.exists() else None, "job_id, team_name, job_currency")
-    except EmptyResultSet:  # no team to see
-        return {}
     codes = sorted(MINOR_EXPONENTS)
-    exponents = [MINOR_EXPONENTS[c] for c in codes]
+    params = [DEFAULT_EXPONENT, DEFAULT_EXPONENT, codes, [MINOR_EXPONENTS[c] for c in codes]]
     out: dict[str, Decimal] = defaultdict(Decimal)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _TEAM_COSTS_MINOR_SQL.replace("{per_job}", inner),
-            [*params, DEFAULT_EXPONENT, DEFAULT_EXPONENT, codes, exponents],
-        )
-        for team_name, exponent, units in cursor.fetchall():
-            unit = Decimal(1).scaleb(-exponent)
-            out[team_name] += (Decimal(units) * unit).quantize(unit)
+    keys = "job_id, team_name, job_currency"
+    for team_name, exponent, units in _per_job_sums(_TEAM_COSTS_MINOR_SQL, keys, hours, expired, days, params):
+        out[team_name] += from_minor_units(units, exponent)
     return dict(out)
 
 
