@@ -333,6 +333,13 @@ FLEETWATT_API_MAX_PAGE_SIZE = env.int("FLEETWATT_API_MAX_PAGE_SIZE", default=100
 # Pages of the API's lists and sums are kept rendered until the data they show changes, and at most this
 # long (apps.core.page_cache); 0: every page computed on each request.
 FLEETWATT_API_PAGE_CACHE_S = env.int("FLEETWATT_API_PAGE_CACHE_S", default=300)
+# The rollups' documents asked for within ASKED_WITHIN_S (the ASKED_KEEP most recent) are prepared again after each
+# ingest, for PREPARE_BUDGET_S at most; until they are, one kept before the ingest is served, for STALE_S at most
+# (0: never; apps.rollups.documents).
+FLEETWATT_ROLLUPS_ASKED_WITHIN_S = env.int("FLEETWATT_ROLLUPS_ASKED_WITHIN_S", default=24 * 3600)
+FLEETWATT_ROLLUPS_ASKED_KEEP = env.int("FLEETWATT_ROLLUPS_ASKED_KEEP", default=200)
+FLEETWATT_ROLLUPS_PREPARE_BUDGET_S = env.float("FLEETWATT_ROLLUPS_PREPARE_BUDGET_S", default=120.0)
+FLEETWATT_ROLLUPS_STALE_S = env.int("FLEETWATT_ROLLUPS_STALE_S", default=300)
 # Waste findings.
 FLEETWATT_HOG_MIN_MEMORY_BYTES = env.int("FLEETWATT_HOG_MIN_MEMORY_BYTES", default=1024**3)
 FLEETWATT_HOG_MAX_SM = env.float("FLEETWATT_HOG_MAX_SM", default=0.01)

@@ -131,6 +131,33 @@ class FailOpenRedisCache(RedisCache):
     def clear(self) -> None:
         self._read("clear", None, None, super().clear)
 
+    # A sorted set (apps.rollups.documents: what was asked for, by when); fails open as the rest.
+    def sorted_add(self, key: Any, member: str, score: float, *, keep: int) -> None:
+        """`member` with `score` in the sorted set `key`, which keeps its `keep` highest (one round trip)."""
+        name = self.make_and_validate_key(key)
+
+        def add() -> None:
+            with self._cache.get_client(name, write=True).pipeline(transaction=False) as pipe:
+                pipe.zadd(name, {member: score})
+                pipe.zremrangebyrank(name, 0, -keep - 1)
+                pipe.execute()
+
+        self._read("sorted_add", key, None, add)
+
+    def sorted_top(self, key: Any, *, min_score: float, count: int) -> list[str]:
+        """The set's members of `min_score` or more, highest first, at most `count` (none while unreachable)."""
+        name = self.make_and_validate_key(key)
+
+        def top() -> list[str]:
+            found = self._cache.get_client(name).zrevrangebyscore(name, "+inf", min_score, start=0, num=count)
+            return [m.decode() if isinstance(m, bytes) else str(m) for m in found]
+
+        return self._read("sorted_top", key, [], top)
+
+    def sorted_remove(self, key: Any, member: str) -> None:
+        name = self.make_and_validate_key(key)
+        self._read("sorted_remove", key, None, lambda: self._cache.get_client(name, write=True).zrem(name, member))
+
     def ping(self) -> bool:
         """Whether Redis answers now (for /healthz): raises what the client raises, never fails open."""
         return bool(self._cache.get_client(write=True).ping())

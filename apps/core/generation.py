@@ -5,7 +5,12 @@ change.
 
 A change bumps it twice: at once (a reader in the same transaction must not see the old figures) and when the
 transaction commits (a reader outside it may have cached figures computed before the commit under the first
-bump). A reader reads the generation before the data, so an entry is never newer in its stamp than in its data."""
+bump). A reader reads the generation before the data, so an entry is never newer in its stamp than in its data.
+
+An ingest marks the generation it starts at (`ingest_started`): until the rollup documents people asked for are
+prepared again after it (apps.rollups.documents), or for FLEETWATT_ROLLUPS_STALE_S at most, those kept at that
+generation or later may still be served (`kept_read_or_previous`): figures as of before the ingest's hour, never
+older. Any other change (an admin's edit, a decision) ends that at once: an edit is seen by the next read."""
 
 from __future__ import annotations
 
@@ -13,12 +18,15 @@ import contextlib
 import time
 from typing import Any
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
 
 # The key's name is older than its use beyond the rollups (a new name would restart at 0, where entries of
 # an earlier generation 0 may still be).
 GENERATION_KEY = "fleetwatt:rollups:generation"
+# The generation an ingest in progress started at (absent: none is, or an edit came since).
+INGEST_STARTED_KEY = "fleetwatt:rollups:ingest-started"
 
 
 def data_generation() -> int:
@@ -39,17 +47,67 @@ def kept_read(key: str) -> tuple[int, Any]:
     return generation, None
 
 
+def kept_read_or_previous(key: str) -> tuple[int, Any, bool]:
+    """As kept_read, and whether what it gives was kept before the generation moved on: while an ingest is in
+    progress (`ingest_started`), an entry kept at the generation it started at or later is given rather than
+    None. Such an entry must not be kept again under the current generation (its figures are older)."""
+    found = cache.get_many([GENERATION_KEY, INGEST_STARTED_KEY, key])
+    generation, started, kept = found.get(GENERATION_KEY), found.get(INGEST_STARTED_KEY), found.get(key)
+    if generation is None:
+        return (*kept_read(key), False)
+    if isinstance(kept, tuple) and len(kept) == 2:
+        if kept[0] == generation:
+            return generation, kept[1], False
+        if started is not None and started <= kept[0] < generation:
+            return generation, kept[1], True
+    return generation, None, False
+
+
+def ingest_started() -> None:
+    """An ingest is about to write (call it before its first write): until the documents asked for are prepared
+    again, FLEETWATT_ROLLUPS_STALE_S at most, or any other change, those kept now may be served in its stead
+    (`kept_read_or_previous`). An ingest already in progress keeps its earlier mark."""
+    window = settings.FLEETWATT_ROLLUPS_STALE_S
+    if window <= 0:
+        return
+    generation = data_generation()
+    if cache.add(INGEST_STARTED_KEY, generation, timeout=window) and data_generation() != generation:
+        # Something changed between the two reads: it may have been an edit, whose figures must not wait.
+        cache.delete(INGEST_STARTED_KEY)
+
+
+def ingest_prepared(started: int | None) -> None:
+    """The documents asked for are prepared after the ingest that started at `started` (the mark read before
+    preparing them): nothing kept before it is served any more."""
+    if started is not None and cache.get(INGEST_STARTED_KEY) == started:
+        cache.delete(INGEST_STARTED_KEY)
+
+
+def ingest_started_at() -> int | None:
+    """The generation the ingest in progress started at, if one is."""
+    started = cache.get(INGEST_STARTED_KEY)
+    return int(started) if started is not None else None
+
+
 def kept_write(key: str, generation: int, value: Any, timeout: float) -> None:
     """`value`, computed from data read after `generation` was, kept under `key` for `kept_read`: one entry per key,
     replaced at the next generation's, not left beside it until it expires."""
     cache.set(key, (generation, value), timeout)
 
 
-def data_changed() -> None:
+def data_changed(*, by_ingest: bool = False) -> None:
     """Figures changed (or will, when this transaction commits): every entry cached from them is stale. Called
-    once per write of many rows (a derivation, an hour's jobs), not per row."""
+    once per write of many rows (a derivation, an hour's jobs), not per row. `by_ingest`: an ingest's write
+    (an ingest in progress may still serve what was kept before it); any other change ends that at once."""
     _bump()
     transaction.on_commit(_bump)
+    if not by_ingest:
+        _previous_forbid()
+        transaction.on_commit(_previous_forbid)
+
+
+def _previous_forbid() -> None:
+    cache.delete(INGEST_STARTED_KEY)
 
 
 def _bump() -> None:

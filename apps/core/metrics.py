@@ -28,6 +28,8 @@ SOURCE_UP = "fleetwatt_metrics_source_up"
 TASK_OUTCOMES = ("success", "failure", "retry")
 REPORT_OUTCOMES = ("sent", "failed")
 CACHE_RESULTS = ("hit", "miss")
+# "previous": a rollup kept before an ingest in progress, served while the new one is prepared.
+ROLLUP_CACHE_RESULTS = ("hit", "miss", "previous")
 SOURCES = ("database", "redis")
 
 
@@ -46,7 +48,7 @@ COUNTERS: dict[str, CounterSpec] = {
         ("task", "outcome"), "Celery tasks that ended, by task and outcome.", {"outcome": TASK_OUTCOMES}
     ),
     REPORTS_SENT: CounterSpec(("outcome",), "Weekly report sends, by outcome.", {"outcome": REPORT_OUTCOMES}),
-    ROLLUP_CACHE: CounterSpec(("result",), "Lookups of cached rollups, by result.", {"result": CACHE_RESULTS}),
+    ROLLUP_CACHE: CounterSpec(("result",), "Lookups of cached rollups, by result.", {"result": ROLLUP_CACHE_RESULTS}),
     API_PAGE_CACHE: CounterSpec(
         ("result",), "Lookups of cached pages of the API's lists and sums, by result.", {"result": CACHE_RESULTS}
     ),

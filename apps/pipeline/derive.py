@@ -248,7 +248,10 @@ def _team_days(run: DeriveRun) -> None:
 
 
 def _caches_expire(run: DeriveRun) -> None:
-    data_changed()  # every cached rollup and page of the API: one data generation
+    # Every cached rollup and page of the API: one data generation. An ingest's (of the metrics or the scheduler's
+    # records) rollups kept before it may be answered until they are prepared again (apps.rollups.documents); any
+    # other change is seen at once.
+    data_changed(by_ingest=bool(run.changed & {Fact.JOB_ROWS, Fact.SCHEDULER}))
 
 
 @dataclass(frozen=True)

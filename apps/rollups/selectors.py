@@ -447,6 +447,10 @@ def cluster_rollup_cache_key(*, cluster: Cluster, start: datetime, end: datetime
     return _rollup_cache_key("cluster", cluster.pk, start, end, granularity)
 
 
+def job_group_rollup_cache_key(*, group: JobGroup, start: datetime, end: datetime, granularity: str) -> str:
+    return _rollup_cache_key("job_group", group.pk, start, end, granularity)
+
+
 def team_rollup_cached(*, team: Team, start: datetime, end: datetime, granularity: str) -> dict[str, Any]:
     """team_rollup, kept in the cache until the next change of the data it sums (dashboards ask for the
     same periods again and again between two ingests)."""
@@ -508,6 +512,22 @@ def team_totals(*, user: User, start: datetime, end: datetime) -> list[dict[str,
             }
         )
     return out
+
+
+def teams_compared(*, user: User, start: datetime, end: datetime) -> list[dict[str, Any]]:
+    """team_totals with kWh beside J and each team's cost in minor units (`cost`: the sum of its jobs' rounded
+    costs, as its rollup's `totals.cost` over the same days) beside the exact one (`cost_exact`), as text."""
+    teams = team_totals(user=user, start=start, end=end)
+    minor = team_totals_costs_minor(user=user, start=start, end=end)
+    return [
+        {
+            **t,
+            "energy_kwh": kwh(t["energy_j"]),
+            "cost": str(minor.get(t["team"], Decimal("0.00"))),
+            "cost_exact": t["cost"],
+        }
+        for t in teams
+    ]
 
 
 # --- what a job group's runs came to: delivered, failed, stopped --------------------------------------------

@@ -183,7 +183,7 @@ def scheduler_records_write(
     )
     written = {j.pk for j in [*agent_seen, *scheduler_only]}
     if written:
-        data_changed()  # the jobs list shows the scheduler's record
+        data_changed(by_ingest=True)  # the jobs list shows the scheduler's record
 
     missing_ids: set[int] = set()
     for source in cluster.scheduler_sources() if window_complete else []:

@@ -209,7 +209,7 @@ def _jobs_upsert(
     )
     rows_update(changed, fields)
     if new or changed:
-        data_changed()  # the jobs list shows them (the derivation that follows moves it on again)
+        data_changed(by_ingest=True)  # the jobs list shows them (the derivation that follows moves it on again)
     if new:
         existing.update((j.job_key, j) for j in loaded.filter(job_key__any=[job["job_key"] for job in new]))
     return existing, moved

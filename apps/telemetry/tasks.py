@@ -7,10 +7,12 @@ from datetime import datetime
 from celery import shared_task
 from django.utils import timezone
 
+from apps.core.generation import ingest_started
 from apps.core.task_retries import retry_policy
 from apps.fleet.models import Cluster
 from apps.pipeline import fanout
 from apps.pipeline.ingest import closed_hours_ingest, hour_ingest
+from apps.rollups.documents import asked_prepare
 from apps.telemetry.services import IngestError, SourceLossError
 from apps.telemetry.shards import ShardOverlapError
 
@@ -23,7 +25,11 @@ def ingest_closed_hours_task() -> int:
     """Every cluster from its watermark to the last closed hour, in this one task (FLEETWATT_INGEST_FANOUT=0:
     one worker). An unreachable Prometheus is left for the next run (per cluster); the database being down is
     retried."""
-    return len(closed_hours_ingest())
+    ingest_started()
+    ingested = closed_hours_ingest()
+    if ingested:
+        asked_prepare()
+    return len(ingested)
 
 
 @shared_task(acks_late=True, **retry_policy(PrometheusUnavailable))
@@ -32,7 +38,10 @@ def ingest_hour_task(cluster_id: int, hour_iso: str) -> int:
     under its lock), so it is retried on an unreachable Prometheus or database, and run again when its
     worker process dies (CELERY_TASK_REJECT_ON_WORKER_LOST)."""
     cluster = Cluster.objects.get(pk=cluster_id)
-    return hour_ingest(cluster=cluster, hour=datetime.fromisoformat(hour_iso)).jobs
+    ingest_started()
+    report = hour_ingest(cluster=cluster, hour=datetime.fromisoformat(hour_iso))
+    asked_prepare()
+    return report.jobs
 
 
 @shared_task(acks_late=True, **retry_policy())
@@ -58,6 +67,7 @@ def ingest_part_task(batch_id: int, hour_iso: str, shard: str) -> bool:
     retried; an answer that lost data, or shards that overlap, wait on the batch (its error says why) for an
     admin, and beat queues the part again later."""
     part = fanout.PartRef(batch_id, datetime.fromisoformat(hour_iso), shard)
+    ingest_started()
     try:
         outcome = fanout.part_ingest(part)
     except PrometheusUnavailable as exc:
@@ -76,7 +86,10 @@ def ingest_part_task(batch_id: int, hour_iso: str, shard: str) -> bool:
 def ingest_batch_derive_task(batch_id: int) -> int:
     """A batch's one derivation (all its hours at once), then the watermark; the cluster's next batch at once
     when it is still behind (a catch-up). Returns the jobs derived."""
+    ingest_started()
     report = fanout.batch_derive(batch_id)
+    if report is not None:  # committed: the rollups asked for lately, ready before they are asked again
+        asked_prepare()
     if fanout.behind(batch_id):
         ingest_dispatch_task.apply_async()
     return report.jobs if report else 0

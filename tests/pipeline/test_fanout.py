@@ -10,6 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from django.core.cache import cache
 from django.db.models import F
 from django.forms.models import model_to_dict
 
@@ -20,6 +21,9 @@ from apps.pipeline.ingest import range_ingest
 from apps.rollups.models import TeamDay
 from apps.telemetry.models import ClusterShard, GpuHour, IngestBatch, IngestedHour, IngestPart, IngestWatermark
 from apps.telemetry.shards import ShardOverlapError
+from apps.core.generation import kept_read
+from apps.rollups import documents
+from apps.telemetry import tasks
 from apps.telemetry.tasks import ingest_dispatch_task
 from apps.waste.models import Flag
 from tests.faults.test_worker_lost import Worker, _pool_process_kill, _wait, _waiting_on_hour_lock
@@ -249,3 +253,40 @@ def test_a_catch_up_longer_than_a_batch_queues_the_next_batch_at_once(history, c
     assert fanout.behind(batch.batch_id)
     [following] = [d for d in fanout.dispatch(now=NOW) if d.cluster == cluster.name]
     assert [p.hour for p in following.parts] == [H0 + timedelta(hours=h) for h in (3, 4, 5)]
+
+
+@pytest.mark.django_db
+def test_a_rollup_asked_before_a_batch_is_ready_in_the_cache_once_the_batch_s_task_has_derived_it(
+    history, cluster_for, admin_client, monkeypatch, settings
+) -> None:
+    settings.FLEETWATT_INGEST_BATCH_HOURS = 3
+    cluster = _sharded(history, cluster_for)
+    queued: list[Any] = []
+    monkeypatch.setattr(tasks.ingest_batch_derive_task, "apply_async", lambda *a, **k: queued.append(a))
+
+    def batch_parts_written() -> int:
+        [batch] = [d for d in fanout.dispatch(now=NOW) if d.cluster == cluster.name]
+        for part in batch.parts:
+            assert tasks.ingest_part_task(part.batch_id, part.hour.isoformat(), part.shard)
+        assert queued.pop() == ((batch.batch_id,),)
+        return batch.batch_id
+
+    # given the cluster's first three hours ingested by their tasks, and its rollup of the day asked for
+    tasks.ingest_batch_derive_task(batch_parts_written())
+    url = f"/api/clusters/{cluster.pk}/rollup/?start=2026-11-02&end=2026-11-03&granularity=day"
+    before = admin_client.get(url).json()
+    # when the next batch's parts are written by their tasks
+    batch_id = batch_parts_written()
+    # then the rollup kept before answers until they are derived
+    assert admin_client.get(url).json() == before
+    # and once the batch's task has derived them, the new rollup is in the cache before anyone asks
+    tasks.ingest_batch_derive_task(batch_id)
+    ask = documents.Ask("cluster", cluster.pk, H0, H0 + timedelta(days=1), "day")
+    _, ready = kept_read(documents.KINDS["cluster"].key(cluster, ask))
+    assert ready is not None
+    after = admin_client.get(url)
+    assert after.content == ready
+    assert after.json()["totals"]["gpu_hours"] > before["totals"]["gpu_hours"]
+    # equal to the rollup computed afresh
+    cache.clear()
+    assert admin_client.get(url).json() == after.json()

@@ -14,34 +14,29 @@ from django.http import HttpResponse, HttpResponseBase
 from drf_spectacular.utils import extend_schema
 from rest_framework import viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
-from rest_framework.renderers import JSONRenderer
+from rest_framework.exceptions import NotAuthenticated, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
 from apps.carbon.models import JobGroup
 from apps.core.authentication import FLEET_WIDE
-from apps.core.footprint import kwh
 from apps.core.money import round_minor
 from apps.core.page_cache import CachedPagesMixin, cached_page
 from apps.fleet.models import Cluster, Team
+from apps.rollups import documents
+from apps.rollups.finance import for_finance, money_as_text
 from apps.rollups.selectors import (
     MixedBasisError,
     cluster_job_costs_minor,
-    cluster_rollup_cache_key,
     cluster_rollup_cached,
     job_group_job_costs_minor,
     job_group_outcome_costs_minor,
     job_group_outcomes,
     job_group_rollup,
-    rollup_kept,
     team_daily_energy,
     team_job_costs_minor,
-    team_rollup_cache_key,
     team_rollup_cached,
-    team_totals,
-    team_totals_costs_minor,
 )
 
 from .serializers import (
@@ -62,31 +57,40 @@ def _period_query(request: Request) -> tuple[datetime, datetime, str]:
 
 
 class _RollupMixin:
+    _page_key: str | None = None  # (CachedPagesMixin's: the page's key, None to leave it)
+
     def _rollup(
         self,
         request: Request,
+        kind: str,
+        subject: Team | Cluster | JobGroup,
         compute: Callable[..., dict],
         costs_minor: Callable[..., dict[str, Decimal]],
-        subject: tuple[str, str],
-        cache_key: Callable[..., str] | None = None,
     ) -> HttpResponseBase:
         start, end, granularity = _period_query(request)
         query = {"start": start, "end": end, "granularity": granularity}
-
-        def finished() -> dict:
-            doc = _computed(compute, query)
-            return _for_finance(doc, costs_minor(**query, currency=doc["currency"]))
-
+        if request.accepted_renderer.format == "json":
+            # Kept rendered (a year of days is ~90 KB of JSON) and prepared again after each ingest
+            # (apps.rollups.documents): a dashboard's ask is one cache read.
+            body = self._document(documents.Ask(kind, subject.pk, start, end, granularity), subject)
+            return HttpResponse(body, content_type="application/json")
+        # The document already has the schema's shape (RollupSerializer documents it): serialising a year of
+        # days through DRF fields would cost more than computing it.
+        doc = _computed(compute, query)
+        finished = for_finance(doc, costs_minor(**query, currency=doc["currency"]))
         if request.accepted_renderer.format == "csv":
-            return Response(_flat(finished(), subject, totals=_csv_totals(request)))
-        if request.accepted_renderer.format != "json" or cache_key is None:
-            # The document already has the schema's shape (RollupSerializer documents it): serialising a
-            # year of days through DRF fields would cost more than computing it.
-            return Response(_money_as_text(finished()))
-        # Kept rendered (a year of days is ~90 KB of JSON): a dashboard's repeated ask is one cache read.
-        key = f"{cache_key(**query)}:finance:json"
-        body = rollup_kept(key, lambda: JSONRenderer().render(_money_as_text(finished())))
-        return HttpResponse(body, content_type="application/json")
+            return Response(_flat(finished, (kind, subject.name), totals=_csv_totals(request)))
+        return Response(money_as_text(finished))
+
+    def _document(self, ask: documents.Ask, subject: Any) -> Any:
+        """The kept document; one kept from before an ingest in progress is answered but not kept as this page."""
+        try:
+            value, previous = documents.kept(ask, subject)
+        except MixedBasisError as exc:
+            raise ValidationError({"detail": str(exc)}) from None
+        if previous:
+            self._page_key = None
+        return value
 
 
 def _csv_totals(request: Request) -> bool:
@@ -102,51 +106,6 @@ def _computed(compute: Callable[..., dict], query: dict[str, Any]) -> dict:
         raise ValidationError({"detail": str(exc)}) from None
 
 
-_SUMMED = ("energy_j", "gpu_hours", "facility_kwh", "operational_kg", "embodied_kg")
-
-
-def _line(figures: dict, *, exact: Decimal, minor: Decimal) -> dict:
-    """A line's figures with kWh beside J, its cost in the currency's minor unit and its exact cost."""
-    return {**figures, "energy_kwh": kwh(figures["energy_j"]), "cost": minor, "cost_exact": exact}
-
-
-def _lines_added(lines: list[dict], zero: Decimal) -> dict:
-    """Lines added up: their costs in minor units summed (not the exact sum rounded)."""
-    figures = {k: sum((line[k] for line in lines), 0.0) for k in _SUMMED}
-    exact = sum((line["cost_exact"] for line in lines), Decimal(0))
-    return _line(figures, exact=exact, minor=sum((line["cost"] for line in lines), zero))
-
-
-def _for_finance(doc: dict, costs_minor: dict[str, Decimal]) -> dict:
-    """The rollup with kWh beside J, costs in the currency's minor unit (`cost`) and exact (`cost_exact`), and
-    a totals line: a period's `cost` is the sum of its jobs' rounded costs (`costs_minor`), an idle line's its
-    own cost rounded, the totals' the sum of the periods' (docs/api.md, "Money")."""
-    currency = doc["currency"]
-    zero = round_minor(Decimal(0), currency)
-    periods, idle_lines = [], []
-    for p in doc["periods"]:
-        idle = p["idle"]
-        if idle is not None:
-            idle = _line(idle, exact=idle["cost"], minor=round_minor(idle["cost"], currency))
-            idle_lines.append(idle)
-        minor = round_minor(costs_minor.get(p["period"], zero), currency)
-        periods.append({**_line(p, exact=p["cost"], minor=minor), "idle": idle})
-    totals = _lines_added(periods, zero)
-    totals["idle"] = _lines_added(idle_lines, zero) if idle_lines else None
-    return {**doc, "periods": periods, "totals": totals}
-
-
-def _money_as_text(value: Any) -> Any:
-    """Decimals as exact text, as DRF's DecimalField writes them (its JSON encoder would make floats)."""
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, dict):
-        return {k: _money_as_text(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_money_as_text(v) for v in value]
-    return value
-
-
 def _csv_row(line: dict, first: dict) -> dict:
     row = {**first, **{k: v for k, v in line.items() if k not in ("idle", "energy_by_method_j", "period")}}
     row.update({f"energy_{m}_j": j for m, j in line.get("energy_by_method_j", {}).items()})
@@ -159,9 +118,9 @@ def _flat(doc: dict, subject: tuple[str, str], *, totals: bool) -> list[dict]:
     basis; then, unless `?totals=false`, a `total` row (the periods added up; its `cost` the sum of theirs)."""
     name, value = subject
     context = {name: value, "currency": doc["currency"], "intensity_basis": doc["intensity_basis"]}
-    rows = [_csv_row(_money_as_text(p), {"period": p["period"], **context}) for p in doc["periods"]]
+    rows = [_csv_row(money_as_text(p), {"period": p["period"], **context}) for p in doc["periods"]]
     if totals:
-        rows.append(_csv_row(_money_as_text(doc["totals"]), {"period": "total", **context}))
+        rows.append(_csv_row(money_as_text(doc["totals"]), {"period": "total", **context}))
     return rows
 
 
@@ -178,10 +137,10 @@ class TeamRollupViewSet(CachedPagesMixin, _RollupMixin, viewsets.GenericViewSet)
         team = self.get_object()
         return self._rollup(
             request,
+            "team",
+            team,
             lambda **q: team_rollup_cached(team=team, **q),
             lambda **q: team_job_costs_minor(team=team, **q),
-            ("team", team.name),
-            cache_key=lambda **q: team_rollup_cache_key(team=team, **q),
         )
 
     @extend_schema(parameters=[PeriodQuerySerializer], responses=DailyEnergySerializer(many=True))
@@ -202,22 +161,10 @@ class TeamRollupViewSet(CachedPagesMixin, _RollupMixin, viewsets.GenericViewSet)
         team whose days span sites on different intensity bases is left out. `?format=csv` gives one row per
         team. Teams a member is not in are not listed; finance and admins see every team."""
         start, end, _ = _period_query(request)
-        try:
-            teams = team_totals(user=request.user, start=start, end=end)
-        except MixedBasisError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
-        minor = team_totals_costs_minor(user=request.user, start=start, end=end)
-        return Response(
-            [
-                {
-                    **t,
-                    "energy_kwh": kwh(t["energy_j"]),
-                    "cost": str(minor.get(t["team"], Decimal("0.00"))),
-                    "cost_exact": t["cost"],
-                }
-                for t in teams
-            ]
-        )
+        if request.user.pk is None:  # (the permissions let only users in)
+            raise NotAuthenticated()
+        ask = documents.Ask("teams_compared", request.user.pk, start, end)
+        return Response(self._document(ask, request.user))
 
 
 class ClusterRollupViewSet(CachedPagesMixin, _RollupMixin, viewsets.GenericViewSet):
@@ -233,10 +180,10 @@ class ClusterRollupViewSet(CachedPagesMixin, _RollupMixin, viewsets.GenericViewS
         cluster = self.get_object()
         return self._rollup(
             request,
+            "cluster",
+            cluster,
             lambda **q: cluster_rollup_cached(cluster=cluster, **q),
             lambda **q: cluster_job_costs_minor(cluster=cluster, **q),
-            ("cluster", cluster.name),
-            cache_key=lambda **q: cluster_rollup_cache_key(cluster=cluster, **q),
         )
 
 
@@ -254,9 +201,10 @@ class JobGroupRollupViewSet(CachedPagesMixin, _RollupMixin, viewsets.GenericView
         group = self.get_object()
         return self._rollup(
             request,
+            "job_group",
+            group,
             lambda **q: job_group_rollup(group=group, **q),
             lambda **q: job_group_job_costs_minor(group=group, **q),
-            ("job_group", group.name),
         )
 
     @extend_schema(parameters=[PeriodQuerySerializer], responses=JobGroupOutcomesSerializer)
@@ -288,7 +236,7 @@ class JobGroupRollupViewSet(CachedPagesMixin, _RollupMixin, viewsets.GenericView
         entry["total"]["cost"] = sum((o["cost"] for o in entry["outcomes"]), zero)
         context = {"currency": doc["currency"], "intensity_basis": doc["intensity_basis"]}
         if request.accepted_renderer.format == "csv":
-            return Response(_money_as_text([{"job_group": entry["name"], **o, **context} for o in entry["outcomes"]]))
+            return Response(money_as_text([{"job_group": entry["name"], **o, **context} for o in entry["outcomes"]]))
         body = {
             "job_group": entry["name"],
             **context,
@@ -297,4 +245,4 @@ class JobGroupRollupViewSet(CachedPagesMixin, _RollupMixin, viewsets.GenericView
             "total": entry["total"],
             "failed_cost_share": entry["failed_cost_share"],
         }
-        return Response(_money_as_text(body))
+        return Response(money_as_text(body))

@@ -1,0 +1,207 @@
+"""The rollups' documents as the API answers them, kept ready: a team's, a cluster's and a job group's rollup as
+finance tools read it (JSON, costs in minor units) and the teams side by side. Each sums a period's hour rows
+(half a second for a team's year at a million jobs), so each is kept, stamped with the data's generation
+(apps.core.generation), and the ones people asked for lately are prepared again after every ingest, by the
+ingest's own task once its hours are committed: the first ask after an ingest reads the cache.
+
+Every ask is recorded (what, and when: a sorted set in Redis, FLEETWATT_ROLLUPS_ASKED_KEEP at most). After an
+ingest, `asked_prepare` computes again those asked within FLEETWATT_ROLLUPS_ASKED_WITHIN_S, most recent first,
+for FLEETWATT_ROLLUPS_PREPARE_BUDGET_S at most. Until then a document kept before the ingest is served in its
+stead (`kept_read_or_previous`: figures as of the hour before, for FLEETWATT_ROLLUPS_STALE_S at most; an
+admin's edit is seen at once), and the page cache does not keep a page made of it."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.cache import cache
+from django.core.exceptions import ObjectDoesNotExist
+from django.db.models import Model
+from rest_framework.renderers import JSONRenderer
+
+from apps.carbon.models import JobGroup
+from apps.core.access import viewer_scope
+from apps.core.generation import ingest_prepared, ingest_started_at, kept_read, kept_read_or_previous, kept_write
+from apps.core.metrics import ROLLUP_CACHE
+from apps.core.services import metric_count
+from apps.fleet.models import Cluster, Team
+
+from . import selectors
+from .finance import for_finance, money_as_text
+
+log = logging.getLogger(__name__)
+
+ASKED_KEY = "fleetwatt:rollups:asked"
+KEPT_S = selectors.ROLLUP_CACHE_SECONDS
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One document asked for: its kind, what it sums (a team, a cluster or a job group; for the teams side by
+    side, the user asking, whose view decides the teams), the period and its granularity ("" where none)."""
+
+    kind: str
+    subject_id: int
+    start: datetime
+    end: datetime
+    granularity: str = ""
+
+    def as_member(self) -> str:
+        return json.dumps([self.kind, self.subject_id, self.start.isoformat(), self.end.isoformat(), self.granularity])
+
+    @classmethod
+    def from_member(cls, text: str) -> Ask:
+        """The ask recorded as `text` (ValueError for anything else)."""
+        try:
+            kind, subject_id, start, end, granularity = json.loads(text)
+            ask = cls(str(kind), int(subject_id), datetime.fromisoformat(start), datetime.fromisoformat(end),
+                      str(granularity))  # fmt: skip
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"not a recorded ask: {text!r}") from exc
+        if ask.kind not in KINDS:
+            raise ValueError(f"no document of kind {ask.kind!r}")
+        return ask
+
+
+@dataclass(frozen=True)
+class Kind:
+    load: Callable[[int], Model]  # the subject (ObjectDoesNotExist when it is gone)
+    key: Callable[[Any, Ask], str]
+    compute: Callable[[Any, Ask], Any]
+
+
+def _finance_json(doc: dict, costs_minor: Callable[..., dict], ask: Ask) -> bytes:
+    minor = costs_minor(start=ask.start, end=ask.end, granularity=ask.granularity, currency=doc["currency"])
+    return JSONRenderer().render(money_as_text(for_finance(doc, minor)))
+
+
+def _period(ask: Ask) -> dict[str, Any]:
+    return {"start": ask.start, "end": ask.end, "granularity": ask.granularity}
+
+
+KINDS: dict[str, Kind] = {
+    "team": Kind(
+        load=lambda pk: Team.objects.get(pk=pk),
+        key=lambda team, ask: f"{selectors.team_rollup_cache_key(team=team, **_period(ask))}:finance:json",
+        compute=lambda team, ask: _finance_json(
+            selectors.team_rollup_cached(team=team, **_period(ask)),
+            lambda **q: selectors.team_job_costs_minor(team=team, **q),
+            ask,
+        ),
+    ),
+    "cluster": Kind(
+        load=lambda pk: Cluster.objects.select_related("site").get(pk=pk),
+        key=lambda cluster, ask: f"{selectors.cluster_rollup_cache_key(cluster=cluster, **_period(ask))}:finance:json",
+        compute=lambda cluster, ask: _finance_json(
+            selectors.cluster_rollup_cached(cluster=cluster, **_period(ask)),
+            lambda **q: selectors.cluster_job_costs_minor(cluster=cluster, **q),
+            ask,
+        ),
+    ),
+    "job_group": Kind(
+        load=lambda pk: JobGroup.objects.get(pk=pk),
+        key=lambda group, ask: f"{selectors.job_group_rollup_cache_key(group=group, **_period(ask))}:finance:json",
+        compute=lambda group, ask: _finance_json(
+            selectors.job_group_rollup(group=group, **_period(ask)),
+            lambda **q: selectors.job_group_job_costs_minor(group=group, **q),
+            ask,
+        ),
+    ),
+    "teams_compared": Kind(
+        load=lambda pk: get_user_model().objects.get(pk=pk, is_active=True),
+        key=lambda user, ask: (
+            f"fleetwatt:rollup:v2:teams_compared:{viewer_scope(user)}:{ask.start.isoformat()}:{ask.end.isoformat()}"
+        ),
+        compute=lambda user, ask: selectors.teams_compared(user=user, start=ask.start, end=ask.end),
+    ),
+}
+
+
+def kept(ask: Ask, subject: Model) -> tuple[Any, bool]:
+    """The document `ask` names (of `subject`, loaded by the caller with the caller's permissions), from the cache
+    or computed and kept; and whether it was kept before an ingest in progress (then it must not be kept again
+    under the current generation: the page cache leaves it). Records the ask for `asked_prepare`. Raises what the
+    computation raises (selectors.MixedBasisError)."""
+    kind = KINDS[ask.kind]
+    _asked(ask)
+    key = kind.key(subject, ask)
+    generation, value, previous = kept_read_or_previous(key)
+    metric_count(metric=ROLLUP_CACHE, labels=["miss" if value is None else "previous" if previous else "hit"])
+    if value is None:
+        value = kind.compute(subject, ask)
+        kept_write(key, generation, value, KEPT_S)
+    return value, previous
+
+
+def _asked(ask: Ask) -> None:
+    record = getattr(cache, "sorted_add", None)  # (a cache other than Redis records nothing)
+    if record is not None:
+        record(ASKED_KEY, ask.as_member(), time.time(), keep=settings.FLEETWATT_ROLLUPS_ASKED_KEEP)
+
+
+@dataclass
+class PrepareReport:
+    asked: int = 0  # documents asked for within FLEETWATT_ROLLUPS_ASKED_WITHIN_S (up to ..._ASKED_KEEP)
+    prepared: int = 0  # computed again
+    current: int = 0  # already kept at the current generation (another worker's, or asked meanwhile)
+    dropped: int = 0  # no longer there to prepare (a team, cluster, group or user removed; a mixed basis)
+    failed: int = 0  # an error, logged
+    left: int = 0  # not reached within FLEETWATT_ROLLUPS_PREPARE_BUDGET_S
+    seconds: float = 0.0
+
+
+def asked_prepare(*, now: float | None = None) -> PrepareReport:
+    """After an ingest committed: the documents asked for lately, computed again and kept at the current
+    generation, most recently asked first; then the ingest's mark is lifted (documents kept before it are no
+    longer served). Never raises for one document: an ingest is not failed by a cache it fills."""
+    started_at = ingest_started_at()
+    began = time.perf_counter()
+    now = time.time() if now is None else now
+    top = getattr(cache, "sorted_top", None)
+    members: list[str] = (
+        top(ASKED_KEY, min_score=now - settings.FLEETWATT_ROLLUPS_ASKED_WITHIN_S,
+            count=settings.FLEETWATT_ROLLUPS_ASKED_KEEP)
+        if top is not None else []
+    )  # fmt: skip
+    report = PrepareReport(asked=len(members))
+    for member in members:
+        if time.perf_counter() - began > settings.FLEETWATT_ROLLUPS_PREPARE_BUDGET_S:
+            report.left = report.asked - report.prepared - report.current - report.dropped - report.failed
+            break
+        _prepare_one(member, report)
+    ingest_prepared(started_at)
+    report.seconds = time.perf_counter() - began
+    if report.asked:
+        log.info(
+            "rollups after the ingest: %d prepared, %d already current, %d dropped, %d failed, %d left, in %.1fs",
+            report.prepared, report.current, report.dropped, report.failed, report.left, report.seconds,
+        )  # fmt: skip
+    return report
+
+
+def _prepare_one(member: str, report: PrepareReport) -> None:
+    try:
+        ask = Ask.from_member(member)
+        kind = KINDS[ask.kind]
+        subject = kind.load(ask.subject_id)
+        key = kind.key(subject, ask)
+        generation, value = kept_read(key)
+        if value is not None:
+            report.current += 1
+            return
+        kept_write(key, generation, kind.compute(subject, ask), KEPT_S)
+        report.prepared += 1
+    except (ValueError, ObjectDoesNotExist):  # (MixedBasisError is a ValueError: that ask answers 400 now)
+        cache.sorted_remove(ASKED_KEY, member)  # type: ignore[attr-defined]
+        report.dropped += 1
+    except Exception:
+        log.exception("rollup document %s not prepared", member)
+        report.failed += 1

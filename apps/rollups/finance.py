@@ -1,0 +1,54 @@
+"""A rollup as finance tools book it (docs/api.md, "Money"): kWh beside J, each period's cost in the currency's
+minor unit beside the exact one, and a totals line whose cost is the sum of the periods'. Pure functions."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from apps.core.footprint import kwh
+from apps.core.money import round_minor
+
+_SUMMED = ("energy_j", "gpu_hours", "facility_kwh", "operational_kg", "embodied_kg")
+
+
+def _line(figures: dict, *, exact: Decimal, minor: Decimal) -> dict:
+    """A line's figures with kWh beside J, its cost in the currency's minor unit and its exact cost."""
+    return {**figures, "energy_kwh": kwh(figures["energy_j"]), "cost": minor, "cost_exact": exact}
+
+
+def _lines_added(lines: list[dict], zero: Decimal) -> dict:
+    """Lines added up: their costs in minor units summed (not the exact sum rounded)."""
+    figures = {k: sum((line[k] for line in lines), 0.0) for k in _SUMMED}
+    exact = sum((line["cost_exact"] for line in lines), Decimal(0))
+    return _line(figures, exact=exact, minor=sum((line["cost"] for line in lines), zero))
+
+
+def for_finance(doc: dict, costs_minor: dict[str, Decimal]) -> dict:
+    """The rollup with kWh beside J, costs in the currency's minor unit (`cost`) and exact (`cost_exact`), and
+    a totals line: a period's `cost` is the sum of its jobs' rounded costs (`costs_minor`), an idle line's its
+    own cost rounded, the totals' the sum of the periods' (docs/api.md, "Money")."""
+    currency = doc["currency"]
+    zero = round_minor(Decimal(0), currency)
+    periods, idle_lines = [], []
+    for p in doc["periods"]:
+        idle = p["idle"]
+        if idle is not None:
+            idle = _line(idle, exact=idle["cost"], minor=round_minor(idle["cost"], currency))
+            idle_lines.append(idle)
+        minor = round_minor(costs_minor.get(p["period"], zero), currency)
+        periods.append({**_line(p, exact=p["cost"], minor=minor), "idle": idle})
+    totals = _lines_added(periods, zero)
+    totals["idle"] = _lines_added(idle_lines, zero) if idle_lines else None
+    return {**doc, "periods": periods, "totals": totals}
+
+
+def money_as_text(value: Any) -> Any:
+    """Decimals as exact text, as DRF's DecimalField writes them (its JSON encoder would make floats)."""
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: money_as_text(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [money_as_text(v) for v in value]
+    return value
