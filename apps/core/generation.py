@@ -47,20 +47,20 @@ def kept_read(key: str) -> tuple[int, Any]:
     return generation, None
 
 
-def kept_read_or_previous(key: str) -> tuple[int, Any, bool]:
-    """As kept_read, and whether what it gives was kept before the generation moved on: while an ingest is in
+def kept_read_or_previous(key: str) -> tuple[int, Any, int | None]:
+    """As kept_read, and the generation what it gives was kept at (None for nothing): while an ingest is in
     progress (`ingest_started`), an entry kept at the generation it started at or later is given rather than
-    None. Such an entry must not be kept again under the current generation (its figures are older)."""
+    None. Keep what is made of such an entry under its generation, never the current one (its figures are older)."""
     found = cache.get_many([GENERATION_KEY, INGEST_STARTED_KEY, key])
     generation, started, kept = found.get(GENERATION_KEY), found.get(INGEST_STARTED_KEY), found.get(key)
     if generation is None:
-        return (*kept_read(key), False)
-    if isinstance(kept, tuple) and len(kept) == 2:
-        if kept[0] == generation:
-            return generation, kept[1], False
-        if started is not None and started <= kept[0] < generation:
-            return generation, kept[1], True
-    return generation, None, False
+        generation, kept = kept_read(key)
+        return generation, kept, None if kept is None else generation
+    if not (isinstance(kept, tuple) and len(kept) == 2):
+        return generation, None, None
+    if kept[0] == generation or (started is not None and started <= kept[0] < generation):
+        return generation, kept[1], kept[0]
+    return generation, None, None
 
 
 def ingest_started() -> None:

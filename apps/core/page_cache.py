@@ -27,7 +27,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from .access import viewer_scope
-from .generation import data_changed, kept_read, kept_write
+from .generation import data_changed, kept_read, kept_read_or_previous, kept_write
 from .metrics import API_PAGE_CACHE
 from .services import metric_count
 
@@ -61,12 +61,26 @@ def page_cache_key(request: Request, view: Any) -> str | None:
 
 def cached_page(handler: Handler) -> Handler:
     """For a handler of a view with CachedPagesMixin: its JSON answer kept as this module says."""
+    return _cached(handler, kept_read)
 
+
+def cached_page_or_previous(handler: Handler) -> Handler:
+    """cached_page, for a handler answering the rollups' kept documents (apps.rollups.documents): while an ingest
+    is in progress, a page kept before it is answered, as the documents themselves are."""
+
+    def read(key: str) -> tuple[int, Any]:
+        generation, kept, _ = kept_read_or_previous(key)
+        return generation, kept
+
+    return _cached(handler, read)
+
+
+def _cached(handler: Handler, read: Callable[[str], tuple[int, Any]]) -> Handler:
     @functools.wraps(handler)
     def answer(self: Any, request: Request, *args: Any, **kwargs: Any) -> Any:
         key = page_cache_key(request, self)
         if key is not None:
-            generation, kept = kept_read(key)
+            generation, kept = read(key)
             metric_count(metric=API_PAGE_CACHE, labels=["miss" if kept is None else "hit"])
             if kept is not None:
                 body, content_type = kept

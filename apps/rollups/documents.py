@@ -125,20 +125,22 @@ KINDS: dict[str, Kind] = {
 }
 
 
-def kept(ask: Ask, subject: Model) -> tuple[Any, bool]:
+def kept(ask: Ask, subject: Model) -> tuple[Any, int]:
     """The document `ask` names (of `subject`, loaded by the caller with the caller's permissions), from the cache
-    or computed and kept; and whether it was kept before an ingest in progress (then it must not be kept again
-    under the current generation: the page cache leaves it). Records the ask for `asked_prepare`. Raises what the
-    computation raises (selectors.MixedBasisError)."""
+    or computed and kept; and the generation it is of: the current one, or, while an ingest is in progress, the
+    one it was kept at before (what is made of it is kept under that generation: the page cache's pages). Records
+    the ask for `asked_prepare`. Raises what the computation raises (selectors.MixedBasisError)."""
     kind = KINDS[ask.kind]
     _asked(ask)
     key = kind.key(subject, ask)
-    generation, value, previous = kept_read_or_previous(key)
-    metric_count(metric=ROLLUP_CACHE, labels=["miss" if value is None else "previous" if previous else "hit"])
+    generation, value, kept_at = kept_read_or_previous(key)
+    metric_count(
+        metric=ROLLUP_CACHE, labels=["miss" if kept_at is None else "hit" if kept_at == generation else "previous"]
+    )
     if value is None:
         value = kind.compute(subject, ask)
         kept_write(key, generation, value, KEPT_S)
-    return value, previous
+    return value, generation if kept_at is None else kept_at
 
 
 def _asked(ask: Ask) -> None:

@@ -22,7 +22,7 @@ from rest_framework.settings import api_settings
 from apps.carbon.models import JobGroup
 from apps.core.authentication import FLEET_WIDE
 from apps.core.money import round_minor
-from apps.core.page_cache import CachedPagesMixin, cached_page
+from apps.core.page_cache import CachedPagesMixin, cached_page, cached_page_or_previous
 from apps.fleet.models import Cluster, Team
 from apps.rollups import documents
 from apps.rollups.finance import for_finance, money_as_text
@@ -57,7 +57,7 @@ def _period_query(request: Request) -> tuple[datetime, datetime, str]:
 
 
 class _RollupMixin:
-    _page_key: str | None = None  # (CachedPagesMixin's: the page's key, None to leave it)
+    _page_generation = 0  # (CachedPagesMixin's: the generation the page is kept under)
 
     def _rollup(
         self,
@@ -83,13 +83,13 @@ class _RollupMixin:
         return Response(money_as_text(finished))
 
     def _document(self, ask: documents.Ask, subject: Any) -> Any:
-        """The kept document; one kept from before an ingest in progress is answered but not kept as this page."""
+        """The kept document; one kept before an ingest in progress makes a page of its generation, not the
+        current one's (answered again until the new document is prepared, as the document itself)."""
         try:
-            value, previous = documents.kept(ask, subject)
+            value, generation = documents.kept(ask, subject)
         except MixedBasisError as exc:
             raise ValidationError({"detail": str(exc)}) from None
-        if previous:
-            self._page_key = None
+        self._page_generation = min(self._page_generation, generation)
         return value
 
 
@@ -132,7 +132,7 @@ class TeamRollupViewSet(CachedPagesMixin, _RollupMixin, viewsets.GenericViewSet)
 
     @extend_schema(parameters=[RollupQuerySerializer], responses=RollupSerializer)
     @action(detail=True, methods=["get"])
-    @cached_page  # in front of the rollup's own document, kept for every viewer and format
+    @cached_page_or_previous  # in front of the rollup's own document, kept for every viewer and format
     def rollup(self, request: Request, pk: str | None = None, format: str | None = None) -> HttpResponseBase:
         team = self.get_object()
         return self._rollup(
@@ -153,7 +153,7 @@ class TeamRollupViewSet(CachedPagesMixin, _RollupMixin, viewsets.GenericViewSet)
 
     @extend_schema(parameters=[PeriodQuerySerializer], responses=TeamTotalsSerializer(many=True))
     @action(detail=False, methods=["get"], url_path="compare", pagination_class=None)
-    @cached_page
+    @cached_page_or_previous
     def compare(self, request: Request, format: str | None = None) -> Response:
         """The teams the user may see, side by side over the period (whole UTC days, as their rollups): GPU-hours,
         energy (J and kWh), facility kWh, CO2e, and cost in minor units (`cost`: the sum of the team's jobs' rounded
@@ -175,7 +175,7 @@ class ClusterRollupViewSet(CachedPagesMixin, _RollupMixin, viewsets.GenericViewS
 
     @extend_schema(parameters=[RollupQuerySerializer], responses=RollupSerializer)
     @action(detail=True, methods=["get"])
-    @cached_page
+    @cached_page_or_previous
     def rollup(self, request: Request, pk: str | None = None, format: str | None = None) -> HttpResponseBase:
         cluster = self.get_object()
         return self._rollup(
@@ -196,7 +196,7 @@ class JobGroupRollupViewSet(CachedPagesMixin, _RollupMixin, viewsets.GenericView
 
     @extend_schema(parameters=[RollupQuerySerializer], responses=RollupSerializer)
     @action(detail=True, methods=["get"])
-    @cached_page
+    @cached_page_or_previous
     def rollup(self, request: Request, pk: str | None = None, format: str | None = None) -> HttpResponseBase:
         group = self.get_object()
         return self._rollup(
