@@ -14,16 +14,16 @@ from django.core.cache import cache
 from django.db.models import F
 from django.forms.models import model_to_dict
 
+from apps.core.generation import kept_read
 from apps.fleet.models import Cluster
 from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy
 from apps.pipeline import fanout
 from apps.pipeline.ingest import range_ingest
+from apps.rollups import documents
 from apps.rollups.models import TeamDay
+from apps.telemetry import tasks
 from apps.telemetry.models import ClusterShard, GpuHour, IngestBatch, IngestedHour, IngestPart, IngestWatermark
 from apps.telemetry.shards import ShardOverlapError
-from apps.core.generation import kept_read
-from apps.rollups import documents
-from apps.telemetry import tasks
 from apps.telemetry.tasks import ingest_dispatch_task
 from apps.waste.models import Flag
 from tests.faults.test_worker_lost import Worker, _pool_process_kill, _wait, _waiting_on_hour_lock
