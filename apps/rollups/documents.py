@@ -78,43 +78,47 @@ class Kind:
     compute: Callable[[Any, Ask], Any]
 
 
-def _finance_json(doc: dict, costs_minor: Callable[..., dict], ask: Ask) -> bytes:
-    minor = costs_minor(start=ask.start, end=ask.end, granularity=ask.granularity, currency=doc["currency"])
-    return JSONRenderer().render(money_as_text(for_finance(doc, minor)))
-
-
 def _period(ask: Ask) -> dict[str, Any]:
     return {"start": ask.start, "end": ask.end, "granularity": ask.granularity}
 
 
+@dataclass(frozen=True)
+class Rollup:
+    """A rollup of a team, a cluster or a job group (`name`: the selectors' keyword for it): its document, and its
+    costs in minor units (each job's cost rounded, docs/api.md, "Money")."""
+
+    name: str
+    document: Callable[..., dict]
+    costs_minor: Callable[..., dict]
+    cache_key: Callable[..., str]
+
+    def for_finance(self, subject: Any, ask: Ask) -> dict:
+        """The rollup as finance tools read it (raises selectors.MixedBasisError)."""
+        doc = self.document(**{self.name: subject}, **_period(ask))
+        minor = self.costs_minor(**{self.name: subject}, **_period(ask), currency=doc["currency"])
+        return for_finance(doc, minor)
+
+    def kind(self, load: Callable[[int], Model]) -> Kind:
+        return Kind(
+            load=load,
+            key=lambda subject, ask: f"{self.cache_key(**{self.name: subject}, **_period(ask))}:finance:json",
+            compute=lambda subject, ask: JSONRenderer().render(money_as_text(self.for_finance(subject, ask))),
+        )
+
+
+ROLLUPS = {
+    "team": Rollup("team", selectors.team_rollup_cached, selectors.team_job_costs_minor,
+                   selectors.team_rollup_cache_key),
+    "cluster": Rollup("cluster", selectors.cluster_rollup_cached, selectors.cluster_job_costs_minor,
+                      selectors.cluster_rollup_cache_key),
+    "job_group": Rollup("group", selectors.job_group_rollup, selectors.job_group_job_costs_minor,
+                        selectors.job_group_rollup_cache_key),
+}  # fmt: skip
+
 KINDS: dict[str, Kind] = {
-    "team": Kind(
-        load=lambda pk: Team.objects.get(pk=pk),
-        key=lambda team, ask: f"{selectors.team_rollup_cache_key(team=team, **_period(ask))}:finance:json",
-        compute=lambda team, ask: _finance_json(
-            selectors.team_rollup_cached(team=team, **_period(ask)),
-            lambda **q: selectors.team_job_costs_minor(team=team, **q),
-            ask,
-        ),
-    ),
-    "cluster": Kind(
-        load=lambda pk: Cluster.objects.select_related("site").get(pk=pk),
-        key=lambda cluster, ask: f"{selectors.cluster_rollup_cache_key(cluster=cluster, **_period(ask))}:finance:json",
-        compute=lambda cluster, ask: _finance_json(
-            selectors.cluster_rollup_cached(cluster=cluster, **_period(ask)),
-            lambda **q: selectors.cluster_job_costs_minor(cluster=cluster, **q),
-            ask,
-        ),
-    ),
-    "job_group": Kind(
-        load=lambda pk: JobGroup.objects.get(pk=pk),
-        key=lambda group, ask: f"{selectors.job_group_rollup_cache_key(group=group, **_period(ask))}:finance:json",
-        compute=lambda group, ask: _finance_json(
-            selectors.job_group_rollup(group=group, **_period(ask)),
-            lambda **q: selectors.job_group_job_costs_minor(group=group, **q),
-            ask,
-        ),
-    ),
+    "team": ROLLUPS["team"].kind(lambda pk: Team.objects.get(pk=pk)),
+    "cluster": ROLLUPS["cluster"].kind(lambda pk: Cluster.objects.select_related("site").get(pk=pk)),
+    "job_group": ROLLUPS["job_group"].kind(lambda pk: JobGroup.objects.get(pk=pk)),
     "teams_compared": Kind(
         load=lambda pk: get_user_model().objects.get(pk=pk, is_active=True),
         key=lambda user, ask: (

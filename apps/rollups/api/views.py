@@ -4,7 +4,6 @@ side by side, and how a job group's runs ended. Registered under the same prefix
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -25,18 +24,12 @@ from apps.core.money import round_minor
 from apps.core.page_cache import CachedPagesMixin, cached_page, cached_page_or_previous
 from apps.fleet.models import Cluster, Team
 from apps.rollups import documents
-from apps.rollups.finance import for_finance, money_as_text
+from apps.rollups.finance import money_as_text
 from apps.rollups.selectors import (
     MixedBasisError,
-    cluster_job_costs_minor,
-    cluster_rollup_cached,
-    job_group_job_costs_minor,
     job_group_outcome_costs_minor,
     job_group_outcomes,
-    job_group_rollup,
     team_daily_energy,
-    team_job_costs_minor,
-    team_rollup_cached,
 )
 
 from .serializers import (
@@ -59,25 +52,19 @@ def _period_query(request: Request) -> tuple[datetime, datetime, str]:
 class _RollupMixin:
     _page_generation = 0  # (CachedPagesMixin's: the generation the page is kept under)
 
-    def _rollup(
-        self,
-        request: Request,
-        kind: str,
-        subject: Team | Cluster | JobGroup,
-        compute: Callable[..., dict],
-        costs_minor: Callable[..., dict[str, Decimal]],
-    ) -> HttpResponseBase:
+    def _rollup(self, request: Request, kind: str, subject: Team | Cluster | JobGroup) -> HttpResponseBase:
         start, end, granularity = _period_query(request)
-        query = {"start": start, "end": end, "granularity": granularity}
+        ask = documents.Ask(kind, subject.pk, start, end, granularity)
         if request.accepted_renderer.format == "json":
             # Kept rendered (a year of days is ~90 KB of JSON) and prepared again after each ingest
             # (apps.rollups.documents): a dashboard's ask is one cache read.
-            body = self._document(documents.Ask(kind, subject.pk, start, end, granularity), subject)
-            return HttpResponse(body, content_type="application/json")
+            return HttpResponse(self._document(ask, subject), content_type="application/json")
         # The document already has the schema's shape (RollupSerializer documents it): serialising a year of
         # days through DRF fields would cost more than computing it.
-        doc = _computed(compute, query)
-        finished = for_finance(doc, costs_minor(**query, currency=doc["currency"]))
+        try:
+            finished = documents.ROLLUPS[kind].for_finance(subject, ask)
+        except MixedBasisError as exc:
+            raise ValidationError({"detail": str(exc)}) from None
         if request.accepted_renderer.format == "csv":
             return Response(_flat(finished, (kind, subject.name), totals=_csv_totals(request)))
         return Response(money_as_text(finished))
@@ -97,13 +84,6 @@ def _csv_totals(request: Request) -> bool:
     query = RollupQuerySerializer(data=request.query_params)
     query.is_valid(raise_exception=True)
     return bool(query.validated_data["totals"])
-
-
-def _computed(compute: Callable[..., dict], query: dict[str, Any]) -> dict:
-    try:
-        return compute(**query)
-    except MixedBasisError as exc:
-        raise ValidationError({"detail": str(exc)}) from None
 
 
 def _csv_row(line: dict, first: dict) -> dict:
@@ -135,13 +115,7 @@ class TeamRollupViewSet(CachedPagesMixin, _RollupMixin, viewsets.GenericViewSet)
     @cached_page_or_previous  # in front of the rollup's own document, kept for every viewer and format
     def rollup(self, request: Request, pk: str | None = None, format: str | None = None) -> HttpResponseBase:
         team = self.get_object()
-        return self._rollup(
-            request,
-            "team",
-            team,
-            lambda **q: team_rollup_cached(team=team, **q),
-            lambda **q: team_job_costs_minor(team=team, **q),
-        )
+        return self._rollup(request, "team", team)
 
     @extend_schema(parameters=[PeriodQuerySerializer], responses=DailyEnergySerializer(many=True))
     @action(detail=False, methods=["get"], url_path="daily-energy", pagination_class=None)
@@ -178,13 +152,7 @@ class ClusterRollupViewSet(CachedPagesMixin, _RollupMixin, viewsets.GenericViewS
     @cached_page_or_previous
     def rollup(self, request: Request, pk: str | None = None, format: str | None = None) -> HttpResponseBase:
         cluster = self.get_object()
-        return self._rollup(
-            request,
-            "cluster",
-            cluster,
-            lambda **q: cluster_rollup_cached(cluster=cluster, **q),
-            lambda **q: cluster_job_costs_minor(cluster=cluster, **q),
-        )
+        return self._rollup(request, "cluster", cluster)
 
 
 class JobGroupRollupViewSet(CachedPagesMixin, _RollupMixin, viewsets.GenericViewSet):
@@ -199,13 +167,7 @@ class JobGroupRollupViewSet(CachedPagesMixin, _RollupMixin, viewsets.GenericView
     @cached_page_or_previous
     def rollup(self, request: Request, pk: str | None = None, format: str | None = None) -> HttpResponseBase:
         group = self.get_object()
-        return self._rollup(
-            request,
-            "job_group",
-            group,
-            lambda **q: job_group_rollup(group=group, **q),
-            lambda **q: job_group_job_costs_minor(group=group, **q),
-        )
+        return self._rollup(request, "job_group", group)
 
     @extend_schema(parameters=[PeriodQuerySerializer], responses=JobGroupOutcomesSerializer)
     @action(detail=True, methods=["get"], permission_classes=api_settings.DEFAULT_PERMISSION_CLASSES)
