@@ -235,6 +235,12 @@ def batch_derive(batch_id: int) -> DeriveReport | None:
     return report
 
 
+def derives_pending() -> bool:
+    """Whether a batch of any cluster is written and its derivation queued, not yet done: that derivation will
+    move the data's generation on again, so the rollups are best prepared after it (apps.rollups.documents)."""
+    return IngestBatch.objects.filter(derive_queued_at__isnull=False, done_at__isnull=True).exists()
+
+
 def behind(batch_id: int) -> bool:
     """Whether the batch, derived, left its cluster short of where beat aimed (a catch-up after an outage longer
     than a batch): the next batch is then queued at once rather than at beat's next run."""

@@ -88,7 +88,9 @@ def ingest_batch_derive_task(batch_id: int) -> int:
     when it is still behind (a catch-up). Returns the jobs derived."""
     ingest_started()
     report = fanout.batch_derive(batch_id)
-    if report is not None:  # committed: the rollups asked for lately, ready before they are asked again
+    # Committed: the rollups asked for lately, ready before they are asked again; by the last of the clusters'
+    # derivations queued together (each moves the generation on: one prepare, not one per cluster).
+    if report is not None and not fanout.derives_pending():
         asked_prepare()
     if fanout.behind(batch_id):
         ingest_dispatch_task.apply_async()

@@ -290,3 +290,30 @@ def test_a_rollup_asked_before_a_batch_is_ready_in_the_cache_once_the_batch_s_ta
     # equal to the rollup computed afresh
     cache.clear()
     assert admin_client.get(url).json() == after.json()
+
+
+@pytest.mark.django_db
+def test_the_rollups_are_prepared_by_the_last_of_the_derivations_queued_together(
+    history, cluster_for, monkeypatch, settings
+) -> None:
+    settings.FLEETWATT_INGEST_BATCH_HOURS = 3
+    monkeypatch.setattr(tasks.ingest_batch_derive_task, "apply_async", lambda *a, **k: None)
+    prepared: list[int] = []
+    monkeypatch.setattr(tasks, "asked_prepare", lambda: prepared.append(1))
+    cluster = _sharded(history, cluster_for)
+
+    def batch_written() -> int:
+        [batch] = [d for d in fanout.dispatch(now=NOW) if d.cluster == cluster.name]
+        for part in batch.parts:
+            tasks.ingest_part_task(part.batch_id, part.hour.isoformat(), part.shard)
+        return batch.batch_id
+
+    # given another cluster's batch whose derivation is queued too
+    other = IngestBatch.objects.create(cluster=cluster_for(history, "other"), start=H0, end=NOW, derive_queued_at=NOW)
+    # when a batch is derived meanwhile: no prepare (the other's derivation moves the generation on again)
+    tasks.ingest_batch_derive_task(batch_written())
+    assert prepared == []
+    # then the last derivation of those queued together prepares them, once
+    IngestBatch.objects.filter(pk=other.pk).update(done_at=NOW)
+    tasks.ingest_batch_derive_task(batch_written())
+    assert prepared == [1]
