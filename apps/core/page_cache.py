@@ -11,7 +11,9 @@ generation and the page are read in one round trip to Redis; a page of an old ge
 left behind until it expires.
 Only a JSON page that answered 200 is kept; authentication, permissions, throttles and the check of the query's
 parameters run on every request before the cache is read. `FLEETWATT_API_PAGE_CACHE_S` bounds an entry's life
-(0: no page is cached). Redis unreachable: every request computes its page (apps.core.fail_open_cache)."""
+(0: no page is cached). Redis unreachable: every request computes its page (apps.core.fail_open_cache).
+The rollups' pages (`cached_page_or_previous`) are read as their documents are (apps.rollups.documents): while an
+ingest is in progress, a page kept before it is answered until the new documents are prepared."""
 
 from __future__ import annotations
 
