@@ -21,7 +21,7 @@ endef
 test:
 	@WANT_CHROMIUM=1 bash scripts/bootstrap.sh
 	@DJANGO_DEBUG=1 $(PY) manage.py check >/dev/null
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider --durations=25
 	$(LINT_CHECKS)
 
 lint: bootstrap
