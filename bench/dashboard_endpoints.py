@@ -89,7 +89,7 @@ def fill(n_jobs: int) -> None:
 
     def columns(model: type, overrides: dict[str, str]) -> tuple[str, str]:
         """Every column of the model, from the overrides or its default."""
-        fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+        fields = [f for f in model._meta.concrete_fields if not f.primary_key and not f.generated]
         names = ", ".join(f'"{f.column}"' for f in fields)
         return names, ", ".join(overrides.get(f.name, literal(f.get_default())) for f in fields)
 
@@ -100,7 +100,8 @@ def fill(n_jobs: int) -> None:
         "last_seen": hour + " + INTERVAL '50 minutes'", "energy_j": "1.5e6 + (s %% 997)", "attribution": "'whole_gpu'",
         "attribution_j": "jsonb_build_object('whole_gpu', 1.5e6 + (s %% 997))", "coverage": "1.0",
         "gpu_hours": "0.8", "flags": "'{}'::varchar[]", "cost": "2.5", "currency": "'EUR'",
-        "facility_kwh": "0.55", "operational_kg": "0.2",
+        "facility_kwh": "0.55", "operational_kg": "0.2", "first_day": f"(({hour}) AT TIME ZONE 'UTC')::date",
+        "last_day": f"(({hour}) AT TIME ZONE 'UTC')::date",
     })  # fmt: skip
     with connection.cursor() as cursor:
         started = time.perf_counter()

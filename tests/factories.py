@@ -228,6 +228,8 @@ class TeamDayFactory(DjangoModelFactory):
     operational_kg = 0.18
     embodied_kg = 0.01
     cost = Decimal("2.920000")
+    cost_units = 292  # its jobs within the day, each rounded to the cent (here one job, or costs already whole)
+    units_exponent = 2
     energy_by_method_j = factory.LazyAttribute(lambda d: {"whole_gpu": d.energy_j})
 
 

@@ -40,3 +40,12 @@ def footprint_sums(
         name: Sum(path + name, filter=filter) if name in _MONEY_COLUMNS else exact_sum(path + name, filter=filter)
         for name in columns
     }
+
+
+# Half-even rounding of costs in Postgres, exact: costs have 6 decimal places (the columns'), so in millionths
+# they are integers. With d = 10^(6 - exponent) millionths to the minor unit, q = floor(m / d) and r the remainder,
+# the cost in whole minor units is q, plus one if r is over half of d, or exactly half with q odd (bigint
+# arithmetic: quicker than numeric's). `HALF_EVEN_QR` gives q and r from m and d, `HALF_EVEN_UNITS` the units
+# (SQL fragments for a query run with parameters: `%%` is a literal `%`).
+HALF_EVEN_QR = "(m - ((m %% d) + d) %% d) / d AS q, ((m %% d) + d) %% d AS r"
+HALF_EVEN_UNITS = "q + CASE WHEN 2 * r > d OR (2 * r = d AND q %% 2 <> 0) THEN 1 ELSE 0 END"

@@ -142,7 +142,7 @@ def rows_upsert(objs: Sequence[models.Model], *, unique_fields: Sequence[str], u
     if not objs:
         return
     meta = type(objs[0])._meta
-    cols = [f for f in meta.concrete_fields if not f.primary_key]
+    cols = [f for f in meta.concrete_fields if not f.primary_key and not f.generated]
     columns_upsert(
         type(objs[0]),
         {f.attname: [getattr(obj, f.attname) for obj in objs] for f in cols},
@@ -172,7 +172,9 @@ def columns_upsert(
     meta = model._meta
     given = {_column(meta, name).attname: values for name, values in columns.items()}
     cols = [
-        f for f in meta.concrete_fields if not f.primary_key and (f.attname in given or not _database_default_only(f))
+        f
+        for f in meta.concrete_fields
+        if not f.primary_key and not f.generated and (f.attname in given or not _database_default_only(f))
     ]
     unknown = set(given) - {f.attname for f in cols}
     if unknown:

@@ -13,7 +13,7 @@ from .methods import METHOD_CHOICES
 from .states import STATE_CHOICES, JobState
 
 if TYPE_CHECKING:
-    from datetime import datetime
+    from datetime import date, datetime
 
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
@@ -36,6 +36,11 @@ class JobQuerySet(models.QuerySet["Job"]):
         """Jobs still running at or after `when`: last seen then or later (index job_team_last_seen), or
         with no last-seen time known (an agent that does not export it), which counts as still seen."""
         return self.filter(models.Q(last_seen__gte=when) | models.Q(last_seen__isnull=True))
+
+    def across_days(self, first: date, after: date) -> JobQuerySet:
+        """Jobs whose hour rows are on more than one UTC day, some of them in [first, after) (index
+        job_billed_team_across_days, for a team's billed jobs)."""
+        return self.filter(across_days=True, last_day__gte=first, first_day__lt=after)
 
 
 class Job(models.Model):
@@ -110,6 +115,16 @@ class Job(models.Model):
     sm_s = models.FloatField(default=0.0)
     peak_memory_bytes = models.BigIntegerField(default=0)
     gpu_count = models.PositiveIntegerField(default=0)
+    # The UTC days of its first and last hour rows (empty without any): a job within one day is counted in its
+    # team's daily sums of rounded costs (TeamDay.cost_units); one across days is read from its rows.
+    first_day = models.DateField(null=True, blank=True)
+    last_day = models.DateField(null=True, blank=True)
+    # Stored, not compared in a query: the planner knows how many jobs are across days from this column's
+    # statistics, where it takes a third of them for a comparison of two columns (and then reads them all).
+    across_days = models.GeneratedField(
+        expression=models.ExpressionWrapper(models.Q(first_day__lt=models.F("last_day")), models.BooleanField()),
+        output_field=models.BooleanField(), db_persist=True,
+    )  # fmt: skip
     flags = ArrayField(models.CharField(max_length=30), default=list, blank=True)
     job_group = models.ForeignKey(
         "carbon.JobGroup", on_delete=models.SET_NULL, null=True, blank=True, related_name="jobs"
@@ -168,6 +183,13 @@ class Job(models.Model):
             models.Index(
                 fields=["team", "id"], include=["currency"], condition=models.Q(excluded_from_bill=False),
                 name="job_billed_team",
+            ),
+            # A team's billed jobs across UTC days, by their last: the jobs whose rounded costs the sums of rounded
+            # job costs read from their rows (those within one day are in their team's daily sums).
+            models.Index(
+                fields=["team", "last_day"], include=["first_day"],
+                condition=models.Q(excluded_from_bill=False, across_days=True),
+                name="job_billed_team_across_days",
             ),
         ]  # fmt: skip
 

@@ -25,6 +25,8 @@ SUMMARY_FIELDS = [
     "start",
     "last_seen",
     "end",
+    "first_day",
+    "last_day",
 ]
 
 

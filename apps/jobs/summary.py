@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 from apps.core.footprint import S_PER_HOUR, Footprint
 
@@ -57,6 +57,8 @@ class JobSummary:
     start: datetime | None = None
     last_seen: datetime | None = None
     end: datetime | None = None
+    first_day: date | None = None  # the UTC days of its first and last hour rows
+    last_day: date | None = None
 
 
 def agent_spans(totals: Iterable[Iterable[JobGpuTotals]]) -> dict[int, tuple[datetime, datetime]]:
@@ -146,6 +148,9 @@ def job_summarize(
     s.start = min(starts) if starts else None
     seen = [g.last_seen for g in gpus if g.last_seen]
     s.last_seen = max(seen) if seen else None
+    hours = [h for g in gpus for h in (g.first_hour, g.last_hour) if h is not None]
+    if hours:
+        s.first_day, s.last_day = min(hours).astimezone(UTC).date(), max(hours).astimezone(UTC).date()
     for g in gpus:
         s.sampled_s += g.sampled_s
         s.sm_s += g.sm_s

@@ -97,6 +97,7 @@ class DeriveRun:
     window: tuple[datetime, datetime] | None = None  # hours whose estimates changed (a scheduler sync's jobs)
     timings_s: dict[str, float] = field(default_factory=dict)
     job_fields: set[str] = field(default_factory=set)  # fields of `jobs()` the steps changed, not yet stored
+    days_moved: set[tuple[int, date]] = field(default_factory=set)  # (cluster, day): a job came into or left it
     _totals: dict[int, list[JobGpuTotals]] | None = None
     _jobs: list[Job] | None = None
 
@@ -122,6 +123,7 @@ class DeriveRun:
     def cluster_days(self) -> set[tuple[int, date]]:
         """The (cluster, UTC day) pairs whose teams' daily sums this run may have changed."""
         pairs = set(self.refreshed.cluster_days) if self.refreshed else set()
+        pairs |= self.days_moved
         if Fact.BILLING in self.changed and self.scope.job_ids:
             rows = JobGpuHour.objects.filter(job_id__any=self.scope.job_ids)
             pairs |= {
@@ -194,6 +196,7 @@ def _row_footprints(run: DeriveRun) -> None:
 
 def _job_summaries(run: DeriveRun) -> None:
     totals = run.totals()
+    within_day_before = {job.pk: _within_day(job) for job in run.jobs()}
     jobs.jobs_summary_refresh(
         jobs=run.jobs(),
         totals=totals,
@@ -205,6 +208,17 @@ def _job_summaries(run: DeriveRun) -> None:
         ),
     )
     run.job_fields |= set(jobs.SUMMARY_FIELDS)
+    # A job within one day has its rounded cost in its team's sums of that day (TeamDay.cost_units), one across
+    # days not: where a job came into one day or left it (a job running past midnight), that day is summed again.
+    for job in run.jobs():
+        before, now = within_day_before[job.pk], _within_day(job)
+        if before != now:
+            run.days_moved |= {(job.cluster_id, day) for day in (before, now) if day is not None}
+
+
+def _within_day(job: Job) -> date | None:
+    """The one UTC day all the job's hour rows are on, if they are on one."""
+    return job.first_day if job.first_day is not None and job.first_day == job.last_day else None
 
 
 def _job_footprints(run: DeriveRun) -> None:
@@ -295,8 +309,9 @@ STEPS: tuple[Step, ...] = (
           "a failed run's evidence is its whole footprint, so after the job footprints"),
     _step("job_flag_lists", _job_flag_lists, {F.FLAGS}, None,
           "each job's list of flag kinds, once, after every flag of the run is settled"),
-    _step("team_days", _team_days, {F.ROW_FOOTPRINTS, F.BILLING}, F.TEAM_DAYS,
-          "teams' daily sums of the footprints, without the jobs excluded from a bill"),
+    _step("team_days", _team_days, {F.ROW_FOOTPRINTS, F.BILLING, F.SUMMARIES}, F.TEAM_DAYS,
+          "teams' daily sums of the footprints, without the jobs excluded from a bill; after the summaries, "
+          "whose days of each job decide which jobs' rounded costs a day holds"),
     _step("caches_expire", _caches_expire,
           {F.TEAM_DAYS, F.ROW_FOOTPRINTS, F.SUMMARIES, F.JOB_FOOTPRINTS, F.GROUPS, F.FLAGS}, None,
           "last: no cached rollup or list page outlives any figure above"),

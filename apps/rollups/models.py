@@ -21,6 +21,12 @@ class TeamDay(models.Model):
     embodied_kg = models.FloatField(default=0.0)
     cost = models.DecimalField(max_digits=18, decimal_places=6, default=0)
     energy_by_method_j = models.JSONField(default=dict)
+    # The costs of its jobs within this one UTC day (Job.first_day = last_day = day), each rounded half-even in
+    # the minor unit of its currency and added up: what finance's sums of rounded job costs read instead of those
+    # jobs' rows. Empty: not known (a job on the day has no days recorded); the sums then read the rows.
+    cost_units = models.BigIntegerField(null=True, blank=True)
+    # The minor unit's exponent of those jobs' currencies: empty without any such job, -1 when they differ.
+    units_exponent = models.SmallIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["team_id", "day", "cluster_id"]

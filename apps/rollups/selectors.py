@@ -21,7 +21,7 @@ from django.db.models import Case, CharField, Count, DateTimeField, F, Q, QueryS
 from django.db.models.functions import Cast, TruncDay, TruncMonth, TruncWeek
 
 from apps.carbon.models import JobGroup
-from apps.core.aggregates import footprint_sums
+from apps.core.aggregates import HALF_EVEN_QR, HALF_EVEN_UNITS, footprint_sums
 from apps.core.footprint import S_PER_HOUR, Footprint, kwh
 from apps.core.generation import kept_read, kept_write
 from apps.core.metrics import ROLLUP_CACHE
@@ -272,13 +272,6 @@ def _document(
 # --- money as finance tools book it: each job's cost rounded, periods the sums of those (docs/api.md) ------
 
 
-# Half-even rounding of costs in Postgres, exact: costs have 6 decimal places (the columns'), so in millionths
-# they are integers. With d = 10^(6 - exponent) millionths to the minor unit, q = floor(m / d) and r the remainder,
-# the cost in whole minor units is q, plus one if r is over half of d, or exactly half with q odd (bigint
-# arithmetic: quicker than numeric's). `_HALF_EVEN_QR` gives q and r from m and d, `_HALF_EVEN_UNITS` the units.
-_HALF_EVEN_QR = "(m - ((m %% d) + d) %% d) / d AS q, ((m %% d) + d) %% d AS r"
-_HALF_EVEN_UNITS = "q + CASE WHEN 2 * r > d OR (2 * r = d AND q %% 2 <> 0) THEN 1 ELSE 0 END"
-
 # Each job's cost per period (the ORM query below: from its job-GPU-hours and its days past retention, added up),
 # counted per job: a job within one period (nearly all) is rounded here and summed per period in the database; a job
 # across periods comes back part by part for split_rounded. Rows: (NULL, period, units) for the jobs within one
@@ -287,8 +280,8 @@ _JOB_COSTS_MINOR_SQL = f"""
 WITH per AS ({{per_job}}),
 counted AS (SELECT job_id, period, COALESCE(c, 0) AS c, count(*) OVER (PARTITION BY job_id) AS periods FROM per),
 single AS (SELECT period, (c * 1000000)::bigint AS m, %s::bigint AS d FROM counted WHERE periods = 1),
-floored AS (SELECT period, d, {_HALF_EVEN_QR} FROM single)
-SELECT NULL::bigint, period, SUM({_HALF_EVEN_UNITS}) FROM floored GROUP BY period
+floored AS (SELECT period, d, {HALF_EVEN_QR} FROM single)
+SELECT NULL::bigint, period, SUM({HALF_EVEN_UNITS}) FROM floored GROUP BY period
 UNION ALL
 SELECT job_id, period, c FROM counted WHERE periods > 1
 """
@@ -303,8 +296,8 @@ single AS (
            power(10, 6 - COALESCE(x.e, %s))::bigint AS d
     FROM per LEFT JOIN unnest(%s::text[], %s::int[]) AS x(code, e) ON x.code = upper(trim(per.job_currency))
 ),
-floored AS (SELECT team_name, e, d, {_HALF_EVEN_QR} FROM single)
-SELECT team_name, e, SUM({_HALF_EVEN_UNITS}) FROM floored GROUP BY team_name, e
+floored AS (SELECT team_name, e, d, {HALF_EVEN_QR} FROM single)
+SELECT team_name, e, SUM({HALF_EVEN_UNITS}) FROM floored GROUP BY team_name, e
 """
 
 
@@ -372,12 +365,48 @@ def team_job_costs_minor(
     *, team: Team, start: datetime, end: datetime, granularity: str, currency: str
 ) -> dict[str, Decimal]:
     """team_rollup's job cost per period in minor units (whole UTC days, jobs excluded from the bill left out,
-    as its daily sums: `start` taken to its own day, like team_rollup's)."""
+    as its daily sums: `start` taken to its own day, like team_rollup's). The jobs within one day are summed
+    in the team's daily sums already (TeamDay.cost_units), those across days from their rows; every job from
+    its rows where a day's sum is not known or in another minor unit."""
     first = datetime.combine(start.date(), time(0), tzinfo=UTC)
     after = datetime.combine(day_after(end), time(0), tzinfo=UTC)
-    billed = Q(job__team=team, job__excluded_from_bill=False)
+    exponent = minor_exponent(currency)
+    within = _within_day_units(TeamDay.objects.filter(team=team, day__gte=first.date(), day__lt=after.date()))
+    if within is not None and any(e not in (None, exponent) for *_, e in within):
+        within = None  # summed in another currency's minor unit
+    if within is None:
+        billed = Q(job__team=team, job__excluded_from_bill=False)
+    else:
+        billed = _jobs_across_days(Job.objects.filter(team=team, excluded_from_bill=False), first, after)
     rows = JobGpuHour.objects.filter(billed, hour__gte=first, hour__lt=after)
-    return _job_costs_minor(rows, _expired_days(billed, first, after), TRUNC[granularity], currency)
+    expired = _expired_days(billed, first, after)
+    out = defaultdict(Decimal, _job_costs_minor(rows, expired, TRUNC[granularity], currency))
+    for _, day, units, _ in within or ():
+        out[_period_of(day, granularity)] += from_minor_units(units, exponent)
+    return dict(out)
+
+
+def _jobs_across_days(jobs: JobQuerySet, first: datetime, after: datetime) -> Q:
+    """A filter of rows to those of the jobs across days in [first, after): their ids read first (few; an array,
+    whose length the planner knows, where a subquery of a team list had it read every row of the range)."""
+    return Q(job_id__any=list(jobs.across_days(first.date(), after.date()).values_list("pk", flat=True)))
+
+
+def _within_day_units(days: QuerySet[TeamDay]) -> list[tuple[str, date, int, int | None]] | None:
+    """The days' rounded costs of their jobs within one day, (team name, day, units, exponent) per team-day; None
+    where one day's is not known (a job there has no days recorded) or in more than one minor unit."""
+    rows = list(days.values_list("team__name", "day", "cost_units", "units_exponent").order_by())
+    known = [(name, day, units, e) for name, day, units, e in rows if units is not None and e != -1]
+    return known if len(known) == len(rows) else None
+
+
+def _period_of(day: date, granularity: str) -> str:
+    """The period a UTC day is in, as TRUNC gives it: the day, its week's Monday or its month's first."""
+    if granularity == "week":
+        day -= timedelta(days=day.weekday())
+    elif granularity == "month":
+        day = day.replace(day=1)
+    return day.isoformat()
 
 
 def cluster_job_costs_minor(
@@ -398,10 +427,17 @@ def job_group_job_costs_minor(
 
 def team_totals_costs_minor(*, user: User, start: datetime, end: datetime) -> dict[str, Decimal]:
     """team_totals' cost per team name in minor units: the sum of its jobs' costs over the period (whole UTC
-    days, jobs excluded from the bill left out), each rounded half-even in its currency, in one query."""
+    days, jobs excluded from the bill left out), each rounded half-even in its currency: the jobs within one day
+    from the teams' daily sums (TeamDay.cost_units), those across days from their rows in one query; every job
+    from its rows where a day's sum is not known."""
     first = datetime.combine(start.astimezone(UTC).date(), time(0), tzinfo=UTC)
     after = datetime.combine(day_after(end), time(0), tzinfo=UTC)
-    billed = Q(job__team__in=Team.objects.visible_to(user), job__excluded_from_bill=False)
+    teams = Team.objects.visible_to(user)
+    within = _within_day_units(TeamDay.objects.filter(team__in=teams, day__gte=first.date(), day__lt=after.date()))
+    if within is None:
+        billed = Q(job__team__in=teams, job__excluded_from_bill=False)
+    else:
+        billed = _jobs_across_days(Job.objects.filter(team__in=teams, excluded_from_bill=False), first, after)
     expired = _expired_days(billed, first, after)
     hours, days = (
         rows.values("job_id")
@@ -415,6 +451,9 @@ def team_totals_costs_minor(*, user: User, start: datetime, end: datetime) -> di
     keys = "job_id, team_name, job_currency"
     for team_name, exponent, units in _per_job_sums(_TEAM_COSTS_MINOR_SQL, keys, hours, expired, days, params):
         out[team_name] += from_minor_units(units, exponent)
+    for team_name, _, units, exponent in within or ():
+        if exponent is not None:
+            out[team_name] += from_minor_units(units, exponent)
     return dict(out)
 
 

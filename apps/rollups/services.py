@@ -10,6 +10,8 @@ from datetime import UTC, date, datetime, timedelta
 
 from django.db import connection
 
+from apps.core.aggregates import HALF_EVEN_QR, HALF_EVEN_UNITS
+from apps.core.money import DEFAULT_EXPONENT, MINOR_EXPONENTS
 from apps.fleet.models import Gpu
 
 from .models import TeamDay
@@ -47,30 +49,45 @@ WITH gpus AS (
 ), by_method AS (
     SELECT team_id, cluster_id, day, jsonb_object_agg(method, energy_j) AS energy_by_method_j
     FROM team_methods GROUP BY team_id, cluster_id, day
-)
-INSERT INTO {table} (team_id, cluster_id, day, energy_j, occupancy_s, facility_kwh, operational_kg,
-                     embodied_kg, cost, energy_by_method_j)
-SELECT s.team_id, s.cluster_id, s.day, s.energy_j, s.occupancy_s, s.facility_kwh, s.operational_kg, s.embodied_kg,
-       s.cost, COALESCE(m.energy_by_method_j, '{{}}'::jsonb)
-FROM (
-    SELECT j.team_id, r.cluster_id, r.day, SUM(r.energy_j)::float8 AS energy_j,
-           SUM(r.occupancy_s)::float8 AS occupancy_s, SUM(r.facility_kwh)::float8 AS facility_kwh,
-           SUM(r.operational_kg)::float8 AS operational_kg, SUM(r.embodied_kg)::float8 AS embodied_kg,
-           SUM(r.cost) AS cost
+), billed AS (  -- each job's day on the bill, with its cost in millionths (m) and its minor unit (d)
+    SELECT j.team_id, r.*, j.first_day IS NULL OR j.last_day IS NULL AS undated,
+           j.first_day = r.day AND j.last_day = r.day AS within_day, COALESCE(x.e, %(default_exponent)s) AS e,
+           (r.cost * 1000000)::bigint AS m, power(10, 6 - COALESCE(x.e, %(default_exponent)s))::bigint AS d
     FROM rows r JOIN jobs_job j ON j.id = r.job_id
+    LEFT JOIN unnest(%(codes)s::text[], %(exponents)s::int[]) AS x(code, e) ON x.code = upper(trim(j.currency))
     WHERE NOT j.excluded_from_bill
-    GROUP BY j.team_id, r.cluster_id, r.day
+), rounded AS (SELECT b.*, {half_even_qr} FROM billed b)
+INSERT INTO {table} (team_id, cluster_id, day, energy_j, occupancy_s, facility_kwh, operational_kg,
+                     embodied_kg, cost, cost_units, units_exponent, energy_by_method_j)
+SELECT s.team_id, s.cluster_id, s.day, s.energy_j, s.occupancy_s, s.facility_kwh, s.operational_kg, s.embodied_kg,
+       s.cost, s.cost_units, s.units_exponent, COALESCE(m.energy_by_method_j, '{{}}'::jsonb)
+FROM (
+    SELECT team_id, cluster_id, day, SUM(energy_j)::float8 AS energy_j,
+           SUM(occupancy_s)::float8 AS occupancy_s, SUM(facility_kwh)::float8 AS facility_kwh,
+           SUM(operational_kg)::float8 AS operational_kg, SUM(embodied_kg)::float8 AS embodied_kg,
+           SUM(cost) AS cost,
+           -- the jobs within this day, each rounded; not known while a job on it has no days recorded
+           CASE WHEN bool_or(undated) THEN NULL
+                ELSE COALESCE(SUM({half_even_units}) FILTER (WHERE within_day), 0) END AS cost_units,
+           CASE WHEN min(e) FILTER (WHERE within_day) = max(e) FILTER (WHERE within_day)
+                THEN min(e) FILTER (WHERE within_day)
+                WHEN bool_or(within_day) THEN -1 END AS units_exponent
+    FROM rounded
+    GROUP BY team_id, cluster_id, day
 ) s
 LEFT JOIN by_method m ON m.team_id = s.team_id AND m.cluster_id = s.cluster_id AND m.day = s.day
 """
 
+
+CODES = sorted(MINOR_EXPONENTS)
 
 _TEAM_DAYS_LOCK = 0x66770001  # advisory lock namespace: a cluster's teams' daily sums
 
 
 def team_days_refresh(*, cluster_ids: Iterable[int], days: Iterable[date]) -> None:
     """Rebuild the teams' daily sums of these clusters and days from the job-GPU-hour rows (jobs excluded
-    from their team's bill left out)."""
+    from their team's bill left out), with the rounded costs of the jobs within each day (`Job.first_day` and
+    `last_day`, stored before: the derivation's summaries run first)."""
     clusters, wanted = sorted(set(cluster_ids)), sorted(set(days))
     if not clusters or not wanted:
         return
@@ -86,6 +103,12 @@ def team_days_refresh(*, cluster_ids: Iterable[int], days: Iterable[date]) -> No
         lo = datetime(wanted[0].year, wanted[0].month, wanted[0].day, tzinfo=UTC)
         hi = datetime(wanted[-1].year, wanted[-1].month, wanted[-1].day, tzinfo=UTC) + timedelta(days=1)
         cursor.execute(
-            _TEAM_DAYS_SQL.format(table=TeamDay._meta.db_table),
-            {"gpus": [g for g, _ in gpus], "gpu_clusters": [c for _, c in gpus], "days": wanted, "lo": lo, "hi": hi},
-        )
+            _TEAM_DAYS_SQL.format(
+                table=TeamDay._meta.db_table, half_even_qr=HALF_EVEN_QR, half_even_units=HALF_EVEN_UNITS
+            ),
+            {
+                "gpus": [g for g, _ in gpus], "gpu_clusters": [c for _, c in gpus], "days": wanted, "lo": lo,
+                "hi": hi, "codes": CODES, "exponents": [MINOR_EXPONENTS[c] for c in CODES],
+                "default_exponent": DEFAULT_EXPONENT,
+            },
+        )  # fmt: skip
