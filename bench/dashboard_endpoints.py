@@ -62,7 +62,7 @@ def fill(n_jobs: int) -> None:
 
     from apps.fleet.models import Cluster, Gpu, Node, Team
     from apps.jobs.models import Job, JobGpuHour
-    from apps.rollups.services import team_days_refresh
+    from apps.rollups.services import day_sums_refresh
 
     cluster = Cluster.objects.create(name="bench", prometheus_url="http://127.0.0.1:9")
     teams = [Team.objects.create(name=f"team{k}") for k in range(10)]
@@ -122,7 +122,7 @@ def fill(n_jobs: int) -> None:
         print(f"filled {n_jobs:,} jobs in {time.perf_counter() - started:.0f}s")
     started = time.perf_counter()
     days = [year.date() + timedelta(days=d) for d in range(366)]
-    team_days_refresh(cluster_ids=[cluster.pk], days=days)
+    day_sums_refresh(cluster_ids=[cluster.pk], days=days)
     print(f"built the teams' daily sums in {time.perf_counter() - started:.0f}s")
 
 

@@ -191,6 +191,15 @@ class Job(models.Model):
                 condition=models.Q(excluded_from_bill=False, across_days=True),
                 name="job_billed_team_across_days",
             ),
+            # A cluster's and a job group's jobs across UTC days, likewise (their rollups bill nobody: all jobs).
+            models.Index(
+                fields=["cluster", "last_day"], include=["first_day"], condition=models.Q(across_days=True),
+                name="job_cluster_across_days",
+            ),
+            models.Index(
+                fields=["job_group", "last_day"], include=["first_day"], condition=models.Q(across_days=True),
+                name="job_group_across_days",
+            ),
         ]  # fmt: skip
 
     def __str__(self) -> str:

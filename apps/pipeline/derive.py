@@ -52,7 +52,7 @@ class Fact(StrEnum):
     SUMMARIES = "summaries"
     JOB_FOOTPRINTS = "job_footprints"
     FLAGS = "flags"
-    TEAM_DAYS = "team_days"
+    DAY_SUMS = "day_sums"
 
 
 @dataclass(frozen=True)
@@ -94,6 +94,7 @@ class DeriveRun:
     refreshed: FootprintRefresh | None = None
     factor_book: FactorBook | None = None
     regrouped: int = 0
+    regrouped_job_ids: set[int] = field(default_factory=set)
     window: tuple[datetime, datetime] | None = None  # hours whose estimates changed (a scheduler sync's jobs)
     timings_s: dict[str, float] = field(default_factory=dict)
     job_fields: set[str] = field(default_factory=set)  # fields of `jobs()` the steps changed, not yet stored
@@ -121,11 +122,16 @@ class DeriveRun:
         return self._totals
 
     def cluster_days(self) -> set[tuple[int, date]]:
-        """The (cluster, UTC day) pairs whose teams' daily sums this run may have changed."""
+        """The (cluster, UTC day) pairs whose daily sums this run may have changed: those of the rows it priced
+        again, the days jobs came into or left, and every day of the jobs an admin's decision or a new group
+        moved to another team's or group's sums."""
         pairs = set(self.refreshed.cluster_days) if self.refreshed else set()
         pairs |= self.days_moved
-        if Fact.BILLING in self.changed and self.scope.job_ids:
-            rows = JobGpuHour.objects.filter(job_id__any=self.scope.job_ids)
+        moved = set(self.regrouped_job_ids)
+        if self.changed & {Fact.BILLING, Fact.JOB_GROUP}:
+            moved |= self.scope.job_ids
+        if moved:
+            rows = JobGpuHour.objects.filter(job_id__any=sorted(moved))
             pairs |= {
                 (c, h.astimezone(UTC).date())
                 for c, h in rows.values_list("gpu__node__cluster_id", "hour").distinct().order_by()
@@ -140,6 +146,7 @@ def _job_groups(run: DeriveRun) -> None:
     regroup_all = Fact.GROUP_RULES in run.changed
     moved = carbon.job_groups_assign(cluster_ids=None) if regroup_all else carbon.job_groups_assign(job_ids=run.job_ids)
     run.regrouped += len(moved)
+    run.regrouped_job_ids |= moved.keys()
     if moved:
         run.changed.add(Fact.GROUPS)
         run.job_ids |= moved.keys()
@@ -255,10 +262,10 @@ def _job_flag_lists(run: DeriveRun) -> None:
     flags.job_flag_lists_sync(job_ids=run.job_ids)
 
 
-def _team_days(run: DeriveRun) -> None:
+def _day_sums(run: DeriveRun) -> None:
     pairs = run.cluster_days()
-    for cluster_id in sorted({c for c, _ in pairs}):  # the order team_days_refresh locks them in
-        rollups.team_days_refresh(cluster_ids=[cluster_id], days={d for c, d in pairs if c == cluster_id})
+    for cluster_id in sorted({c for c, _ in pairs}):  # the order day_sums_refresh locks them in
+        rollups.day_sums_refresh(cluster_ids=[cluster_id], days={d for c, d in pairs if c == cluster_id})
 
 
 def _caches_expire(run: DeriveRun) -> None:
@@ -309,11 +316,11 @@ STEPS: tuple[Step, ...] = (
           "a failed run's evidence is its whole footprint, so after the job footprints"),
     _step("job_flag_lists", _job_flag_lists, {F.FLAGS}, None,
           "each job's list of flag kinds, once, after every flag of the run is settled"),
-    _step("team_days", _team_days, {F.ROW_FOOTPRINTS, F.BILLING, F.SUMMARIES}, F.TEAM_DAYS,
-          "teams' daily sums of the footprints, without the jobs excluded from a bill; after the summaries, "
-          "whose days of each job decide which jobs' rounded costs a day holds"),
+    _step("day_sums", _day_sums, {F.ROW_FOOTPRINTS, F.BILLING, F.SUMMARIES, F.GROUPS, F.JOB_GROUP}, F.DAY_SUMS,
+          "daily sums of the footprints per team (without the jobs excluded from a bill), cluster and job group; "
+          "after the summaries, whose days of each job decide which jobs' rounded costs a day holds"),
     _step("caches_expire", _caches_expire,
-          {F.TEAM_DAYS, F.ROW_FOOTPRINTS, F.SUMMARIES, F.JOB_FOOTPRINTS, F.GROUPS, F.FLAGS}, None,
+          {F.DAY_SUMS, F.ROW_FOOTPRINTS, F.SUMMARIES, F.JOB_FOOTPRINTS, F.GROUPS, F.FLAGS}, None,
           "last: no cached rollup or list page outlives any figure above"),
 )  # fmt: skip
 

@@ -1,18 +1,16 @@
-"""Stored sums that rollups read instead of the job rows."""
+"""Stored sums that rollups read instead of the job rows: per UTC day, a team's, a cluster's and a job group's."""
 
 from __future__ import annotations
 
 from django.db import models
 
 
-class TeamDay(models.Model):
-    """A team's jobs on one cluster and one UTC day, summed: what team rollups read, so a year is a few
-    hundred rows however many jobs it holds. Rebuilt from the job-GPU-hour rows for every day an
-    ingest, a footprint refresh or an audit decision touches; jobs excluded from their team's bill
-    are left out."""
+class DaySums(models.Model):
+    """Jobs' footprints on one UTC day, summed (each job's rows summed exactly first, then the jobs), with the
+    rounded costs of the jobs within that one day: what rollups of whole days read, so a year is a few hundred
+    rows however many jobs it holds. Rebuilt from the job-GPU-hour rows for every day an ingest, a footprint
+    refresh, an audit decision or a job's new group touches (apps.rollups.services.day_sums_refresh)."""
 
-    team = models.ForeignKey("fleet.Team", on_delete=models.CASCADE, related_name="days")
-    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.CASCADE, related_name="team_days")
     day = models.DateField()
     energy_j = models.FloatField(default=0.0)
     occupancy_s = models.FloatField(default=0.0)
@@ -29,8 +27,59 @@ class TeamDay(models.Model):
     units_exponent = models.SmallIntegerField(null=True, blank=True)
 
     class Meta:
+        abstract = True
+
+
+class TeamDay(DaySums):
+    """A team's jobs on one cluster and one UTC day: what team rollups read. Jobs excluded from their team's
+    bill are left out."""
+
+    team = models.ForeignKey("fleet.Team", on_delete=models.CASCADE, related_name="days")
+    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.CASCADE, related_name="team_days")
+
+    class Meta:
         ordering = ["team_id", "day", "cluster_id"]
         constraints = [models.UniqueConstraint(fields=["team", "cluster", "day"], name="teamday_unique")]
 
     def __str__(self) -> str:
         return f"{self.team_id} {self.cluster_id} {self.day}"
+
+
+class ClusterDay(DaySums):
+    """A cluster's jobs (all of them: a cluster's rollup bills nobody) and its GPU-hours' sums on one UTC day:
+    what cluster rollups of whole days read; the idle line is worked out from the GPU-hours' sums per period
+    (apps.rollups.selectors.idle_footprint), as from the GPU-hour rows."""
+
+    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.CASCADE, related_name="days")
+    device_j = models.FloatField(default=0.0)
+    jobs_j = models.FloatField(default=0.0)
+    estimated_j = models.FloatField(default=0.0)
+    gpu_hours_total = models.IntegerField(default=0, help_text="GPU-hour rows: 0, no idle line that day.")
+    occupied_s = models.FloatField(default=0.0)
+    estimated_s = models.FloatField(default=0.0)
+    idle_facility_kwh = models.FloatField(default=0.0)
+    idle_operational_kg = models.FloatField(default=0.0)
+    idle_embodied_kg = models.FloatField(default=0.0)
+    idle_cost = models.DecimalField(max_digits=18, decimal_places=6, default=0)
+
+    class Meta:
+        ordering = ["cluster_id", "day"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "day"], name="clusterday_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id} {self.day}"
+
+
+class JobGroupDay(DaySums):
+    """A job group's jobs on one cluster and one UTC day (all of them, failed and abandoned runs included): what
+    job group rollups of whole days read."""
+
+    job_group = models.ForeignKey("carbon.JobGroup", on_delete=models.CASCADE, related_name="days")
+    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.CASCADE, related_name="job_group_days")
+
+    class Meta:
+        ordering = ["job_group_id", "day", "cluster_id"]
+        constraints = [models.UniqueConstraint(fields=["job_group", "cluster", "day"], name="jobgroupday_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.job_group_id} {self.cluster_id} {self.day}"

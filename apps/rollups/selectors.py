@@ -7,7 +7,7 @@ the two add up to the cluster's whole footprint, to the joule and the cent."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
@@ -40,10 +40,10 @@ from apps.jobs.states import OUTCOMES
 from apps.telemetry.models import GpuHour
 from apps.waste.kinds import FlagKind
 
-from .models import TeamDay
+from .models import ClusterDay, JobGroupDay, TeamDay
 
-# The footprint columns a team's day keeps (it has no server energy).
-TEAM_DAY_COLUMNS = ("energy_j", "occupancy_s", "facility_kwh", "operational_kg", "embodied_kg", "cost")
+# The footprint columns a day's sums keep (they have no server energy).
+DAY_SUM_COLUMNS = ("energy_j", "occupancy_s", "facility_kwh", "operational_kg", "embodied_kg", "cost")
 TRUNC = {"day": TruncDay, "week": TruncWeek, "month": TruncMonth}
 
 
@@ -109,39 +109,73 @@ def _idle_lines(hours: QuerySet[GpuHour], trunc: Any) -> dict[str, Footprint]:
         )
         .order_by("period")
     ):
-        lines[_period_key(r["period"])] = Footprint(
-            energy_j=(r["device_j"] or 0.0) - (r["jobs_j"] or 0.0) - (r["estimated_j"] or 0.0),
-            gpu_hours=max(
-                0.0,
-                (r["gpu_hours_total"] or 0.0) - ((r["occupied_s"] or 0.0) + (r["estimated_s"] or 0.0)) / S_PER_HOUR,
-            ),
-            facility_kwh=r["facility_kwh"] or 0.0,
-            operational_kg=r["operational_kg"] or 0.0,
-            embodied_kg=r["embodied_kg"] or 0.0,
-            cost=r["cost"] or Decimal(0),
-        )
+        lines[_period_key(r["period"])] = _idle_footprint(r)
     return lines
+
+
+def _idle_footprint(r: Mapping[str, Any]) -> Footprint:
+    """A period's idle line from its GPU-hours' sums: what the GPUs used less what their jobs used and the
+    estimates charged, over the GPU-hours nobody was charged for."""
+    return Footprint(
+        energy_j=(r["device_j"] or 0.0) - (r["jobs_j"] or 0.0) - (r["estimated_j"] or 0.0),
+        gpu_hours=max(
+            0.0, (r["gpu_hours_total"] or 0.0) - ((r["occupied_s"] or 0.0) + (r["estimated_s"] or 0.0)) / S_PER_HOUR
+        ),
+        facility_kwh=r["facility_kwh"] or 0.0,
+        operational_kg=r["operational_kg"] or 0.0,
+        embodied_kg=r["embodied_kg"] or 0.0,
+        cost=r["cost"] or Decimal(0),
+    )
+
+
+# A ClusterDay's GPU-hours' sums by the names _idle_footprint reads.
+_IDLE_SUMS = {
+    "device_j": "device_j", "jobs_j": "jobs_j", "estimated_j": "estimated_j", "gpu_hours_total": "gpu_hours_total",
+    "occupied_s": "occupied_s", "estimated_s": "estimated_s", "facility_kwh": "idle_facility_kwh",
+    "operational_kg": "idle_operational_kg", "embodied_kg": "idle_embodied_kg", "cost": "idle_cost",
+}  # fmt: skip
+
+
+def _day_periods(days: QuerySet[Any], granularity: str, *, idle: bool = False) -> dict[str, Period]:
+    """Periods from daily sums (TeamDay, ClusterDay, JobGroupDay rows), added up in the order of their days, in
+    one read; with `idle` (ClusterDay), each period's idle line worked out from its days' GPU-hours' sums (none
+    without a GPU-hour, as from the rows)."""
+    periods: dict[str, Period] = {}
+    idle_sums: dict[str, dict[str, Any]] = {}
+    columns = (*DAY_SUM_COLUMNS, "energy_by_method_j", *(_IDLE_SUMS.values() if idle else ()))
+    for r in days.order_by("day", "pk").values("day", *columns):
+        key = _period_of(r["day"], granularity)
+        p = periods.setdefault(key, Period(period=key))
+        p.footprint += Footprint.from_sums(r)
+        for method, joules in r["energy_by_method_j"].items():
+            p.energy_by_method_j[method] = p.energy_by_method_j.get(method, 0.0) + joules
+        if idle:
+            added = idle_sums.setdefault(key, dict.fromkeys(_IDLE_SUMS, 0))
+            for name, column in _IDLE_SUMS.items():
+                added[name] += r[column]
+    for key, added in idle_sums.items():
+        if added["gpu_hours_total"]:
+            periods[key].idle = _idle_footprint(added)
+    return periods
+
+
+def _whole_days(start: datetime, end: datetime) -> tuple[date, date] | None:
+    """[start, end) as UTC days, where both are midnights (UTC): what daily sums can answer."""
+    first, after = start.astimezone(UTC), end.astimezone(UTC)
+    if first.time() != time(0) or after.time() != time(0):
+        return None
+    return first.date(), after.date()
 
 
 def team_rollup(*, team: Team, start: datetime, end: datetime, granularity: str) -> dict[str, Any]:
     """The team's jobs per period, from its daily sums (jobs an admin excluded are not on its bill);
     with FLEETWATT_IDLE_SHARED_TO_TEAMS, also its share of each cluster's idle line, in proportion to
     its GPU-hours there. Periods are whole UTC days: `start` and `end` are taken to their day."""
-    trunc = TRUNC[granularity]
     days = TeamDay.objects.filter(team=team, day__gte=start.date(), day__lt=day_after(end))
     basis, zones, currency = _bases(Cluster.objects.filter(pk__in=days.values("cluster")))
-    periods: dict[str, Period] = {}
-    for r in days.annotate(period=trunc("day")).order_by("period").values(
-        "period", "energy_j", "occupancy_s", "facility_kwh", "operational_kg", "embodied_kg", "cost",
-        "energy_by_method_j",
-    ):  # fmt: skip
-        key = _period_key(r["period"])
-        p = periods.setdefault(key, Period(period=key))
-        p.footprint += Footprint.from_sums(r)
-        for method, joules in r["energy_by_method_j"].items():
-            p.energy_by_method_j[method] = p.energy_by_method_j.get(method, 0.0) + joules
+    periods = _day_periods(days, granularity)
     if settings.FLEETWATT_IDLE_SHARED_TO_TEAMS:
-        _share_idle(team=team, start=start, end=end, trunc=trunc, periods=periods)
+        _share_idle(team=team, start=start, end=end, trunc=TRUNC[granularity], periods=periods)
     return _document(periods, basis=basis, zones=zones, currency=currency, granularity=granularity)
 
 
@@ -207,7 +241,13 @@ def team_idle(*, team: Team, start: datetime, end: datetime) -> dict[str, Any]:
 
 def job_group_rollup(*, group: JobGroup, start: datetime, end: datetime, granularity: str) -> dict[str, Any]:
     """A campaign's or model's runs per period, failed and abandoned ones included: the delivered
-    model's footprint with its sweeps."""
+    model's footprint with its sweeps. Whole UTC days from its daily sums (JobGroupDay), past retention
+    excepted; other ranges from its rows."""
+    days = _group_days(group, start, end)
+    if days is not None:
+        basis, zones, currency = _bases(Cluster.objects.filter(pk__in=days.values("cluster")))
+        periods = _day_periods(days, granularity)
+        return _document(periods, basis=basis, zones=zones, currency=currency, granularity=granularity)
     trunc = TRUNC[granularity]
     rows = JobGpuHour.objects.filter(job__job_group=group, hour__gte=start, hour__lt=end)
     basis, zones, currency = _bases(Cluster.objects.filter(pk__in=rows.values("gpu__node__cluster")))
@@ -216,17 +256,39 @@ def job_group_rollup(*, group: JobGroup, start: datetime, end: datetime, granula
     return _document(periods, basis=basis, zones=zones, currency=currency, granularity=granularity)
 
 
+def _group_days(group: JobGroup, start: datetime, end: datetime) -> QuerySet[JobGroupDay] | None:
+    """The group's daily sums of [start, end), where they answer it: whole UTC days, none past retention (whose
+    hour rows are gone: a range over them reads what is left, as before the daily sums)."""
+    days = _whole_days(start, end)
+    if days is None or _expired_days(Q(job__job_group=group), start, end).exists():
+        return None
+    return JobGroupDay.objects.filter(job_group=group, day__gte=days[0], day__lt=days[1])
+
+
+def _cluster_days(cluster: Cluster, start: datetime, end: datetime) -> QuerySet[ClusterDay] | None:
+    """The cluster's daily sums of [start, end), where they answer it (as _group_days)."""
+    days = _whole_days(start, end)
+    if days is None or _expired_days(Q(cluster=cluster), start, end).exists():
+        return None
+    return ClusterDay.objects.filter(cluster=cluster, day__gte=days[0], day__lt=days[1])
+
+
 def cluster_rollup(*, cluster: Cluster, start: datetime, end: datetime, granularity: str) -> dict[str, Any]:
-    """The cluster's jobs and its idle line per period, and embodied CO2e per useful GPU-hour."""
+    """The cluster's jobs and its idle line per period, and embodied CO2e per useful GPU-hour. Whole UTC days
+    from its daily sums (ClusterDay), past retention excepted; other ranges from its rows."""
     trunc = TRUNC[granularity]
     basis, zones, currency = _bases(Cluster.objects.filter(pk=cluster.pk))
-    rows = JobGpuHour.objects.filter(gpu__node__cluster=cluster, hour__gte=start, hour__lt=end)
-    periods = _sum_rows(rows, trunc)
-    _methods(JobGpuHourEnergy.objects.filter(gpu__node__cluster=cluster, hour__gte=start, hour__lt=end), trunc, periods)
-    for key, idle in _idle_lines(
-        GpuHour.objects.filter(gpu__node__cluster=cluster, hour__gte=start, hour__lt=end), trunc
-    ).items():
-        periods.setdefault(key, Period(period=key)).idle = idle
+    days = _cluster_days(cluster, start, end)
+    if days is not None:
+        periods = _day_periods(days, granularity, idle=True)
+    else:
+        rows = JobGpuHour.objects.filter(gpu__node__cluster=cluster, hour__gte=start, hour__lt=end)
+        periods = _sum_rows(rows, trunc)
+        energy = JobGpuHourEnergy.objects.filter(gpu__node__cluster=cluster, hour__gte=start, hour__lt=end)
+        _methods(energy, trunc, periods)
+        hours = GpuHour.objects.filter(gpu__node__cluster=cluster, hour__gte=start, hour__lt=end)
+        for key, idle in _idle_lines(hours, trunc).items():
+            periods.setdefault(key, Period(period=key)).idle = idle
     doc = _document(periods, basis=basis, zones=zones, currency=currency, granularity=granularity)
     useful = sum(p["gpu_hours"] for p in doc["periods"])
     embodied = sum(p["embodied_kg"] + (p["idle"] or {}).get("embodied_kg", 0.0) for p in doc["periods"])
@@ -365,23 +427,34 @@ def team_job_costs_minor(
     *, team: Team, start: datetime, end: datetime, granularity: str, currency: str
 ) -> dict[str, Decimal]:
     """team_rollup's job cost per period in minor units (whole UTC days, jobs excluded from the bill left out,
-    as its daily sums: `start` taken to its own day, like team_rollup's). The jobs within one day are summed
-    in the team's daily sums already (TeamDay.cost_units), those across days from their rows; every job from
-    its rows where a day's sum is not known or in another minor unit."""
+    as its daily sums: `start` taken to its own day, like team_rollup's)."""
     first = datetime.combine(start.date(), time(0), tzinfo=UTC)
     after = datetime.combine(day_after(end), time(0), tzinfo=UTC)
+    days = TeamDay.objects.filter(team=team, day__gte=first.date(), day__lt=after.date())
+    billed = Job.objects.filter(team=team, excluded_from_bill=False)
+    out = _costs_minor_from_days(days, billed, first=first, after=after, granularity=granularity, currency=currency)
+    if out is None:
+        every = Q(job__team=team, job__excluded_from_bill=False)
+        rows = JobGpuHour.objects.filter(every, hour__gte=first, hour__lt=after)
+        out = _job_costs_minor(rows, _expired_days(every, first, after), TRUNC[granularity], currency)
+    return out
+
+
+def _costs_minor_from_days(
+    days: QuerySet[Any], jobs: JobQuerySet, *, first: datetime, after: datetime, granularity: str, currency: str
+) -> dict[str, Decimal] | None:
+    """_job_costs_minor of `jobs` over whole days [first, after): those within one day from the daily sums
+    `days` (cost_units), those across days from their rows. None where a day's sum is not known or is in
+    another minor unit than `currency`'s (then every job is read from its rows)."""
     exponent = minor_exponent(currency)
-    within = _within_day_units(TeamDay.objects.filter(team=team, day__gte=first.date(), day__lt=after.date()))
-    if within is not None and any(e not in (None, exponent) for *_, e in within):
-        within = None  # summed in another currency's minor unit
-    if within is None:
-        billed = Q(job__team=team, job__excluded_from_bill=False)
-    else:
-        billed = _jobs_across_days(Job.objects.filter(team=team, excluded_from_bill=False), first, after)
-    rows = JobGpuHour.objects.filter(billed, hour__gte=first, hour__lt=after)
-    expired = _expired_days(billed, first, after)
-    out = defaultdict(Decimal, _job_costs_minor(rows, expired, TRUNC[granularity], currency))
-    for _, day, units, _ in within or ():
+    within = _within_day_units(days)
+    if within is None or any(e not in (None, exponent) for *_, e in within):
+        return None
+    across = _jobs_across_days(jobs, first, after)
+    rows = JobGpuHour.objects.filter(across, hour__gte=first, hour__lt=after)
+    out = defaultdict(Decimal, _job_costs_minor(rows, _expired_days(across, first, after), TRUNC[granularity],
+                                                currency))  # fmt: skip
+    for _, day, units, _ in within:
         out[_period_of(day, granularity)] += from_minor_units(units, exponent)
     return dict(out)
 
@@ -392,10 +465,11 @@ def _jobs_across_days(jobs: JobQuerySet, first: datetime, after: datetime) -> Q:
     return Q(job_id__any=list(jobs.across_days(first.date(), after.date()).values_list("pk", flat=True)))
 
 
-def _within_day_units(days: QuerySet[TeamDay]) -> list[tuple[str, date, int, int | None]] | None:
-    """The days' rounded costs of their jobs within one day, (team name, day, units, exponent) per team-day; None
-    where one day's is not known (a job there has no days recorded) or in more than one minor unit."""
-    rows = list(days.values_list("team__name", "day", "cost_units", "units_exponent").order_by())
+def _within_day_units(days: QuerySet[Any], *, label: str = "pk") -> list[tuple[Any, date, int, int | None]] | None:
+    """The days' rounded costs of their jobs within one day, (label, day, units, exponent) per daily sum (`label`:
+    a field of it, e.g. its team's name); None where one day's is not known (a job there has no days recorded)
+    or in more than one minor unit."""
+    rows = list(days.values_list(label, "day", "cost_units", "units_exponent").order_by())
     known = [(name, day, units, e) for name, day, units, e in rows if units is not None and e != -1]
     return known if len(known) == len(rows) else None
 
@@ -412,17 +486,30 @@ def _period_of(day: date, granularity: str) -> str:
 def cluster_job_costs_minor(
     *, cluster: Cluster, start: datetime, end: datetime, granularity: str, currency: str
 ) -> dict[str, Decimal]:
-    """cluster_rollup's job cost per period in minor units."""
-    rows = JobGpuHour.objects.filter(gpu__node__cluster=cluster, hour__gte=start, hour__lt=end)
-    return _job_costs_minor(rows, _expired_days(Q(cluster=cluster), start, end), TRUNC[granularity], currency)
+    """cluster_rollup's job cost per period in minor units (from its daily sums where they answer the range)."""
+    days = _cluster_days(cluster, start, end)
+    jobs = Job.objects.filter(cluster=cluster)
+    out = None if days is None else _costs_minor_from_days(days, jobs, first=start, after=end,
+                                                            granularity=granularity, currency=currency)  # fmt: skip
+    if out is None:
+        rows = JobGpuHour.objects.filter(gpu__node__cluster=cluster, hour__gte=start, hour__lt=end)
+        out = _job_costs_minor(rows, _expired_days(Q(cluster=cluster), start, end), TRUNC[granularity], currency)
+    return out
 
 
 def job_group_job_costs_minor(
     *, group: JobGroup, start: datetime, end: datetime, granularity: str, currency: str
 ) -> dict[str, Decimal]:
-    """job_group_rollup's job cost per period in minor units."""
-    rows = JobGpuHour.objects.filter(job__job_group=group, hour__gte=start, hour__lt=end)
-    return _job_costs_minor(rows, _expired_days(Q(job__job_group=group), start, end), TRUNC[granularity], currency)
+    """job_group_rollup's job cost per period in minor units (from its daily sums where they answer the range)."""
+    days = _group_days(group, start, end)
+    jobs = Job.objects.filter(job_group=group)
+    out = None if days is None else _costs_minor_from_days(days, jobs, first=start, after=end,
+                                                            granularity=granularity, currency=currency)  # fmt: skip
+    if out is None:
+        rows = JobGpuHour.objects.filter(job__job_group=group, hour__gte=start, hour__lt=end)
+        every = Q(job__job_group=group)
+        out = _job_costs_minor(rows, _expired_days(every, start, end), TRUNC[granularity], currency)
+    return out
 
 
 def team_totals_costs_minor(*, user: User, start: datetime, end: datetime) -> dict[str, Decimal]:
@@ -433,7 +520,8 @@ def team_totals_costs_minor(*, user: User, start: datetime, end: datetime) -> di
     first = datetime.combine(start.astimezone(UTC).date(), time(0), tzinfo=UTC)
     after = datetime.combine(day_after(end), time(0), tzinfo=UTC)
     teams = Team.objects.visible_to(user)
-    within = _within_day_units(TeamDay.objects.filter(team__in=teams, day__gte=first.date(), day__lt=after.date()))
+    team_days = TeamDay.objects.filter(team__in=teams, day__gte=first.date(), day__lt=after.date())
+    within = _within_day_units(team_days, label="team__name")
     if within is None:
         billed = Q(job__team__in=teams, job__excluded_from_bill=False)
     else:
@@ -528,7 +616,7 @@ def team_totals(*, user: User, start: datetime, end: datetime) -> list[dict[str,
     intensity bases is left out (its rollup refuses to mix them)."""
     days = TeamDay.objects.filter(team__in=Team.objects.visible_to(user), day__gte=start.date(), day__lt=day_after(end))
     sums = {
-        r["team_id"]: r for r in days.values("team_id").annotate(**footprint_sums(columns=TEAM_DAY_COLUMNS)).order_by()
+        r["team_id"]: r for r in days.values("team_id").annotate(**footprint_sums(columns=DAY_SUM_COLUMNS)).order_by()
     }
     bases: dict[int, set[str]] = defaultdict(set)
     zoned = days.filter(cluster__site__isnull=False).exclude(cluster__site__grid_zone="")

@@ -1,4 +1,4 @@
-"""Writes of the stored sums rollups read (teams' daily sums).
+"""Writes of the stored sums rollups read (the daily sums of teams, clusters and job groups).
 
 Float sums go through `numeric` so that they do not depend on the order Postgres meets the rows in
 (apps/core/aggregates.py)."""
@@ -14,16 +14,58 @@ from apps.core.aggregates import HALF_EVEN_QR, HALF_EVEN_UNITS
 from apps.core.money import DEFAULT_EXPONENT, MINOR_EXPONENTS
 from apps.fleet.models import Gpu
 
-from .models import TeamDay
+from .models import ClusterDay, JobGroupDay, TeamDay
 
 # The clusters' GPUs come as arrays (`gpus`, each with its cluster), not as joins to fleet_gpu and
 # fleet_node: without statistics (a month's new partition, a fresh table) Postgres planned those joins as
 # nested loops that walked the day's whole index range once per GPU (0.5 s an hour at 1,000 GPUs, growing
 # through the day); an array's length is known to the planner, which then hashes it.
-_TEAM_DAYS_SQL = """
+# The sums of a day per team (billed jobs), per cluster (all jobs, and its GPU-hours) and per job group, from one
+# read of the day's rows: each job's rows summed first (numeric: exact, so the sums of sums are the sums), then
+# the jobs; with the rounded costs of the jobs within the day (`rounded`: m, its cost in millionths, d, its
+# minor unit in millionths, q and r from them).
+_DAY_SUMS = f"""
+SUM(energy_j)::float8 AS energy_j, SUM(occupancy_s)::float8 AS occupancy_s,
+SUM(facility_kwh)::float8 AS facility_kwh, SUM(operational_kg)::float8 AS operational_kg,
+SUM(embodied_kg)::float8 AS embodied_kg, SUM(cost) AS cost,
+-- the jobs within this day, each rounded; not known while a job on it has no days recorded
+CASE WHEN bool_or(undated) THEN NULL
+     ELSE COALESCE(SUM({HALF_EVEN_UNITS}) FILTER (WHERE within_day), 0) END AS cost_units,
+CASE WHEN min(e) FILTER (WHERE within_day) = max(e) FILTER (WHERE within_day) THEN min(e) FILTER (WHERE within_day)
+     WHEN bool_or(within_day) THEN -1 END AS units_exponent
+"""
+
+_DAY_COLUMNS = "day, energy_j, occupancy_s, facility_kwh, operational_kg, embodied_kg, cost, cost_units, units_exponent"
+
+
+def _by_method(keys: str, where: str) -> str:
+    """Each key's energy per method as JSON, from `job_methods`."""
+    return f"""(
+        SELECT {keys}, day, jsonb_object_agg(method, energy_j) AS energy_by_method_j FROM (
+            SELECT {keys}, day, method, SUM(energy_j)::float8 AS energy_j FROM job_methods WHERE {where}
+            GROUP BY {keys}, day, method
+        ) AS per_method GROUP BY {keys}, day
+    )"""
+
+
+def _days_insert(table: str, keys: str, where: str) -> str:
+    """INSERT of `table`'s days per `keys` and day from `rounded` and `job_methods`, the rows `where` holds."""
+    joined = " AND ".join(f"bm.{k.strip()} = s.{k.strip()}" for k in keys.split(","))
+    return f"""INSERT INTO {table} ({keys}, {_DAY_COLUMNS}, energy_by_method_j)
+    SELECT s.*, COALESCE(bm.energy_by_method_j, '{{}}'::jsonb)
+    FROM (SELECT {keys}, day, {_DAY_SUMS} FROM rounded WHERE {where} GROUP BY {keys}, day) AS s
+    LEFT JOIN {_by_method(keys, where)} AS bm ON {joined} AND bm.day = s.day"""
+
+
+# The clusters' GPUs come as arrays (`gpus`, each with its cluster), not as joins to fleet_gpu and
+# fleet_node: without statistics (a month's new partition, a fresh table) Postgres planned those joins as
+# nested loops that walked the day's whole index range once per GPU (0.5 s an hour at 1,000 GPUs, growing
+# through the day); an array's length is known to the planner, which then hashes it. One statement: the
+# teams' and the job groups' inserts are data-modifying CTEs beside the clusters'.
+_DAY_SUMS_SQL = f"""
 WITH gpus AS (
     SELECT * FROM unnest(%(gpus)s::bigint[], %(gpu_clusters)s::bigint[]) AS g(id, cluster_id)
-), rows AS (  -- summed per job first (numeric: exact, so the sums of sums are the sums), then per team
+), rows AS (
     SELECT jh.job_id, g.cluster_id, (jh.hour AT TIME ZONE 'UTC')::date AS day, SUM(jh.energy_j::numeric) AS energy_j,
            SUM(jh.occupancy_s::numeric) AS occupancy_s, SUM(jh.facility_kwh::numeric) AS facility_kwh,
            SUM(COALESCE(jh.operational_kg, 0)::numeric) AS operational_kg,
@@ -41,53 +83,64 @@ WITH gpus AS (
     WHERE e.gpu_id = ANY(%(gpus)s::bigint[]) AND (e.hour AT TIME ZONE 'UTC')::date = ANY(%(days)s)
       AND e.hour >= %(lo)s AND e.hour < %(hi)s
     GROUP BY e.job_id, g.cluster_id, day, e.method
-), team_methods AS (
-    SELECT j.team_id, m.cluster_id, m.day, m.method, SUM(m.energy_j)::float8 AS energy_j
+), job_methods AS (
+    SELECT j.team_id, j.job_group_id, NOT j.excluded_from_bill AS billed, m.cluster_id, m.day, m.method, m.energy_j
     FROM methods m JOIN jobs_job j ON j.id = m.job_id
-    WHERE NOT j.excluded_from_bill
-    GROUP BY j.team_id, m.cluster_id, m.day, m.method
-), by_method AS (
-    SELECT team_id, cluster_id, day, jsonb_object_agg(method, energy_j) AS energy_by_method_j
-    FROM team_methods GROUP BY team_id, cluster_id, day
-), billed AS (  -- each job's day on the bill, with its cost in millionths (m) and its minor unit (d)
-    SELECT j.team_id, r.*, j.first_day IS NULL OR j.last_day IS NULL AS undated,
+), priced AS (  -- each job's day with its cost in millionths (m) and its minor unit (d)
+    SELECT j.team_id, j.job_group_id, NOT j.excluded_from_bill AS billed, r.*,
+           j.first_day IS NULL OR j.last_day IS NULL AS undated,
            j.first_day = r.day AND j.last_day = r.day AS within_day, COALESCE(x.e, %(default_exponent)s) AS e,
            (r.cost * 1000000)::bigint AS m, power(10, 6 - COALESCE(x.e, %(default_exponent)s))::bigint AS d
     FROM rows r JOIN jobs_job j ON j.id = r.job_id
     LEFT JOIN unnest(%(codes)s::text[], %(exponents)s::int[]) AS x(code, e) ON x.code = upper(trim(j.currency))
-    WHERE NOT j.excluded_from_bill
-), rounded AS (SELECT b.*, {half_even_qr} FROM billed b)
-INSERT INTO {table} (team_id, cluster_id, day, energy_j, occupancy_s, facility_kwh, operational_kg,
-                     embodied_kg, cost, cost_units, units_exponent, energy_by_method_j)
-SELECT s.team_id, s.cluster_id, s.day, s.energy_j, s.occupancy_s, s.facility_kwh, s.operational_kg, s.embodied_kg,
-       s.cost, s.cost_units, s.units_exponent, COALESCE(m.energy_by_method_j, '{{}}'::jsonb)
-FROM (
-    SELECT team_id, cluster_id, day, SUM(energy_j)::float8 AS energy_j,
-           SUM(occupancy_s)::float8 AS occupancy_s, SUM(facility_kwh)::float8 AS facility_kwh,
-           SUM(operational_kg)::float8 AS operational_kg, SUM(embodied_kg)::float8 AS embodied_kg,
-           SUM(cost) AS cost,
-           -- the jobs within this day, each rounded; not known while a job on it has no days recorded
-           CASE WHEN bool_or(undated) THEN NULL
-                ELSE COALESCE(SUM({half_even_units}) FILTER (WHERE within_day), 0) END AS cost_units,
-           CASE WHEN min(e) FILTER (WHERE within_day) = max(e) FILTER (WHERE within_day)
-                THEN min(e) FILTER (WHERE within_day)
-                WHEN bool_or(within_day) THEN -1 END AS units_exponent
-    FROM rounded
-    GROUP BY team_id, cluster_id, day
-) s
-LEFT JOIN by_method m ON m.team_id = s.team_id AND m.cluster_id = s.cluster_id AND m.day = s.day
+), rounded AS (SELECT p.*, {HALF_EVEN_QR} FROM priced p
+), team_days AS (
+    {_days_insert("rollups_teamday", "team_id, cluster_id", "billed")}
+    RETURNING 1
+), job_group_days AS (
+    {_days_insert("rollups_jobgroupday", "job_group_id, cluster_id", "job_group_id IS NOT NULL")}
+    RETURNING 1
+), idle AS (  -- the GPU-hours' sums a cluster's idle line is worked out from
+    SELECT g.cluster_id, (h.hour AT TIME ZONE 'UTC')::date AS day,
+           SUM(h.device_energy_j::numeric)::float8 AS device_j, SUM(h.jobs_energy_j::numeric)::float8 AS jobs_j,
+           SUM(h.estimated_j::numeric)::float8 AS estimated_j, count(*) AS gpu_hours_total,
+           SUM(h.occupied_s::numeric)::float8 AS occupied_s, SUM(h.estimated_s::numeric)::float8 AS estimated_s,
+           SUM(h.idle_facility_kwh::numeric)::float8 AS idle_facility_kwh,
+           COALESCE(SUM(h.idle_operational_kg::numeric), 0)::float8 AS idle_operational_kg,
+           SUM(h.idle_embodied_kg::numeric)::float8 AS idle_embodied_kg, SUM(h.idle_cost) AS idle_cost
+    FROM telemetry_gpuhour h
+    JOIN gpus g ON g.id = h.gpu_id
+    WHERE h.gpu_id = ANY(%(gpus)s::bigint[]) AND (h.hour AT TIME ZONE 'UTC')::date = ANY(%(days)s)
+      AND h.hour >= %(lo)s AND h.hour < %(hi)s
+    GROUP BY g.cluster_id, day
+)
+INSERT INTO rollups_clusterday (cluster_id, {_DAY_COLUMNS}, energy_by_method_j, device_j, jobs_j, estimated_j,
+                                gpu_hours_total, occupied_s, estimated_s, idle_facility_kwh, idle_operational_kg,
+                                idle_embodied_kg, idle_cost)
+SELECT COALESCE(s.cluster_id, i.cluster_id), COALESCE(s.day, i.day), COALESCE(s.energy_j, 0),
+       COALESCE(s.occupancy_s, 0), COALESCE(s.facility_kwh, 0), COALESCE(s.operational_kg, 0),
+       COALESCE(s.embodied_kg, 0), COALESCE(s.cost, 0), CASE WHEN s.day IS NULL THEN 0 ELSE s.cost_units END,
+       s.units_exponent, COALESCE(bm.energy_by_method_j, '{{}}'::jsonb), COALESCE(i.device_j, 0),
+       COALESCE(i.jobs_j, 0), COALESCE(i.estimated_j, 0), COALESCE(i.gpu_hours_total, 0), COALESCE(i.occupied_s, 0),
+       COALESCE(i.estimated_s, 0), COALESCE(i.idle_facility_kwh, 0), COALESCE(i.idle_operational_kg, 0),
+       COALESCE(i.idle_embodied_kg, 0), COALESCE(i.idle_cost, 0)
+FROM (SELECT cluster_id, day, {_DAY_SUMS} FROM rounded GROUP BY cluster_id, day) AS s
+FULL JOIN idle i ON i.cluster_id = s.cluster_id AND i.day = s.day
+LEFT JOIN {_by_method("cluster_id", "TRUE")} AS bm
+    ON bm.cluster_id = COALESCE(s.cluster_id, i.cluster_id) AND bm.day = COALESCE(s.day, i.day)
 """
 
 
 CODES = sorted(MINOR_EXPONENTS)
 
-_TEAM_DAYS_LOCK = 0x66770001  # advisory lock namespace: a cluster's teams' daily sums
+_DAY_SUMS_LOCK = 0x66770001  # advisory lock namespace: a cluster's daily sums
 
 
-def team_days_refresh(*, cluster_ids: Iterable[int], days: Iterable[date]) -> None:
-    """Rebuild the teams' daily sums of these clusters and days from the job-GPU-hour rows (jobs excluded
-    from their team's bill left out), with the rounded costs of the jobs within each day (`Job.first_day` and
-    `last_day`, stored before: the derivation's summaries run first)."""
+def day_sums_refresh(*, cluster_ids: Iterable[int], days: Iterable[date]) -> None:
+    """Rebuild the daily sums of these clusters and days from the job-GPU-hour and GPU-hour rows: the teams'
+    (jobs excluded from their team's bill left out), the clusters' and the job groups', with the rounded costs
+    of the jobs within each day (`Job.first_day` and `last_day`, stored before: the derivation's summaries run
+    first)."""
     clusters, wanted = sorted(set(cluster_ids)), sorted(set(days))
     if not clusters or not wanted:
         return
@@ -96,16 +149,15 @@ def team_days_refresh(*, cluster_ids: Iterable[int], days: Iterable[date]) -> No
         # second's insert then breaks the unique key): one at a time per cluster, until commit, taken in
         # the order of the ids so that two writers of several clusters cannot wait on each other.
         for cluster_id in clusters:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_TEAM_DAYS_LOCK, cluster_id])
-    TeamDay.objects.filter(cluster_id__in=clusters, day__in=wanted).delete()
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_DAY_SUMS_LOCK, cluster_id])
+    for model in (TeamDay, ClusterDay, JobGroupDay):
+        model.objects.filter(cluster_id__in=clusters, day__in=wanted).delete()
     gpus = list(Gpu.objects.filter(node__cluster_id__in=clusters).values_list("pk", "node__cluster_id").order_by())
     with connection.cursor() as cursor:
         lo = datetime(wanted[0].year, wanted[0].month, wanted[0].day, tzinfo=UTC)
         hi = datetime(wanted[-1].year, wanted[-1].month, wanted[-1].day, tzinfo=UTC) + timedelta(days=1)
         cursor.execute(
-            _TEAM_DAYS_SQL.format(
-                table=TeamDay._meta.db_table, half_even_qr=HALF_EVEN_QR, half_even_units=HALF_EVEN_UNITS
-            ),
+            _DAY_SUMS_SQL,
             {
                 "gpus": [g for g, _ in gpus], "gpu_clusters": [c for _, c in gpus], "days": wanted, "lo": lo,
                 "hi": hi, "codes": CODES, "exponents": [MINOR_EXPONENTS[c] for c in CODES],

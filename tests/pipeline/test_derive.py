@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
 from apps.jobs.models import Job, JobGpuHour
 from apps.pipeline.derive import STEPS, Fact, Scope, derive
-from apps.rollups.models import TeamDay
+from apps.rollups.models import ClusterDay, JobGroupDay, TeamDay
 from apps.waste.models import Flag
 from tests.carbon.fleet_builder import HOUR, T0, fleet_build, intensity_set, job_run
 
 pytestmark = pytest.mark.django_db
 
 ALL_STEPS = [s.name for s in STEPS]
+
+
+def _fields(model: Any) -> list[str]:
+    return [f.attname for f in model._meta.concrete_fields if not f.primary_key]
 
 
 def _snapshot() -> dict[str, list[tuple]]:
@@ -25,6 +30,10 @@ def _snapshot() -> dict[str, list[tuple]]:
         "flags": sorted(Flag.objects.values_list("kind", "job_id", "gpu_id", "hour", "evidence")),
         "team_days": list(
             TeamDay.objects.order_by("team_id", "cluster_id", "day").values_list("team_id", "cluster_id", "day", "cost")
+        ),
+        "cluster_days": list(ClusterDay.objects.order_by("cluster_id", "day").values_list(*_fields(ClusterDay))),
+        "group_days": list(
+            JobGroupDay.objects.order_by("job_group_id", "cluster_id", "day").values_list(*_fields(JobGroupDay))
         ),
     }
 
@@ -53,19 +62,19 @@ def test_every_step_reads_something_that_a_caller_or_an_earlier_step_changes() -
         (
             {Fact.FACTORS},
             ["row_footprints", "job_footprints", "job_figures", "estimated_intensity_flags", "waste_findings",
-             "failed_run_findings", "job_flag_lists", "team_days", "caches_expire"],
+             "failed_run_findings", "job_flag_lists", "day_sums", "caches_expire"],
         ),
-        ({Fact.BILLING}, ["team_days", "caches_expire"]),
+        ({Fact.BILLING}, ["day_sums", "caches_expire"]),
         (
             {Fact.JOB_GROUP},
             ["job_footprints", "job_figures", "estimated_intensity_flags", "failed_run_findings", "job_flag_lists",
-             "caches_expire"],
+             "day_sums", "caches_expire"],
         ),
         (
             {Fact.SCHEDULER},
             ["job_groups", "unobserved_estimates", "row_footprints", "job_summaries", "job_footprints", "job_figures",
              "low_coverage_flags", "estimated_intensity_flags", "waste_findings", "unobserved_flags",
-             "failed_run_findings", "job_flag_lists", "team_days", "caches_expire"],
+             "failed_run_findings", "job_flag_lists", "day_sums", "caches_expire"],
         ),
     ],
 )  # fmt: skip

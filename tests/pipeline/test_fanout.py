@@ -20,7 +20,7 @@ from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy
 from apps.pipeline import fanout
 from apps.pipeline.ingest import range_ingest
 from apps.rollups import documents
-from apps.rollups.models import TeamDay
+from apps.rollups.models import ClusterDay, JobGroupDay, TeamDay
 from apps.telemetry import tasks
 from apps.telemetry.models import ClusterShard, GpuHour, IngestBatch, IngestedHour, IngestPart, IngestWatermark
 from apps.telemetry.shards import ShardOverlapError
@@ -66,6 +66,8 @@ def _snapshot(cluster: Cluster) -> dict[str, Any]:
             for f in Flag.objects.filter(cluster=cluster).select_related("job", "gpu__node")
         },
         "team_days": {(d.team.name, d.day): row(d) for d in TeamDay.objects.filter(cluster=cluster)},
+        "cluster_days": {d.day: row(d) for d in ClusterDay.objects.filter(cluster=cluster)},
+        "group_days": {(d.job_group.name, d.day): row(d) for d in JobGroupDay.objects.filter(cluster=cluster)},
     }
 
 

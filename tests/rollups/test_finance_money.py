@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 from apps.core.money import round_minor
 from apps.jobs.models import Job, JobGpuHour
 from apps.rollups.selectors import team_job_costs_minor, team_totals_costs_minor
-from apps.rollups.services import team_days_refresh
+from apps.rollups.services import day_sums_refresh
 from tests.carbon.fleet_builder import T0
 from tests.rollups.outcomes_world import PERIOD, OutcomesWorld, outcomes_world_build
 
@@ -33,7 +33,7 @@ def world() -> OutcomesWorld:
     for job in Job.objects.all():
         job.cost = sum((r.cost for r in JobGpuHour.objects.filter(job=job)), Decimal(0))
         job.save(update_fields=["cost"])
-    team_days_refresh(cluster_ids=[w.fleet.cluster.pk], days=[date(2026, 11, 2), date(2026, 11, 3)])
+    day_sums_refresh(cluster_ids=[w.fleet.cluster.pk], days=[date(2026, 11, 2), date(2026, 11, 3)])
     return w
 
 
@@ -89,7 +89,7 @@ def test_a_job_across_two_periods_is_split_so_its_parts_add_up_to_its_rounded_co
     job.cost = Decimal("1.333332")
     job.first_day, job.last_day = date(2026, 11, 2), date(2026, 11, 3)  # as the derivation's summaries record
     job.save(update_fields=["cost", "first_day", "last_day"])
-    team_days_refresh(cluster_ids=[world.fleet.cluster.pk], days=[date(2026, 11, 2), date(2026, 11, 3)])
+    day_sums_refresh(cluster_ids=[world.fleet.cluster.pk], days=[date(2026, 11, 2), date(2026, 11, 3)])
     client = _client(world)
     # when finance reads the rollup per day
     rollup = client.get(f"/api/teams/{world.vision.pk}/rollup/", {**PERIOD, "granularity": "day"}).json()
@@ -115,7 +115,7 @@ def test_jobs_within_one_period_are_rounded_half_even_in_the_database_as_round_m
     month = {"start": datetime(2026, 11, 2, tzinfo=UTC), "end": datetime(2026, 11, 4, tzinfo=UTC)}
     for amount in AWKWARD:
         JobGpuHour.objects.filter(pk=row.pk).update(cost=Decimal(amount))
-        team_days_refresh(cluster_ids=[world.fleet.cluster.pk], days=[date(2026, 11, 2), date(2026, 11, 3)])
+        day_sums_refresh(cluster_ids=[world.fleet.cluster.pk], days=[date(2026, 11, 2), date(2026, 11, 3)])
         # when the team's month is booked in minor units (a job within one period: rounded in Postgres, in the
         # team's daily sums for EUR, the sites' currency, and from the rows for the others)
         booked = team_job_costs_minor(team=world.vision, **month, granularity="month", currency=currency)
@@ -198,7 +198,7 @@ def test_compare_rounds_each_job_half_even_in_its_own_currency(world: OutcomesWo
     currencies = {job.pk: "EUR" for job in jobs} | {jobs[0].pk: "JPY", jobs[1].pk: "kwd"}
     for pk, currency in currencies.items():
         Job.objects.filter(pk=pk).update(currency=currency)
-    team_days_refresh(cluster_ids=[world.fleet.cluster.pk], days=[date(2026, 11, 2), date(2026, 11, 3)])
+    day_sums_refresh(cluster_ids=[world.fleet.cluster.pk], days=[date(2026, 11, 2), date(2026, 11, 3)])
     # when the teams are compared over the period (rounded in Postgres)
     start, end = datetime(2026, 11, 2, tzinfo=UTC), datetime(2026, 11, 4, tzinfo=UTC)
     booked = team_totals_costs_minor(user=world.finance, start=start, end=end)

@@ -22,7 +22,7 @@ from apps.pipeline.fanout import hours_derive
 from apps.pipeline.ingest import Fetched, hour_write
 from apps.rollups.models import TeamDay
 from apps.rollups.selectors import team_job_costs_minor, team_totals_costs_minor
-from apps.rollups.services import team_days_refresh
+from apps.rollups.services import day_sums_refresh
 from apps.telemetry import services as telemetry
 from tests.carbon.fleet_builder import fleet_build
 from tests.pipeline.test_ingest_team_moves import LAST_HOUR_OF_A_DAY, _hour_of_one_job
@@ -117,7 +117,7 @@ def world() -> OutcomesWorld:
 
 
 def _days_refresh(world: OutcomesWorld) -> None:
-    team_days_refresh(cluster_ids=[world.fleet.cluster.pk], days=[date(2026, 11, 2), date(2026, 11, 3)])
+    day_sums_refresh(cluster_ids=[world.fleet.cluster.pk], days=[date(2026, 11, 2), date(2026, 11, 3)])
 
 
 START, END = datetime(2026, 11, 2, tzinfo=UTC), datetime(2026, 11, 4, tzinfo=UTC)

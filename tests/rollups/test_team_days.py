@@ -1,4 +1,4 @@
-"""Teams' daily sums (apps.rollups.services.team_days_refresh): each method's joules count once, also where a
+"""Teams' daily sums (apps.rollups.services.day_sums_refresh): each method's joules count once, also where a
 job has two rows in one GPU-hour (what an agent saw and what nobody saw, estimated)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from apps.jobs.models import JobGpuHour, JobGpuHourEnergy
 from apps.rollups.models import TeamDay
-from apps.rollups.services import team_days_refresh
+from apps.rollups.services import day_sums_refresh
 from tests.carbon.fleet_builder import fleet_build, job_run
 
 pytestmark = pytest.mark.django_db
@@ -24,7 +24,7 @@ def test_a_measured_and_an_estimated_row_in_one_gpu_hour_count_their_joules_once
     JobGpuHour.objects.create(job=job, gpu=gpu, hour=T0, source="estimated", energy_j=5000.0, occupancy_s=300)
     JobGpuHourEnergy.objects.create(job=job, gpu=gpu, hour=T0, method="estimated", energy_j=5000.0)
 
-    team_days_refresh(cluster_ids=[fleet.cluster.pk], days=[date(2026, 11, 2), date(2026, 11, 3)])
+    day_sums_refresh(cluster_ids=[fleet.cluster.pk], days=[date(2026, 11, 2), date(2026, 11, 3)])
 
     days = {d.day: d for d in TeamDay.objects.filter(cluster=fleet.cluster)}
     assert set(days) == {date(2026, 11, 2), date(2026, 11, 3)}

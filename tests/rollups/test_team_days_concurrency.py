@@ -10,7 +10,7 @@ import pytest
 from django.db import connection, transaction
 
 from apps.rollups.models import TeamDay
-from apps.rollups.services import team_days_refresh
+from apps.rollups.services import day_sums_refresh
 from tests.carbon.fleet_builder import T0, fleet_build, job_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,7 +25,7 @@ def test_two_rebuilds_of_one_cluster_day_take_turns() -> None:
     def first() -> None:
         try:
             with transaction.atomic():
-                team_days_refresh(cluster_ids=[fleet.cluster.pk], days=[T0.date()])
+                day_sums_refresh(cluster_ids=[fleet.cluster.pk], days=[T0.date()])
                 first_done.set()
                 time.sleep(1.0)  # still open while the second one starts
         finally:
@@ -36,7 +36,7 @@ def test_two_rebuilds_of_one_cluster_day_take_turns() -> None:
         first_done.wait(10)
         try:
             with transaction.atomic():
-                team_days_refresh(cluster_ids=[fleet.cluster.pk], days=[T0.date()])
+                day_sums_refresh(cluster_ids=[fleet.cluster.pk], days=[T0.date()])
         except Exception as exc:
             errors.append(exc)
         finally:
