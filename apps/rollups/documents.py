@@ -1,8 +1,8 @@
 """The rollups' documents as the API answers them, kept ready: a team's, a cluster's and a job group's rollup as
-finance tools read it (JSON, costs in minor units) and the teams side by side. Each sums a period's hour rows
-(half a second for a team's year at a million jobs), so each is kept, stamped with the data's generation
-(apps.core.generation), and the ones people asked for lately are prepared again after every ingest, by the
-ingest's own task once its hours are committed: the first ask after an ingest reads the cache.
+finance tools read it (JSON, costs in minor units) and the teams side by side. Each reads daily sums (a few ms),
+or a range's hour rows where it is not whole UTC days (tenths of a second), so each is kept, stamped with the
+data's generation (apps.core.generation), and the ones people asked for lately are prepared again after every
+ingest, by the ingest's own task once its hours are committed: the first ask after an ingest reads the cache.
 
 Every ask is recorded (what, and when: a sorted set in Redis, FLEETWATT_ROLLUPS_ASKED_KEEP at most). After an
 ingest, `asked_prepare` computes again those asked within FLEETWATT_ROLLUPS_ASKED_WITHIN_S, most recent first,

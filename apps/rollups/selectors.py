@@ -430,13 +430,27 @@ def team_job_costs_minor(
     as its daily sums: `start` taken to its own day, like team_rollup's)."""
     first = datetime.combine(start.date(), time(0), tzinfo=UTC)
     after = datetime.combine(day_after(end), time(0), tzinfo=UTC)
-    days = TeamDay.objects.filter(team=team, day__gte=first.date(), day__lt=after.date())
-    billed = Job.objects.filter(team=team, excluded_from_bill=False)
-    out = _costs_minor_from_days(days, billed, first=first, after=after, granularity=granularity, currency=currency)
+    billed = Q(job__team=team, job__excluded_from_bill=False)
+    return _costs_minor(
+        TeamDay.objects.filter(team=team, day__gte=first.date(), day__lt=after.date()),
+        Job.objects.filter(team=team, excluded_from_bill=False),
+        rows=billed, expired=billed, start=first, end=after, granularity=granularity, currency=currency,
+    )  # fmt: skip
+
+
+def _costs_minor(
+    days: QuerySet[Any] | None, jobs: JobQuerySet, *, rows: Q, expired: Q, start: datetime, end: datetime,
+    granularity: str, currency: str,
+) -> dict[str, Decimal]:  # fmt: skip
+    """_job_costs_minor of a rollup's jobs (`jobs`; `rows` and `expired`: the same as filters of their job-GPU-hours
+    and of their days past retention) over [start, end): from the daily sums `days` where they answer it (None:
+    they do not), else every job from its rows."""
+    out = None
+    if days is not None:
+        out = _costs_minor_from_days(days, jobs, first=start, after=end, granularity=granularity, currency=currency)
     if out is None:
-        every = Q(job__team=team, job__excluded_from_bill=False)
-        rows = JobGpuHour.objects.filter(every, hour__gte=first, hour__lt=after)
-        out = _job_costs_minor(rows, _expired_days(every, first, after), TRUNC[granularity], currency)
+        hours = JobGpuHour.objects.filter(rows, hour__gte=start, hour__lt=end)
+        out = _job_costs_minor(hours, _expired_days(expired, start, end), TRUNC[granularity], currency)
     return out
 
 
@@ -487,29 +501,20 @@ def cluster_job_costs_minor(
     *, cluster: Cluster, start: datetime, end: datetime, granularity: str, currency: str
 ) -> dict[str, Decimal]:
     """cluster_rollup's job cost per period in minor units (from its daily sums where they answer the range)."""
-    days = _cluster_days(cluster, start, end)
-    jobs = Job.objects.filter(cluster=cluster)
-    out = None if days is None else _costs_minor_from_days(days, jobs, first=start, after=end,
-                                                            granularity=granularity, currency=currency)  # fmt: skip
-    if out is None:
-        rows = JobGpuHour.objects.filter(gpu__node__cluster=cluster, hour__gte=start, hour__lt=end)
-        out = _job_costs_minor(rows, _expired_days(Q(cluster=cluster), start, end), TRUNC[granularity], currency)
-    return out
+    return _costs_minor(
+        _cluster_days(cluster, start, end), Job.objects.filter(cluster=cluster), rows=Q(gpu__node__cluster=cluster),
+        expired=Q(cluster=cluster), start=start, end=end, granularity=granularity, currency=currency,
+    )  # fmt: skip
 
 
 def job_group_job_costs_minor(
     *, group: JobGroup, start: datetime, end: datetime, granularity: str, currency: str
 ) -> dict[str, Decimal]:
     """job_group_rollup's job cost per period in minor units (from its daily sums where they answer the range)."""
-    days = _group_days(group, start, end)
-    jobs = Job.objects.filter(job_group=group)
-    out = None if days is None else _costs_minor_from_days(days, jobs, first=start, after=end,
-                                                            granularity=granularity, currency=currency)  # fmt: skip
-    if out is None:
-        rows = JobGpuHour.objects.filter(job__job_group=group, hour__gte=start, hour__lt=end)
-        every = Q(job__job_group=group)
-        out = _job_costs_minor(rows, _expired_days(every, start, end), TRUNC[granularity], currency)
-    return out
+    return _costs_minor(
+        _group_days(group, start, end), Job.objects.filter(job_group=group), rows=Q(job__job_group=group),
+        expired=Q(job__job_group=group), start=start, end=end, granularity=granularity, currency=currency,
+    )  # fmt: skip
 
 
 def team_totals_costs_minor(*, user: User, start: datetime, end: datetime) -> dict[str, Decimal]:
