@@ -38,8 +38,8 @@ class JobQuerySet(models.QuerySet["Job"]):
         return self.filter(models.Q(last_seen__gte=when) | models.Q(last_seen__isnull=True))
 
     def across_days(self, first: date, after: date) -> JobQuerySet:
-        """Jobs whose hour rows are on more than one UTC day, some of them in [first, after) (index
-        job_billed_team_across_days, for a team's billed jobs)."""
+        """Jobs whose hour rows are on more than one UTC day, some of them in [first, after) (partial indexes
+        job_billed_team_across_days, job_cluster_across_days and job_group_across_days)."""
         return self.filter(across_days=True, last_day__gte=first, first_day__lt=after)
 
 

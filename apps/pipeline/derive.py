@@ -93,8 +93,7 @@ class DeriveRun:
     cluster_ids: set[int] | None = None  # None: all clusters
     refreshed: FootprintRefresh | None = None
     factor_book: FactorBook | None = None
-    regrouped: int = 0
-    regrouped_job_ids: set[int] = field(default_factory=set)
+    regrouped_job_ids: set[int] = field(default_factory=set)  # jobs whose group changed
     window: tuple[datetime, datetime] | None = None  # hours whose estimates changed (a scheduler sync's jobs)
     timings_s: dict[str, float] = field(default_factory=dict)
     job_fields: set[str] = field(default_factory=set)  # fields of `jobs()` the steps changed, not yet stored
@@ -145,7 +144,6 @@ class DeriveRun:
 def _job_groups(run: DeriveRun) -> None:
     regroup_all = Fact.GROUP_RULES in run.changed
     moved = carbon.job_groups_assign(cluster_ids=None) if regroup_all else carbon.job_groups_assign(job_ids=run.job_ids)
-    run.regrouped += len(moved)
     run.regrouped_job_ids |= moved.keys()
     if moved:
         run.changed.add(Fact.GROUPS)
@@ -365,6 +363,6 @@ def derive(scope: Scope, *, changed: Iterable[Fact]) -> DeriveReport:
         timings_s=run.timings_s,
         jobs=len(run.job_ids),
         gpu_hours=run.refreshed.gpu_hours if run.refreshed else 0,
-        regrouped=run.regrouped,
+        regrouped=len(run.regrouped_job_ids),
         cluster_ids=set(run.cluster_ids or ()),
     )

@@ -48,7 +48,7 @@ class TeamDay(DaySums):
 class ClusterDay(DaySums):
     """A cluster's jobs (all of them: a cluster's rollup bills nobody) and its GPU-hours' sums on one UTC day:
     what cluster rollups of whole days read; the idle line is worked out from the GPU-hours' sums per period
-    (apps.rollups.selectors.idle_footprint), as from the GPU-hour rows."""
+    (apps.rollups.selectors._idle_footprint), as from the GPU-hour rows."""
 
     cluster = models.ForeignKey("fleet.Cluster", on_delete=models.CASCADE, related_name="days")
     device_j = models.FloatField(default=0.0)
