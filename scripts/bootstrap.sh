@@ -22,6 +22,8 @@ command -v redis-server >/dev/null || pkgs+=(redis-server)
 command -v ab >/dev/null || pkgs+=(apache2-utils)
 # kubectl: `kubectl kustomize` renders deploy/k8s for tests/deploy/test_k8s_manifests.py.
 command -v kubectl >/dev/null || pkgs+=(kubernetes-client)
+# cc: the tests build the agent's GPU-time library (agent/gputime) and its pure core.
+command -v cc >/dev/null || pkgs+=(gcc libc6-dev)
 if [ ${#pkgs[@]} -gt 0 ]; then echo "installing ${pkgs[*]}"; apt_install "${pkgs[@]}"; fi
 
 if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
@@ -36,6 +38,16 @@ if [ ! -x .venv-focus/bin/python ]; then python3 -m venv .venv-focus; fi
 if ! cmp -s requirements-focus.txt .venv-focus/.installed-requirements 2>/dev/null; then
   .venv-focus/bin/pip install -q -r requirements-focus.txt
   cp requirements-focus.txt .venv-focus/.installed-requirements
+fi
+# CUDA's and CUPTI's headers and libcupti from NVIDIA's wheels (no driver, no GPU): the tests build the
+# GPU-time injection library with agent/gputime/build.sh as a GPU node does (tests/agent/test_gputime_library.py).
+cuda_headers=var/cuda-headers
+cuda_wheels="nvidia-cuda-cupti-cu12==12.9.79 nvidia-cuda-runtime-cu12==12.9.79 nvidia-cuda-nvcc-cu12==12.9.86"
+if [ "$(cat "$cuda_headers/.installed" 2>/dev/null)" != "$cuda_wheels" ]; then
+  rm -rf "$cuda_headers"
+  # shellcheck disable=SC2086
+  .venv/bin/pip install -q --no-deps --target "$cuda_headers" $cuda_wheels
+  echo "$cuda_wheels" >"$cuda_headers/.installed"
 fi
 if [ -f agent/pyproject.toml ] && ! .venv/bin/python -c "import fleetwatt_agent" 2>/dev/null; then
   .venv/bin/pip install -q -e ./agent

@@ -18,6 +18,7 @@ from fleetwatt_agent.collector import make_registry
 from fleetwatt_agent.config import Config, load
 from fleetwatt_agent.discovery import ProcResolver
 from fleetwatt_agent.errors import BackendUnavailable, ConfigError
+from fleetwatt_agent.gputime import GpuTimeBackend, GpuTimeReader
 from fleetwatt_agent.power_model import PowerStats, state_load, state_save
 from fleetwatt_agent.recorder import Recorder, header
 from fleetwatt_agent.sampler import Sampler, SamplerSettings
@@ -29,14 +30,24 @@ POWER_MODEL_SAVE_S = 300.0  # --power-model-file is written this often, and at e
 
 
 def make_backend(cfg: Config) -> Backend:
+    hardware: Backend
     if cfg.backend == "nvml":
         from fleetwatt_agent.backends.nvml import NvmlBackend
 
-        return NvmlBackend(gpu_indices=cfg.gpus)
-    if cfg.backend == "drm":
+        hardware = NvmlBackend(gpu_indices=cfg.gpus)
+    elif cfg.backend == "drm":
         from fleetwatt_agent.backends.drm import DrmBackend
 
-        return DrmBackend(sys_root=cfg.sys_root, proc_root=cfg.proc_root)
+        hardware = DrmBackend(sys_root=cfg.sys_root, proc_root=cfg.proc_root)
+    else:
+        return replay_backend(cfg)
+    if cfg.gpu_time_dir is None:
+        return hardware
+    return GpuTimeBackend(hardware, GpuTimeReader(cfg.gpu_time_dir, proc_root=cfg.proc_root))
+
+
+def replay_backend(cfg: Config) -> Backend:
+    """A recording played back: its processes' GPU-time counters come from the trace."""
     from fleetwatt_agent.backends.replay import ReplayBackend
 
     assert cfg.replay is not None

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from fleetwatt_agent import __version__
 from fleetwatt_agent.auth import is_loopback, read_token
 from fleetwatt_agent.errors import ConfigError
+from fleetwatt_agent.gputime import DEFAULT_DIR as DEFAULT_GPU_TIME_DIR
 from fleetwatt_agent.split import DEFAULT_SPLIT, SPLITS, SplitChoice
 
 ENV_PREFIX = "FLEETWATT_AGENT_"
@@ -42,6 +43,7 @@ class Config:
     http_backlog: int = 128
     split: SplitChoice = DEFAULT_SPLIT
     power_model_file: str | None = None
+    gpu_time_dir: str | None = None  # None: exact GPU time not read
 
 
 def _env(environ: Mapping[str, str], name: str, default: str | None) -> str | None:
@@ -153,6 +155,14 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         default=e("POWER_MODEL_FILE"),
         help="keep the power model's calibration in FILE: read at start, written every 5 minutes and at exit",
     )
+    p.add_argument(
+        "--gpu-time-dir",
+        metavar="DIR",
+        default=e("GPU_TIME_DIR", DEFAULT_GPU_TIME_DIR),
+        help="read the exact GPU time of processes that run the opt-in injection library from DIR (its "
+        f"FLEETWATT_GPUTIME_DIR; default {DEFAULT_GPU_TIME_DIR}; '' to read none); jobs sharing a GPU that "
+        "all have it are split by it (gpu_time)",
+    )
     p.add_argument("--hostname", default=e("HOSTNAME") or socket.gethostname())
     p.add_argument("--proc-root", default=e("PROC_ROOT", "/proc"))
     p.add_argument("--sys-root", default=e("SYS_ROOT", "/sys"))
@@ -233,4 +243,5 @@ def load(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         http_backlog=int(args.http_backlog),
         split=args.split,
         power_model_file=args.power_model_file or None,
+        gpu_time_dir=args.gpu_time_dir or None,
     )

@@ -34,6 +34,7 @@ class JobGpuLedger:
     gone_since_mono: float | None = None
     first_sample_start: float | None = None  # Unix seconds: start of the first sample it was in
     solo: JobSolo = field(default_factory=JobSolo)  # its calibration samples alone on this GPU (sm_mem)
+    solo_gpu_time: JobSolo = field(default_factory=JobSolo)  # alone, with its exact GPU time (gpu_time)
 
     def energy_total_j(self, include_pending: bool = True) -> float:
         total = sum(self.energy_j.values())
@@ -59,6 +60,10 @@ class GpuLedger:
     prev_activity: dict[int, float] = field(default_factory=dict)
     prev_mem_activity: dict[int, float] = field(default_factory=dict)
     carried: int = 0  # consecutive samples that reused the previous activity
+    # Exact GPU time: each listed process's counter at the last tick, and who was listed then.
+    prev_gpu_busy_ns: dict[int, int] = field(default_factory=dict)
+    prev_listed: frozenset[int] = frozenset()
+    idle_power_w: float | None = None  # moving mean of the samples with no process (the gpu_time split's p0)
     resets: int = 0  # times the driver's energy counter went backwards
 
     def job(self, key: str, wall: float) -> JobGpuLedger:

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 # Methods the agent emits (DESIGN.md section 2). `equal` belongs to the app only: the agent never emits it.
-Method = Literal["whole_gpu", "sm_time", "sm_mem", "busy_time", "memory"]
-METHODS: tuple[Method, ...] = ("whole_gpu", "sm_time", "sm_mem", "busy_time", "memory")
+Method = Literal["whole_gpu", "gpu_time", "sm_time", "sm_mem", "busy_time", "memory"]
+METHODS: tuple[Method, ...] = ("whole_gpu", "gpu_time", "sm_time", "sm_mem", "busy_time", "memory")
 
 # The per-process compute signal a backend gives on a GPU:
 # "sm"   - NVML per-process SM utilisation (percent of the sample)
@@ -43,6 +43,12 @@ class ProcessReading:
     # driver samples as `activity_pct`; None where the backend has no such signal (or no driver sample
     # for this process). The `sm_time` split does not use it; the power model's `sm_mem` split does.
     mem_activity_pct: float | None = None
+    # The process's exact GPU time on this GPU so far, in ns, from the opt-in injection library
+    # (gputime.py): a counter, None where the process keeps none. Recorded in traces.
+    gpu_busy_ns: int | None = None
+    # Its busy time during the sample in percent of the sample's length, worked out by the sampler
+    # from two readings of that counter; None where it is not known for this sample.
+    gpu_time_pct: float | None = None
 
 
 @dataclass(frozen=True)

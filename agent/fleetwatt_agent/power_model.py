@@ -109,6 +109,14 @@ def solo_add(solo: JobSolo, *, sm_pct: float, power_w: float) -> JobSolo:
     return JobSolo(solo.n + 1, solo.power_w_sum + power_w, solo.sm_pct_sum + sm_pct)
 
 
+def solo_add_gpu_time(solo: JobSolo, *, gpu_time_pct: float, power_w: float) -> JobSolo:
+    """One more sample of a job alone with its exact GPU time (the `gpu_time` split), whatever its
+    busy share: exact time makes (sum of P - n p0) / sum of GPU time the job's energy above p0 per point
+    of its kernels' time, the power that keeps the GPU awake through its pauses included, which is what
+    the job costs alone (docs/accuracy.md's truth)."""
+    return JobSolo(solo.n + 1, solo.power_w_sum + power_w, solo.sm_pct_sum + max(gpu_time_pct, 0.0))
+
+
 def stats_add(stats: PowerStats, *, sm_pct: float, mem_pct: float, power_w: float) -> PowerStats:
     """One more calibration sample (Welford's update of the means and co-moments)."""
     n = stats.n + 1

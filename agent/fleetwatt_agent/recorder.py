@@ -7,7 +7,8 @@ Then one line per tick:
   {"t": Unix seconds, "mono": monotonic seconds,
    "gpus": [{"index", "power_w", "memory_used_bytes", "energy_mj" (null when not read this tick),
              "signal" ("sm" | "busy" | null), "activity_missing",
-             "processes": [[pid, memory_bytes, activity_pct or null, mem_activity_pct or null], ...],
+             "processes": [[pid, memory_bytes, activity_pct or null, mem_activity_pct or null
+                            (, gpu_busy_ns: the process's exact GPU time counter, where it keeps one)], ...],
              "util": {"since_us", "samples": [[pid, driver µs, SM %, memory %], ...]} (NVML: the raw
              per-process samples the activity came from; absent when none were asked for)}],
    "jobs": {"<pid>": JobInfo for each PID resolved this tick},
@@ -16,7 +17,8 @@ Then one line per tick:
               "gap": true (when the sample was too long to count)}]}
 Version 1 traces have three fields per process (no memory activity); the replay reads both versions.
 "util" was added within version 2 (readers that do not know it ignore it; the processes' activity is
-what the agent computed from it).
+what the agent computed from it), and so was a process's fifth field, its GPU-time counter (gputime.py;
+older readers ignore it, and a trace without it replays as before).
 The replay backend reads "t", "mono", "gpus" and "jobs"; "split" is what the agent computed, kept so
 that a replay can be checked against the recording and the invariant checked on every sample.
 """
@@ -29,7 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from fleetwatt_agent import __version__
-from fleetwatt_agent.model import BackendInfo, GpuReading, JobInfo, TickReading
+from fleetwatt_agent.model import BackendInfo, GpuReading, JobInfo, ProcessReading, TickReading
 
 FORMAT = "fleetwatt-agent-trace"
 VERSION = 2
@@ -66,7 +68,7 @@ def tick_record(reading: TickReading, new_jobs: dict[int, JobInfo], outputs: lis
                 "energy_mj": g.energy_mj,
                 "signal": g.signal,
                 "activity_missing": g.activity_missing,
-                "processes": [[p.pid, p.memory_bytes, p.activity_pct, p.mem_activity_pct] for p in g.processes],
+                "processes": [_process(p) for p in g.processes],
                 **_util(g),
             }
             for g in reading.gpus
@@ -74,6 +76,13 @@ def tick_record(reading: TickReading, new_jobs: dict[int, JobInfo], outputs: lis
         "jobs": {str(pid): info.to_json() for pid, info in new_jobs.items()},
         "split": outputs,
     }
+
+
+def _process(p: ProcessReading) -> list[Any]:
+    row: list[Any] = [p.pid, p.memory_bytes, p.activity_pct, p.mem_activity_pct]
+    if p.gpu_busy_ns is not None:
+        row.append(p.gpu_busy_ns)
+    return row
 
 
 def _util(g: GpuReading) -> dict[str, Any]:

@@ -13,10 +13,24 @@ from fleetwatt_agent.backends.base import Backend, Resolver
 from fleetwatt_agent.errors import ReplayFinished
 from fleetwatt_agent.ledger import IDLE, GpuLedger, JobGpuLedger
 from fleetwatt_agent.model import BackendInfo, GpuReading, JobInfo, ProcessReading, TickReading
-from fleetwatt_agent.power_model import PowerFit, PowerStats, calibrated_fit, solo_add, stats_add
-from fleetwatt_agent.split import DEFAULT_SPLIT, JobLoad, SplitChoice, job_loads, split_sample
+from fleetwatt_agent.power_model import (
+    JobSolo,
+    PowerFit,
+    PowerStats,
+    calibrated_fit,
+    solo_add,
+    solo_add_gpu_time,
+    stats_add,
+)
+from fleetwatt_agent.split import DEFAULT_SPLIT, GpuTimePower, JobLoad, SplitChoice, job_loads, split_sample
 
 log = logging.getLogger(__name__)
+
+# A process's GPU time in one sample is capped at this share of the sample: the counter is read a
+# flush late, so a busy second can report a little more than a second, but never much more.
+MAX_GPU_TIME_PCT = 150.0
+# Weight of the newest sample in the moving mean of a GPU's idle power (about 10 samples).
+IDLE_POWER_WEIGHT = 0.1
 
 
 class TickSink(Protocol):
@@ -38,6 +52,9 @@ class SamplerSettings:
     activity_carry: int = 1
     # How shared samples with NVML's per-process utilisation are split (--split; split.py).
     split: SplitChoice = DEFAULT_SPLIT
+    # Split shared samples by the processes' exact GPU time where they all report it (gpu_time). Off only
+    # to replay a trace as an agent without it would have split it (the accuracy campaign's comparison).
+    gpu_time: bool = True
 
     @property
     def gap_s(self) -> float:
@@ -99,6 +116,9 @@ class Sampler:
         # a shared sample needs it after the statistics changed.
         self.power_models: dict[str, PowerStats] = dict(power_models or {})
         self._fits: dict[str, PowerFit | None] = {}
+        # Per GPU model: every job's samples alone with its exact GPU time (the `gpu_time` split's figure
+        # for jobs never seen alone).
+        self.gpu_time_typical: dict[str, JobSolo] = {}
         self.samples_total = 0
         self.missed_total = 0
         self.gaps_total = 0
@@ -207,7 +227,7 @@ class Sampler:
         if g.power_w is not None:
             led.power_w = g.power_w
         led.memory_used_bytes = g.memory_used_bytes
-        procs = self._with_activity(led, g)
+        procs = self._with_gpu_time(led, self._with_activity(led, g), mono)
         loads = job_loads(procs, self.pid_job)
         for key, load in loads.items():
             job = led.job(key, wall)
@@ -239,9 +259,11 @@ class Sampler:
             energy_j = meter.add_sample(dt, g.power_w)
             model = self._fit(led.info.name) if self.settings.split == "sm_mem" and len(loads) > 1 else None
             solo = {k: led.jobs[k].solo for k in loads} if model is not None else None
-            fractions = split_sample(1.0, loads, g.signal, model, power_w=energy_j / dt, solo=solo)
+            gpu_power = self._gpu_time_power(led, loads) if len(loads) > 1 else None
+            fractions = split_sample(1.0, loads, g.signal, model, power_w=energy_j / dt, solo=solo, gpu_power=gpu_power)
             if g.signal == "sm":
                 self._calibrate(led, g, loads)
+            self._learn_gpu_time_power(led, loads, power_w=energy_j / dt, listed=bool(g.processes))
             residual = led.add_sample(dt_s=dt, wall=wall, energy_j=energy_j, fractions=fractions, loads=loads)
             out["sample_j"] = energy_j
             out["idle_j"] = fractions.idle_j * energy_j
@@ -283,6 +305,76 @@ class Sampler:
         }
         led.prev_mem_activity = {p.pid: p.mem_activity_pct for p in g.processes if p.mem_activity_pct is not None}
         return g.processes
+
+    def _with_gpu_time(
+        self, led: GpuLedger, procs: tuple[ProcessReading, ...], mono: float
+    ) -> tuple[ProcessReading, ...]:
+        """Each process's GPU time in this sample from two readings of its counter (gputime.py).
+
+        A process first listed in this sample started its counter at 0 within it, so the whole counter
+        is this sample's; one listed before without a counter, or whose counter went back, starts a
+        baseline here (unknown for this sample). Before the GPU's first sample nothing is known."""
+        listed = frozenset(p.pid for p in procs)
+        previous, was_listed = led.prev_gpu_busy_ns, led.prev_listed
+        led.prev_gpu_busy_ns = {p.pid: p.gpu_busy_ns for p in procs if p.gpu_busy_ns is not None}
+        led.prev_listed = listed
+        if led.last_mono is None or not led.prev_gpu_busy_ns or not self.settings.gpu_time:
+            return procs
+        dt = mono - led.last_mono
+        if dt <= 0.0:
+            return procs
+        out = []
+        for p in procs:
+            busy = p.gpu_busy_ns
+            before = previous.get(p.pid, None if p.pid in was_listed else 0)
+            if busy is None or before is None or busy < before:
+                out.append(p)
+                continue
+            pct = min((busy - before) / 1e9 / dt * 100.0, MAX_GPU_TIME_PCT)
+            out.append(replace(p, gpu_time_pct=pct))
+        return tuple(out)
+
+    def _gpu_time_power(self, led: GpuLedger, loads: Mapping[str, JobLoad]) -> GpuTimePower | None:
+        """What the `gpu_time` split needs, when every job present has its GPU time in this sample."""
+        if any(load.gpu_time_pct is None for load in loads.values()):
+            return None
+        p0 = led.idle_power_w
+        if p0 is None:
+            fit = calibrated_fit(self.power_models.get(led.info.name))
+            p0 = fit.p0_w if fit is not None else None
+        base = p0 or 0.0
+        own = {}
+        for key in loads:
+            w = led.jobs[key].solo_gpu_time.dynamic_w_per_sm_pct(base)
+            if w is not None:
+                own[key] = w
+        typical = self.gpu_time_typical.get(led.info.name)
+        return GpuTimePower(
+            p0_w=p0,
+            own_w_per_pct=own,
+            typical_w_per_pct=typical.dynamic_w_per_sm_pct(base) if typical is not None else None,
+        )
+
+    def _learn_gpu_time_power(
+        self, led: GpuLedger, loads: Mapping[str, JobLoad], *, power_w: float, listed: bool
+    ) -> None:
+        """The GPU's idle power from samples with no process on it; a job's own power per point of GPU
+        time from the samples where it had the GPU to itself and reported its GPU time."""
+        if not listed:
+            prev = led.idle_power_w
+            led.idle_power_w = power_w if prev is None else prev + IDLE_POWER_WEIGHT * (power_w - prev)
+            return
+        if len(loads) != 1:
+            return
+        ((key, load),) = loads.items()
+        if load.gpu_time_pct is None:
+            return
+        job = led.jobs[key]
+        job.solo_gpu_time = solo_add_gpu_time(job.solo_gpu_time, gpu_time_pct=load.gpu_time_pct, power_w=power_w)
+        name = led.info.name
+        self.gpu_time_typical[name] = solo_add_gpu_time(
+            self.gpu_time_typical.get(name, JobSolo()), gpu_time_pct=load.gpu_time_pct, power_w=power_w
+        )
 
     def _calibrate(self, led: GpuLedger, g: GpuReading, loads: Mapping[str, JobLoad]) -> None:
         """Feed the GPU model's power model with this sample if it is a calibration sample: exactly one job
@@ -344,6 +436,7 @@ class Sampler:
                     window={t: list(v) for t, v in led.window.items()},
                     prev_activity={},
                     prev_mem_activity={},
+                    prev_gpu_busy_ns={},
                 )
                 gpus.append(copy)
             return Snapshot(

@@ -10,13 +10,16 @@ Two ways to split a shared sample where NVML gives per-process utilisation (`--s
   static part p0 x dt goes to the jobs present in equal parts (occupancy), the rest by each job's
   dynamic power: its own W per point of SM time x sm where it has been seen alone on the GPU long enough
   (power_model.JobSolo), else the model's max(a sm + b mem, 0). Until the model is calibrated, `sm_time`.
+
+Whatever `--split` says, a shared sample where every job's processes report their exact GPU time (the
+opt-in injection library, gputime.py) is split by it: `gpu_time` (gpu_time_fractions).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
 from fleetwatt_agent.model import Method, ProcessReading, Signal
@@ -39,6 +42,23 @@ class JobLoad:
     # Memory activity summed over the processes that have the signal; None where none of them has it
     # (a version-1 trace, the DRM backend, or no driver sample for any of the job's processes).
     mem_activity_pct: float | None = None
+    # Exact GPU time in the sample, percent of its length, summed over the job's processes; None unless
+    # every one of them reported it (ProcessReading.gpu_time_pct).
+    gpu_time_pct: float | None = None
+
+
+@dataclass(frozen=True)
+class GpuTimePower:
+    """What the `gpu_time` split knows of one GPU's power.
+
+    p0_w: the GPU's power with nothing running (None: not known yet); own_w_per_pct: a job's energy
+    above p0 per point of its GPU time, learned while it had the GPU to itself (power_model.JobSolo over
+    its exact GPU time); typical_w_per_pct: the same over every job seen alone on a GPU of this model,
+    for the jobs never seen alone (None: none seen yet)."""
+
+    p0_w: float | None = None
+    own_w_per_pct: Mapping[str, float] = field(default_factory=dict)
+    typical_w_per_pct: float | None = None
 
 
 @dataclass(frozen=True)
@@ -53,6 +73,7 @@ def job_loads(processes: Iterable[ProcessReading], job_of: Mapping[int, str]) ->
     mem: dict[str, int] = {}
     act: dict[str, float] = {}
     mem_act: dict[str, float] = {}
+    gpu_time: dict[str, float | None] = {}
     pids: dict[str, list[int]] = {}
     for proc in processes:
         key = job_of.get(proc.pid)
@@ -62,8 +83,10 @@ def job_loads(processes: Iterable[ProcessReading], job_of: Mapping[int, str]) ->
         act[key] = act.get(key, 0.0) + max(proc.activity_pct or 0.0, 0.0)
         if proc.mem_activity_pct is not None:
             mem_act[key] = mem_act.get(key, 0.0) + max(proc.mem_activity_pct, 0.0)
+        known = gpu_time.get(key, 0.0)
+        gpu_time[key] = None if known is None or proc.gpu_time_pct is None else known + max(proc.gpu_time_pct, 0.0)
         pids.setdefault(key, []).append(proc.pid)
-    return {k: JobLoad(mem[k], act[k], tuple(pids[k]), mem_act.get(k)) for k in mem}
+    return {k: JobLoad(mem[k], act[k], tuple(pids[k]), mem_act.get(k), gpu_time[k]) for k in mem}
 
 
 def split_sample(
@@ -73,11 +96,13 @@ def split_sample(
     model: PowerFit | None = None,
     power_w: float | None = None,
     solo: Mapping[str, JobSolo] | None = None,
+    gpu_power: GpuTimePower | None = None,
 ) -> SampleSplit:
     """Split one sample's energy.
 
     - no job: all idle;
     - one job: `whole_gpu`;
+    - several, each with its exact GPU time in the sample: `gpu_time` (`gpu_time_fractions`);
     - several, with a calibrated power `model` of the GPU (given only under `--split sm_mem`), NVML's
       signal, memory activity from the driver, some job active (SM or memory) and the sample's mean
       board power `power_w` (energy / length) known: `sm_mem` (`sm_mem_fractions`);
@@ -90,6 +115,9 @@ def split_sample(
     if len(jobs) == 1:
         (key,) = jobs
         return SampleSplit("whole_gpu", {key: energy_j}, 0.0)
+    if all(load.gpu_time_pct is not None for load in jobs.values()):
+        fractions = gpu_time_fractions(jobs, gpu_power or GpuTimePower(), power_w)
+        return SampleSplit("gpu_time", proportional(energy_j, fractions), 0.0)
     if (
         model is not None
         and model.calibrated
@@ -109,6 +137,31 @@ def split_sample(
         method = "memory"
         weights = _memory_weights(jobs)
     return SampleSplit(method, proportional(energy_j, weights), 0.0)
+
+
+def gpu_time_fractions(jobs: Mapping[str, JobLoad], power: GpuTimePower, power_w: float | None) -> dict[str, float]:
+    """Each job's fraction of a shared sample by its exact GPU time (they add up to 1).
+
+    As the truth of docs/accuracy.md: the static part p0 x dt (a fraction p0 / power_w, clamped to
+    [0, 1]; 0 while p0 or the sample's power is unknown) goes to the jobs present in equal parts, the rest
+    in proportion to each job's GPU time x its energy above p0 per point of GPU time. A job's own figure
+    comes from its samples alone (the energy it made the GPU draw per second of its kernels, pauses that
+    keep the clocks up included), else the GPU model's typical one, else the mean of the others' (or plain
+    GPU time when no job has a figure). Nobody ran anything: equal parts. Scaling to the sample's
+    measured energy charges power drawn together beyond the parts alone in proportion to those parts."""
+    n = len(jobs)
+    static = 0.0
+    if power.p0_w is not None and power_w is not None and power_w > 0.0:
+        static = min(max(power.p0_w / power_w, 0.0), 1.0)
+    known = [w for k, w in power.own_w_per_pct.items() if k in jobs]
+    fallback = power.typical_w_per_pct
+    if fallback is None:
+        fallback = math.fsum(known) / len(known) if known else 1.0
+    dynamic = {k: max(load.gpu_time_pct or 0.0, 0.0) * power.own_w_per_pct.get(k, fallback) for k, load in jobs.items()}
+    total = math.fsum(dynamic.values())
+    if total <= 0.0:
+        return dict.fromkeys(jobs, 1.0 / n)
+    return {k: static / n + (1.0 - static) * (w / total) for k, w in dynamic.items()}
 
 
 def sm_mem_fractions(

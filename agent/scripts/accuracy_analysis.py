@@ -11,7 +11,11 @@ The truth of a shared run, for jobs of fixed work:
     by occupancy (each second's among the jobs present in it, equally), the rest E - P0 x T in
     proportion to the jobs' D.
 The agent's shares: its energy per job over the whole campaign, replayed from its recording with each
-split method, each job's over the jobs of the run.
+split method, each job's over the jobs of the run. `sm_time` and `sm_mem` are replayed as an agent
+without exact GPU time would have split; `gpu_time` (a trace whose processes carry the injection
+library's counters) as the agent splits by default when they do.
+Beside them, two time shares of each mix: NVML's (each process's SM time over the run, as the driver's
+samples gave it) and CUPTI's (each process's exact GPU time over the run, from the library's intervals).
 """
 
 from __future__ import annotations
@@ -149,9 +153,13 @@ def true_shares(run: RunEnergy, idle_w: float, dynamic_j: dict[str, float]) -> d
     return {p: v / total for p, v in parts.items()}
 
 
+GPU_TIME = "gpu_time"  # a method of the tables: the replay with the processes' exact GPU time
+
+
 def replay(trace: Path, split: str, sink: Any = None) -> Any:
     """Run the agent's sampler over a recording (gzip or plain) with `split`; the sampler at the end.
 
+    `split` is one of SPLITS (exact GPU time ignored) or GPU_TIME (the default split, exact GPU time used).
     `sink` receives every tick as the recorder does (write_tick), e.g. to check the invariant."""
     from fleetwatt_agent.backends.replay import ReplayBackend
     from fleetwatt_agent.errors import ReplayFinished
@@ -170,7 +178,8 @@ def replay(trace: Path, split: str, sink: Any = None) -> Any:
             interval_s=float(head.get("interval_s", 1.0)),
             energy_interval_s=float(head.get("energy_interval_s", 10.0)),
             linger_s=1e12,  # keep every job's counters to the end
-            split=_split(split),
+            split=_split(split) if split != GPU_TIME else "sm_time",
+            gpu_time=split == GPU_TIME,
         )
         sampler = Sampler(backend, info, backend.resolver(), settings, sink=sink)
         try:
@@ -221,6 +230,50 @@ def agent_shares(energy: dict[str, float], pids: Sequence[int]) -> dict[int, flo
     return {p: by_pid[p] / total for p in pids}
 
 
+def has_gpu_time(trace: Path) -> bool:
+    """Whether any process of the recording carries a GPU-time counter."""
+    opener = gzip.open if str(trace).endswith(".gz") else open
+    with opener(trace, "rt", encoding="utf-8") as f:
+        f.readline()
+        for line in f:
+            if any(len(p) > 4 for g in json.loads(line)["gpus"] for p in g["processes"]):
+                return True
+    return False
+
+
+def nvml_time(trace: Path, pids: Sequence[int], t0: float, t1: float) -> dict[int, float] | None:
+    """Each pid's share of the SM time NVML gave the run's processes within [t0, t1] (the driver's
+    per-process samples as the agent read them, x each tick's length)."""
+    opener = gzip.open if str(trace).endswith(".gz") else open
+    sm = dict.fromkeys(pids, 0.0)
+    last: float | None = None
+    with opener(trace, "rt", encoding="utf-8") as f:
+        f.readline()
+        for line in f:
+            tick = json.loads(line)
+            mono, t = float(tick["mono"]), float(tick["t"])
+            dt = mono - last if last is not None else 0.0
+            last = mono
+            if not t0 <= t <= t1 + 1.0:
+                continue
+            for g in tick["gpus"]:
+                for p in g["processes"]:
+                    if int(p[0]) in sm and p[2] is not None:
+                        sm[int(p[0])] += float(p[2]) * dt
+    total = math.fsum(sm.values())
+    return {p: v / total for p, v in sm.items()} if total > 0 else None
+
+
+def cupti_time(run: dict[str, Any], pids: Sequence[int]) -> dict[int, float] | None:
+    """Each pid's share of the exact GPU time of the run's processes (the campaign's reduced dumps)."""
+    reduced = (run.get("gputime") or {}).get("pids") or {}
+    busy = {p: (reduced.get(str(p)) or {}).get("busy_s") for p in pids}
+    if any(v is None for v in busy.values()):
+        return None
+    total = math.fsum(float(v) for v in busy.values() if v is not None)
+    return {p: float(busy[p] or 0.0) / total for p in pids} if total > 0 else None
+
+
 def load_campaign(path: Path) -> dict[str, Any]:
     with gzip.open(path, "rt", encoding="utf-8") as f:
         data: dict[str, Any] = json.load(f)
@@ -232,9 +285,12 @@ def analyse(campaign_path: Path, trace_path: Path, methods: Sequence[str] | None
     campaign = load_campaign(campaign_path)
     mon = Monitor.from_columns(campaign["monitor"])
     idle_by_rep = {int(w["rep"]): idle_power_w(mon, w) for w in campaign["idle_windows"] if int(w["rep"]) >= 0}
-    methods = list(methods) if methods is not None else list(SPLITS)
+    if methods is None:
+        methods = [*SPLITS, *([GPU_TIME] if has_gpu_time(trace_path) else [])]
+    methods = list(methods)
     energy = {m: agent_energy(trace_path, m) for m in methods}
     runs = [r for r in (run_energy(mon, run) for run in campaign["runs"]) if r is not None]
+    raw_runs = {(str(run["label"]), int(run["rep"])): run for run in campaign["runs"]}
 
     def idle_of(rep: int) -> float:
         return idle_by_rep.get(rep, idle_by_rep.get(0, 0.0))
@@ -280,6 +336,14 @@ def analyse(campaign_path: Path, trace_path: Path, methods: Sequence[str] | None
                 continue
             row[m] = [round(100 * got[p], 2) for p in r.pids]
             row[f"{m}_error_points"] = round(max(abs(100 * (got[p] - truth[p])) for p in r.pids), 2)
+        if GPU_TIME in methods:
+            raw = raw_runs[(r.label, r.rep)]
+            for key, shares in (
+                ("time_nvml", nvml_time(trace_path, r.pids, r.t0, r.t1)),
+                ("time_cupti", cupti_time(raw, r.pids)),
+            ):
+                row[key] = [round(100 * shares[p], 2) for p in r.pids] if shares else None
+            row["overlap_s"] = round(float((raw.get("gputime") or {}).get("overlap_s", 0.0)), 3)
         mix = mixes.setdefault(name, {"kinds": list(r.kinds), "reps": []})
         mix["reps"].append(row)
 
@@ -303,6 +367,10 @@ def analyse(campaign_path: Path, trace_path: Path, methods: Sequence[str] | None
                 "max_error_points": round(max(errors), 2),
                 "mixes": len(errors),
             }
+    if GPU_TIME in methods:
+        summary["time_shares"] = _time_summary(mixes)
+    if campaign.get("overhead"):
+        summary["overhead_pct"] = {k: v["overhead_pct"] for k, v in campaign["overhead"].get("kinds", {}).items()}
     return {
         "gpu": campaign.get("gpu", {}),
         "idle_power_w": {str(k): round(v, 2) for k, v in idle_by_rep.items()},
@@ -315,6 +383,25 @@ def analyse(campaign_path: Path, trace_path: Path, methods: Sequence[str] | None
     }
 
 
+def _time_summary(mixes: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """Where the error of a split of NVML's shares comes from, in mean points of the first job's share:
+    NVML's time against the exact time (its sampling and bias), the exact time against the truth (what
+    power, not time, decides), over the measurements that have both."""
+    nvml, cupti_truth = [], []
+    for mix in mixes.values():
+        for rep in mix["reps"]:
+            if rep.get("time_nvml") and rep.get("time_cupti"):
+                nvml.append(abs(rep["time_nvml"][0] - rep["time_cupti"][0]))
+                cupti_truth.append(abs(rep["time_cupti"][0] - rep["true"][0]))
+    if not nvml:
+        return {}
+    return {
+        "nvml_vs_exact_time_points": round(statistics.fmean(nvml), 2),
+        "exact_time_vs_truth_points": round(statistics.fmean(cupti_truth), 2),
+        "measurements": len(nvml),
+    }
+
+
 def _mean_lists(rows: list[list[float]]) -> list[float]:
     return [round(statistics.fmean(col), 2) for col in zip(*rows, strict=True)]
 
@@ -324,12 +411,16 @@ def _spread(values: list[float]) -> float:
 
 
 def table(results: dict[str, Any]) -> str:
-    """The results as a Markdown table (docs/accuracy.md): the first job's share in each mix."""
+    """The results as a Markdown table (docs/accuracy.md): the first job's share in each mix; with exact
+    GPU time, NVML's and CUPTI's time shares of the first job beside them."""
     methods = results["methods"]
+    times = GPU_TIME in methods
     head = "| mix | true share of the first job | " + " | ".join(
         f"{m}: share / error (points) / spread" for m in methods
     )
-    lines = [head + " | true spread |", "|" + " --- |" * (3 + len(methods))]
+    if times:
+        head += " | time share: NVML / exact"
+    lines = [head + " | true spread |", "|" + " --- |" * (3 + len(methods) + times)]
     for name, mix in results["mixes"].items():
         cells = [name, f"{mix['true_mean'][0]:.1f} %"]
         for m in methods:
@@ -339,9 +430,19 @@ def table(results: dict[str, Any]) -> str:
                 )
             else:
                 cells.append("-")
+        if times:
+            nv = [r["time_nvml"][0] for r in mix["reps"] if r.get("time_nvml")]
+            cu = [r["time_cupti"][0] for r in mix["reps"] if r.get("time_cupti")]
+            cells.append(f"{statistics.fmean(nv):.1f} % / {statistics.fmean(cu):.1f} %" if nv and cu else "-")
         cells.append(f"{mix['true_spread_points']:.1f}")
         lines.append("| " + " | ".join(cells) + " |")
-    for m, s in results["summary"].items():
-        worst, n = s["max_error_points"], s["mixes"]
-        lines.append(f"\n{m}: mean absolute error {s['mean_abs_error_points']} points, worst {worst} ({n} mixes)")
+    for m in methods:
+        s = results["summary"].get(m)
+        if s:
+            worst, n = s["max_error_points"], s["mixes"]
+            lines.append(f"\n{m}: mean absolute error {s['mean_abs_error_points']} points, worst {worst} ({n} mixes)")
+    if results["summary"].get("time_shares"):
+        lines.append(f"\ntime shares (first job, mean points): {results['summary']['time_shares']}")
+    if results["summary"].get("overhead_pct"):
+        lines.append(f"overhead of the library, % of a job's work time: {results['summary']['overhead_pct']}")
     return "\n".join(lines)

@@ -12,6 +12,11 @@ the GPU. A second thread keeps every raw per-process utilisation sample the driv
 driver's own sampling can be studied apart from the agent's reading of it. --stagger-s starts each job of
 a mix that many seconds after the one before it, so that the first is seen alone before it shares
 (--stagger-reversed: the last named starts first).
+--gputime-lib PATH (agent/gputime/build.sh's libfleetwatt_gputime.so) runs every workload with the exact
+GPU-time injection library and the agent reading its files; each run's every busy interval (the library's
+dump) is reduced to each process's busy seconds, 100 ms bins and the time it overlapped the others'.
+--overhead-reps N first runs each of --overhead-kinds alone N times without and with the library, to
+measure what it costs a job.
 Nothing here changes a setting of the GPU.
 
 Writes into --out: campaign.json.gz (everything measured: the runs, the monitor's samples, the GPU's
@@ -97,6 +102,11 @@ class Campaign:
         self.stop_monitor = threading.Event()
         self.agent: subprocess.Popen[bytes] | None = None
         self.agent_log: IO[bytes] | None = None
+        self.gputime_dir = self.work / "gputime"
+        self.dump_prefix = self.work / "dumps" / "intervals"
+        if args.gputime_lib:
+            self.gputime_dir.mkdir(parents=True, exist_ok=True)
+            self.dump_prefix.parent.mkdir(parents=True, exist_ok=True)
         if self.control is not None:
             os.environ["FAKE_NVML_STATE"] = str(self.control)
             sys.path.insert(0, str(REPO / "tests" / "agent" / "fake_nvml"))
@@ -112,8 +122,13 @@ class Campaign:
         print(line, flush=True)
         self.log_file.write(line + "\n")
 
-    def env(self) -> dict[str, str]:
+    def env(self, gputime: bool = False, dump: bool = True) -> dict[str, str]:
         env = dict(os.environ)
+        if gputime and self.args.gputime_lib:
+            env["CUDA_INJECTION64_PATH"] = str(Path(self.args.gputime_lib).resolve())
+            env["FLEETWATT_GPUTIME_DIR"] = str(self.gputime_dir)
+            if dump:
+                env["FLEETWATT_GPUTIME_DUMP"] = str(self.dump_prefix)
         paths = [str(AGENT_SRC)]
         if self.control is not None:
             paths.insert(0, str(REPO / "tests" / "agent" / "fake_nvml"))
@@ -216,7 +231,10 @@ class Campaign:
 
     # -- the agent ------------------------------------------------------------------------------------
     def start_agent(self) -> None:
-        cmd = agent_command("h200-accuracy", ["--record", str(self.work / "trace.jsonl"), *self.args.agent_arg])
+        gputime = ["--gpu-time-dir", str(self.gputime_dir) if self.args.gputime_lib else ""]
+        cmd = agent_command(
+            "h200-accuracy", ["--record", str(self.work / "trace.jsonl"), *gputime, *self.args.agent_arg]
+        )
         self.log(f"start agent: {' '.join(cmd[1:])}")
         self.agent_log = open(self.out / "agent.log", "ab")  # noqa: SIM115 - closed at exit
         self.agent = subprocess.Popen(cmd, env=self.env(), stdout=subprocess.PIPE, stderr=self.agent_log)
@@ -234,7 +252,7 @@ class Campaign:
             self.agent_log.close()
 
     # -- the workloads --------------------------------------------------------------------------------
-    def spawn(self, kind: str, iters: int, burst: int = 1) -> Child:
+    def spawn(self, kind: str, iters: int, burst: int = 1, gputime: bool = True, dump: bool = True) -> Child:
         cmd = [sys.executable, str(HERE / "accuracy_workloads.py"), kind, "--iters", str(iters), "--burst", str(burst)]
         if kind == "calibrate":
             cmd += ["--seconds", str(self.args.calibrate_s)]
@@ -242,7 +260,7 @@ class Campaign:
             cmd += ["--fake", str(self.args.fake_unit_s)]
         proc = subprocess.Popen(
             cmd,
-            env=self.env(),
+            env=self.env(gputime=gputime and kind != "calibrate", dump=dump),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log_file,
@@ -295,10 +313,15 @@ class Campaign:
                 c.reader.join(timeout=5)  # its last line, the report, is read
             report = next((json.loads(x) for x in reversed(c.lines) if x.startswith("{")), None)
             jobs.append({"kind": c.kind, "pid": c.proc.pid, "report": report})
+        result = {"label": label, "rep": rep, "t_go": t_go, "t_done": t_done, "status": status, "jobs": jobs}
+        if self.args.gputime_lib:
+            result["gputime"] = gputime_reduce(self.dump_prefix, [c.proc.pid for c in children], t_go)
         self.log(
-            f"{label} rep {rep}: {t_done - t_go:.1f} s {status} " + " ".join(f"{c.kind}={c.proc.pid}" for c in children)
+            f"{label} rep {rep}: {t_done - t_go:.1f} s {status} "
+            + " ".join(f"{c.kind}={c.proc.pid}" for c in children)
+            + _busy_note(result.get("gputime"))
         )
-        return {"label": label, "rep": rep, "t_go": t_go, "t_done": t_done, "status": status, "jobs": jobs}
+        return result
 
     def wait_idle(self, quiet_s: float = 1.5, timeout: float = 60.0) -> None:
         """Until the driver has listed no process for `quiet_s` (the agent sees each run end)."""
@@ -319,6 +342,143 @@ class Campaign:
         t0 = time.time()
         time.sleep(seconds)
         return {"t0": t0, "t1": time.time()}
+
+
+def overhead(c: Campaign, kinds: list[str], iters: dict[str, int], burst: int) -> dict[str, Any]:
+    """Each kind alone, --overhead-reps times without and with the injection library (the order swapped
+    every repetition): its work time (t_end - t_ready: the fixed work, after the context and tensors are
+    ready) and its start (t_ready - t_go: CUDA's start, where the library loads)."""
+    runs: list[dict[str, Any]] = []
+    plan = []
+    for rep in range(c.args.overhead_reps):
+        for kind in kinds:
+            order = (False, True) if rep % 2 == 0 else (True, False)
+            plan += [(rep, kind, with_lib) for with_lib in order]
+    if not plan:
+        return {"runs": [], "kinds": {}}
+    spawned = c.spawn(plan[0][1], iters[plan[0][1]], burst, gputime=plan[0][2], dump=False)
+    for i, (rep, kind, with_lib) in enumerate(plan):
+        child = spawned
+        if i + 1 < len(plan):
+            _, k2, w2 = plan[i + 1]
+            spawned = c.spawn(k2, iters[k2], burst, gputime=w2, dump=False)
+        label = f"overhead:{kind}:{'gputime' if with_lib else 'plain'}"
+        result = c.run_group(label, rep, [child])
+        report = result["jobs"][0]["report"] or {}
+        if result["status"] == "ok" and report:
+            runs.append(
+                {
+                    "kind": kind,
+                    "rep": rep,
+                    "gputime": with_lib,
+                    "work_s": report["t_end"] - report["t_ready"],
+                    "start_s": report["t_ready"] - report["t_go"],
+                }
+            )
+    summary: dict[str, Any] = {}
+    for kind in kinds:
+        plain = [r["work_s"] for r in runs if r["kind"] == kind and not r["gputime"]]
+        lib = [r["work_s"] for r in runs if r["kind"] == kind and r["gputime"]]
+        if plain and lib:
+            p, w = sum(plain) / len(plain), sum(lib) / len(lib)
+            summary[kind] = {
+                "plain_s": round(p, 4),
+                "gputime_s": round(w, 4),
+                "overhead_pct": round(100.0 * (w - p) / p, 2),
+                "plain_runs": [round(x, 4) for x in plain],
+                "gputime_runs": [round(x, 4) for x in lib],
+                "start_plain_s": round(
+                    sum(r["start_s"] for r in runs if r["kind"] == kind and not r["gputime"]) / len(plain), 3
+                ),
+                "start_gputime_s": round(
+                    sum(r["start_s"] for r in runs if r["kind"] == kind and r["gputime"]) / len(lib), 3
+                ),
+            }
+            c.log(f"overhead {kind}: {summary[kind]}")
+    return {"runs": runs, "kinds": summary}
+
+
+def gputime_reduce(prefix: Path, pids: list[int], t_go: float, bin_s: float = 0.1) -> dict[str, Any]:
+    """Each process's busy intervals (the library's dump, CLOCK_REALTIME ns) reduced to what the analysis
+    needs: busy seconds (their union), the number of intervals, busy seconds per `bin_s` from t_go, and
+    the seconds during which two processes' intervals overlapped (no context switch record in CUDA 13.0:
+    with time slicing, an interval may include the other context's slices). The dumps are then removed."""
+    import numpy as np
+
+    unions: dict[int, Any] = {}
+    out: dict[str, Any] = {"bin_s": bin_s, "t0": t_go, "pids": {}}
+    for pid in pids:
+        path = Path(f"{prefix}.{pid}")
+        if not path.exists():
+            out["pids"][str(pid)] = None
+            continue
+        raw = np.fromfile(path, dtype="<u8").reshape(-1, 3)
+        path.unlink()
+        starts, ends = raw[:, 1].astype(np.int64), raw[:, 2].astype(np.int64)
+        order = np.argsort(starts, kind="stable")
+        starts, ends = starts[order], ends[order]
+        if len(starts):
+            reach = np.maximum.accumulate(ends)
+            new = np.ones(len(starts), dtype=bool)
+            new[1:] = starts[1:] > reach[:-1]
+            idx = np.flatnonzero(new)
+            u_start = starts[idx]
+            u_end = reach[np.r_[idx[1:] - 1, len(starts) - 1]]  # a group ends at its running max
+        else:
+            u_start = u_end = np.zeros(0, dtype=np.int64)
+        unions[pid] = (u_start, u_end)
+        busy = int((u_end - u_start).sum())
+        t0_ns = int(t_go * 1e9)
+        nbins = int(max(((u_end.max() - t0_ns) / 1e9) / bin_s + 1, 1)) if len(u_end) else 0
+        bins = np.zeros(max(nbins, 0), dtype=np.float64)
+        bin_ns = int(bin_s * 1e9)
+        a_all, b_all = np.maximum(u_start, t0_ns), np.maximum(u_end, t0_ns)
+        ka, kb = (a_all - t0_ns) // bin_ns, (np.maximum(b_all - 1, a_all) - t0_ns) // bin_ns
+        same = ka == kb
+        np.add.at(bins, ka[same], (b_all - a_all)[same])
+        for a, b in zip(a_all[~same].tolist(), b_all[~same].tolist(), strict=True):  # across bin edges
+            while a < b:
+                k = (a - t0_ns) // bin_ns
+                edge = t0_ns + (k + 1) * bin_ns
+                if k < len(bins):
+                    bins[k] += min(b, edge) - a
+                a = min(b, edge)
+        out["pids"][str(pid)] = {
+            "busy_s": busy / 1e9,
+            "intervals": len(starts),
+            "first": (int(u_start[0]) / 1e9) if len(u_start) else None,
+            "last": (int(u_end[-1]) / 1e9) if len(u_end) else None,
+            "bins_ms": [round(x / 1e6, 3) for x in bins.tolist()],
+        }
+    overlap = 0
+    keys = [p for p in pids if p in unions]
+    for i, a in enumerate(keys):
+        for b in keys[i + 1 :]:
+            overlap += _overlap_ns(unions[a], unions[b])
+    out["overlap_s"] = overlap / 1e9
+    return out
+
+
+def _overlap_ns(x: Any, y: Any) -> int:
+    """Total length of the intersection of two sorted disjoint interval lists."""
+    (xs, xe), (ys, ye) = x, y
+    i = j = total = 0
+    while i < len(xs) and j < len(ys):
+        lo, hi = max(int(xs[i]), int(ys[j])), min(int(xe[i]), int(ye[j]))
+        if hi > lo:
+            total += hi - lo
+        if int(xe[i]) < int(ye[j]):
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def _busy_note(reduced: dict[str, Any] | None) -> str:
+    if not reduced:
+        return ""
+    busy = [f"{v['busy_s']:.2f}" if v else "-" for v in reduced["pids"].values()]
+    return f" (GPU time {'/'.join(busy)} s, overlap {reduced['overlap_s']:.2f} s)"
 
 
 def plan_iters(rates: dict[str, float], target_s: float) -> tuple[dict[str, int], int]:
@@ -351,6 +511,9 @@ def main() -> int:
     parser.add_argument("--budget-s", type=float, default=540.0, help="stop starting runs after this")
     parser.add_argument("--agent-arg", action="append", default=[], help="extra agent argument (repeat)")
     parser.add_argument("--agent-tail-s", type=float, default=12.0, help="idle at the end: the agent's window closes")
+    parser.add_argument("--gputime-lib", default="", help="libfleetwatt_gputime.so: run the jobs with it")
+    parser.add_argument("--overhead-reps", type=int, default=0, help="runs alone without and with the library")
+    parser.add_argument("--overhead-kinds", default="mm,copy,xfmr,tiny")
     parser.add_argument("--dry-run", action="store_true")
     parser.add_argument("--fake-unit-s", type=float, default=0.01)
     args = parser.parse_args()
@@ -383,6 +546,8 @@ def main() -> int:
         iters, burst = plan_iters(rates, args.target_s)
         campaign.update({"rates": rates, "iters": iters, "duty_burst": burst})
         c.log(f"rates {rates} -> iters {iters}, duty burst {burst}")
+        if args.overhead_reps and args.gputime_lib:
+            campaign["overhead"] = overhead(c, [k for k in args.overhead_kinds.split(",") if k], iters, burst)
         needed = {k for kinds in mixes.values() for k in kinds}  # each kind a mix uses, alone first
         groups: list[tuple[str, tuple[str, ...]]] = [(f"alone:{k}", (k,)) for k in ALONE if k in needed]
         groups += [(f"mix:{name}", kinds) for name, kinds in mixes.items()]

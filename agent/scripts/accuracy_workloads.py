@@ -12,14 +12,19 @@ Kinds (one unit of work each):
   duty    one cycle: `--burst` mm units, synchronise, sleep 60 ms (busy about 40 % of the time alone)
   tiny    an add on a 4,096-element tensor (launch-bound: many tiny kernels)
   holder  holds 10 GiB; a 1024 x 1024 fp16 product, synchronise, sleep 0.2 s (the seed's light job)
---fake SECONDS_PER_UNIT: no GPU, no torch; sleep instead (the campaign's dry run).
+--fake SECONDS_PER_UNIT: no GPU, no torch; sleep instead (the campaign's dry run). With
+FLEETWATT_GPUTIME_DIR set (the campaign's --gputime-lib), the fake also plays the GPU-time library: its
+state file (busy half of the time) and its interval dump, in the library's formats.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import struct
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -141,6 +146,57 @@ def calibrate(torch: Any, seconds: float) -> dict[str, float]:
     return rates
 
 
+class FakeGpuTime:
+    """The injection library's files as agent/gputime/fleetwatt_gputime.c writes them, for the dry run:
+    busy the first half of every 20 ms while working, on the fake GPU 0 (fake NVML's UUID)."""
+
+    def __init__(self, folder: str, dump: str | None) -> None:
+        pid = os.getpid()
+        self.pidns = os.stat("/proc/self/ns/pid").st_ino
+        with open("/proc/self/stat") as f:
+            self.start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        self.path = os.path.join(folder, f"{self.pidns}-{pid}.json")
+        self.dump = open(f"{dump}.{pid}", "wb") if dump else None  # noqa: SIM115 - closed in stop()
+        self.busy_ns = 0
+        self.working = False
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stopped.wait(0.02):
+            if self.working:
+                now = time.time_ns()
+                self.busy_ns += 10_000_000
+                if self.dump:
+                    self.dump.write(struct.pack("<3Q", 0, now - 20_000_000, now - 10_000_000))
+            self._write(final=False)
+
+    def _write(self, final: bool) -> None:
+        doc = {
+            "format": "fleetwatt-gputime",
+            "version": 1,
+            "pid": os.getpid(),
+            "pidns": self.pidns,
+            "start_ticks": self.start_ticks,
+            "written_ns": time.time_ns(),
+            "final": final,
+            "dropped_records": 0,
+            "gpus": [{"device": 0, "uuid": "GPU-fake-0000", "busy_ns": self.busy_ns, "records": 1}],
+        }
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(json.dumps(doc, separators=(",", ":")))
+        os.replace(tmp, self.path)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.thread.join()
+        self._write(final=True)
+        if self.dump:
+            self.dump.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("kind", choices=[*KINDS, "calibrate"])
@@ -167,9 +223,16 @@ def main() -> int:
         print(json.dumps({"rates": rates, "t_go": t_go, "t_end": time.time()}), flush=True)
         return 0
     if torch is None:
+        gputime = None
+        if os.environ.get("FLEETWATT_GPUTIME_DIR"):
+            gputime = FakeGpuTime(os.environ["FLEETWATT_GPUTIME_DIR"], os.environ.get("FLEETWATT_GPUTIME_DUMP"))
         time.sleep(0.3)
         t_ready = time.time()
+        if gputime:
+            gputime.working = True
         time.sleep(args.iters * args.fake)
+        if gputime:
+            gputime.stop()
     else:
         run = build(args.kind, torch, args.burst)
         torch.cuda.synchronize()

@@ -197,7 +197,8 @@ def test_true_shares_split_idle_by_occupancy_and_the_rest_by_dynamic_energy_alon
 
 
 def test_the_campaign_runs_end_to_end_without_a_gpu(tmp_path: Path) -> None:
-    """The script's dry run (fake NVML, sleeping workloads): the agent, the monitor, the analysis."""
+    """The script's dry run (fake NVML, sleeping workloads that also play the GPU-time library's files):
+    the agent reading those files, the monitor, the overhead runs, the analysis with gpu_time."""
     out = tmp_path / "out"
     proc = subprocess.run(
         [
@@ -220,6 +221,12 @@ def test_the_campaign_runs_end_to_end_without_a_gpu(tmp_path: Path) -> None:
             "mm+copy",
             "--stagger-s",
             "0.3",
+            "--gputime-lib",
+            "fake",
+            "--overhead-reps",
+            "1",
+            "--overhead-kinds",
+            "mm",
         ],
         capture_output=True,
         text=True,
@@ -243,3 +250,10 @@ def test_the_campaign_runs_end_to_end_without_a_gpu(tmp_path: Path) -> None:
         ticks = [json.loads(line) for line in f][1:]
     raw = [g["util"] for t in ticks for g in t["gpus"] if "util" in g]
     assert raw and any(u["samples"] for u in raw), "the agent records the raw samples it read"
+    # the GPU-time files: read by the agent, recorded, split by, and the library's intervals reduced
+    assert any(len(p) == 5 for t in ticks for g in t["gpus"] for p in g["processes"])
+    assert results["methods"] == ["sm_time", "sm_mem", "gpu_time"]
+    rep = results["mixes"]["mm+copy"]["reps"][0]
+    assert rep["gpu_time"] is not None and rep["time_cupti"] is not None and rep["time_nvml"] is not None
+    assert all(v["busy_s"] > 0.1 for v in mix["gputime"]["pids"].values())
+    assert set(campaign["overhead"]["kinds"]) == {"mm"} and "overhead_pct" in results["summary"]

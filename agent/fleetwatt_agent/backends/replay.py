@@ -149,11 +149,19 @@ def _gpu(g: dict[str, Any]) -> GpuReading:
 
 
 def _process(p: list[Any]) -> ProcessReading:
-    """[pid, memory_bytes, activity_pct, mem_activity_pct]; version 1 traces stop at activity_pct."""
+    """[pid, memory_bytes, activity_pct, mem_activity_pct (, gpu_busy_ns)]; version 1 traces stop at
+    activity_pct; the GPU-time counter is there only for processes that keep one."""
     sm = p[2] if len(p) > 2 else None
     mem = p[3] if len(p) > 3 else None
+    busy = p[4] if len(p) > 4 else None
+    if busy is not None and (not isinstance(busy, int) or isinstance(busy, bool) or busy < 0):
+        raise TraceFormatError(f"a process's GPU-time counter must be a non-negative integer, got {busy!r}")
     return ProcessReading(
-        int(p[0]), int(p[1]), float(sm) if sm is not None else None, float(mem) if mem is not None else None
+        int(p[0]),
+        int(p[1]),
+        float(sm) if sm is not None else None,
+        float(mem) if mem is not None else None,
+        gpu_busy_ns=busy,
     )
 
 

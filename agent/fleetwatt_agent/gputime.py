@@ -1,0 +1,232 @@
+"""The exact GPU time of processes that run the opt-in injection library (agent/gputime/).
+
+A process started with CUDA_INJECTION64_PATH naming libfleetwatt_gputime.so keeps, in the folder
+--gpu-time-dir (FLEETWATT_GPUTIME_DIR for the process; /run/fleetwatt/gputime by default), one small
+JSON file, rewritten every 200 ms: per GPU UUID the nanoseconds its kernels, copies and fills kept the
+GPU busy so far (the union of their intervals, from CUPTI). This module finds a host PID's file and
+reads that counter; the sampler turns counters into each sample's busy seconds (sampler.py).
+
+A process in a container writes its own PID as its namespace sees it, so the file is named by the PID
+namespace's inode and that PID (`<pidns>-<pid>.json`), both read here from /proc/<host pid>. The file
+also names the process's start time (clock ticks since boot, /proc/<pid>/stat field 22), so a reused
+PID never reads a dead process's counter, and it must belong to the process's own user (or root).
+The counter is the job's own report: docs/agent.md ("Exact GPU time") says what a site trusts with it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from fleetwatt_agent.backends.base import Backend, Resolver
+from fleetwatt_agent.model import BackendInfo, TickReading
+
+log = logging.getLogger(__name__)
+
+FORMAT = "fleetwatt-gputime"
+VERSION = 1
+DEFAULT_DIR = "/run/fleetwatt/gputime"
+# A file not rewritten for this long belongs to a process that is gone (it rewrites every 0.2 s).
+STALE_S = 3600.0
+# Files the library wrote at exit are removed once this old (the agent has read them by then).
+FINAL_KEEP_S = 600.0
+MAX_FILE_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class ProcessIdentity:
+    pidns: int
+    nspid: int
+    start_ticks: int
+    uid: int
+
+
+class GpuTimeReader:
+    """Reads the injection library's files for the host PIDs the driver lists."""
+
+    def __init__(self, directory: str | Path, proc_root: str | Path = "/proc") -> None:
+        self.directory = Path(directory)
+        self.proc_root = Path(proc_root)
+        self._identity: dict[int, ProcessIdentity | None] = {}
+        self._swept = 0.0
+
+    def busy_ns(self, pid: int) -> dict[str, int] | None:
+        """GPU UUID -> busy nanoseconds so far for host `pid`, or None when it keeps no valid file."""
+        ident = self._identity.get(pid)
+        if ident is None:
+            ident = self._identify(pid)
+            if ident is None:
+                return None
+        doc = self._read(ident)
+        if doc is None:
+            self._identity.pop(pid, None)  # a reused PID or a process that left: look again next time
+            return None
+        return doc
+
+    def forget(self, live_pids: set[int]) -> None:
+        """Drop what is known of PIDs the driver no longer lists; now and then remove stale files."""
+        for pid in [p for p in self._identity if p not in live_pids]:
+            del self._identity[pid]
+        now = time.time()
+        if now - self._swept >= 60.0:
+            self._swept = now
+            self._sweep(now)
+
+    def _identify(self, pid: int) -> ProcessIdentity | None:
+        base = self.proc_root / str(pid)
+        try:
+            pidns = os.stat(base / "ns" / "pid").st_ino
+            uid = os.stat(base).st_uid
+            status = (base / "status").read_text(encoding="utf-8", errors="replace")
+            stat = (base / "stat").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+        nspid = pid
+        for line in status.splitlines():
+            if line.startswith("NSpid:"):
+                fields = line.split()[1:]
+                if fields and fields[-1].isdigit():
+                    nspid = int(fields[-1])  # the innermost namespace's PID: the one the process knows
+                break
+        start = _start_ticks(stat)
+        if start is None:
+            return None
+        ident = ProcessIdentity(pidns, nspid, start, uid)
+        self._identity[pid] = ident
+        return ident
+
+    def _read(self, ident: ProcessIdentity) -> dict[str, int] | None:
+        path = self.directory / f"{ident.pidns}-{ident.nspid}.json"
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return None
+        try:
+            st = os.fstat(fd)
+            if st.st_uid not in (ident.uid, 0) or st.st_size > MAX_FILE_BYTES:
+                return None  # another user's file under this name: never trusted
+            raw = os.read(fd, MAX_FILE_BYTES)
+        finally:
+            os.close(fd)
+        return parse_state(raw, ident)
+
+    def _sweep(self, now: float) -> None:
+        try:
+            entries = list(os.scandir(self.directory))
+        except OSError:
+            return
+        for entry in entries:
+            if not entry.name.endswith(".json"):
+                continue
+            try:
+                age = now - entry.stat(follow_symlinks=False).st_mtime
+                if age > STALE_S or (age > FINAL_KEEP_S and _is_final(Path(entry.path))):
+                    os.unlink(entry.path)
+            except OSError:
+                continue  # not ours to remove, or gone already
+
+
+def parse_state(raw: bytes, ident: ProcessIdentity | None = None) -> dict[str, int] | None:
+    """A state file's counters (GPU UUID -> busy ns), or None if it is not a valid state of `ident`."""
+    try:
+        doc = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != VERSION:
+        return None
+    if ident is not None:
+        if doc.get("pid") != ident.nspid or doc.get("pidns") != ident.pidns:
+            return None
+        start = doc.get("start_ticks")
+        if start and ident.start_ticks and start != ident.start_ticks:
+            return None  # the PID was reused: that file is a dead process's
+    out: dict[str, int] = {}
+    gpus = doc.get("gpus")
+    if not isinstance(gpus, list):
+        return None
+    for g in gpus:
+        if not isinstance(g, dict):
+            return None
+        uuid, busy = g.get("uuid"), g.get("busy_ns")
+        if not isinstance(uuid, str) or not uuid or not isinstance(busy, int) or isinstance(busy, bool) or busy < 0:
+            return None
+        out[uuid] = out.get(uuid, 0) + busy
+    return out
+
+
+def _is_final(path: Path) -> bool:
+    """Whether the library wrote this file as its process exited."""
+    try:
+        doc = json.loads(path.read_bytes()[:MAX_FILE_BYTES])
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and doc.get("final") is True
+
+
+def _start_ticks(stat: str) -> int | None:
+    """Field 22 of /proc/<pid>/stat; the command name (field 2) may hold spaces and parentheses."""
+    tail = stat[stat.rfind(")") + 1 :].split()
+    # tail[0] is field 3
+    if len(tail) < 20 or not tail[19].isdigit():
+        return None
+    return int(tail[19])
+
+
+class GpuTimeBackend:
+    """A backend whose readings carry each process's GPU-time counter where it keeps one.
+
+    Wraps the hardware backend (NVML, DRM), so that the counters are recorded in traces with the rest
+    of the reading and a replay plays them back without this reader."""
+
+    def __init__(self, inner: Backend, reader: GpuTimeReader) -> None:
+        self.inner = inner
+        self.reader = reader
+        self.name = inner.name
+        self.self_paced = inner.self_paced
+        self._uuids: dict[int, str] = {}
+
+    def open(self) -> BackendInfo:
+        info = self.inner.open()
+        self._uuids = {g.index: g.uuid for g in info.gpus}
+        extra = dict(info.extra)
+        extra["gpu_time_dir"] = str(self.reader.directory)
+        return replace(info, extra=extra)
+
+    def read(self, *, read_energy: bool) -> TickReading:
+        reading = self.inner.read(read_energy=read_energy)
+        return with_gpu_time(reading, self._uuids, self.reader)
+
+    def resolver(self) -> Resolver | None:
+        return self.inner.resolver()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def with_gpu_time(reading: TickReading, uuids: Mapping[int, str], reader: GpuTimeReader) -> TickReading:
+    """The reading with each listed process's busy counter on its GPU (None where it keeps none)."""
+    counters: dict[int, dict[str, int] | None] = {}
+    gpus = []
+    for g in reading.gpus:
+        uuid = uuids.get(g.index, "")
+        procs = []
+        for p in g.processes:
+            if p.pid not in counters:
+                counters[p.pid] = reader.busy_ns(p.pid)
+            procs.append(replace(p, gpu_busy_ns=_on_gpu(counters[p.pid], uuid)))
+        gpus.append(replace(g, processes=tuple(procs)))
+    reader.forget(set(counters))
+    return replace(reading, gpus=tuple(gpus))
+
+
+def _on_gpu(counters: Mapping[str, int] | None, uuid: str) -> int | None:
+    """A process's counter on the GPU `uuid`: 0 where it keeps a file but ran nothing there yet; None
+    where it keeps none, or where the library could not name one of its GPUs (then no GPU's 0 is sure)."""
+    if counters is None or not uuid or "" in counters:
+        return None
+    return counters.get(uuid, 0)

@@ -1,0 +1,278 @@
+/* fleetwatt-gputime: an opt-in CUDA injection library that measures a process's own GPU time.
+ *
+ * Loaded into any CUDA process by the driver when CUDA_INJECTION64_PATH names it (no root, no change
+ * to the program). CUPTI's activity API reports every kernel, copy and fill the process ran on each
+ * GPU with its start and end on the GPU's clock; the union of those intervals is the time the GPU was
+ * busy with this process's work. Every FLEETWATT_GPUTIME_FLUSH_MS (200) the library flushes CUPTI's
+ * buffers and rewrites a small JSON file (gputime_core.c: fw_format) in FLEETWATT_GPUTIME_DIR
+ * (/run/fleetwatt/gputime), named <pid namespace inode>-<pid>.json, which fleetwatt-agent reads.
+ * FLEETWATT_GPUTIME_DUMP=<path>: also append every interval (two little-endian uint64 of
+ * CLOCK_REALTIME ns each) to <path>.<pid> - for the accuracy campaign, not for production.
+ *
+ * Anything that fails (no CUPTI, no folder) is said once on stderr and the process runs on untouched.
+ */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <cupti.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gputime_core.h"
+
+/* The activity record structs of the CUPTI this is built against (build.sh picks the newest). */
+#ifndef FW_KERNEL_T
+#define FW_KERNEL_T CUpti_ActivityKernel9
+#endif
+#ifndef FW_MEMCPY_T
+#define FW_MEMCPY_T CUpti_ActivityMemcpy6
+#endif
+#ifndef FW_MEMSET_T
+#define FW_MEMSET_T CUpti_ActivityMemset4
+#endif
+
+#define BUFFER_SIZE (8u << 20)
+#define MAX_BATCH 65536
+
+static fw_state g_state;
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_enabled;
+static pid_t g_pid;
+static uint64_t g_pidns, g_start_ticks;
+static char g_path[4096], g_tmp[4200];
+static unsigned g_flush_ms = 200;
+static volatile int g_stop;
+static pthread_t g_thread;
+static int64_t g_offset_ns; /* CLOCK_REALTIME - CUPTI timestamp */
+static uint64_t g_dropped;
+static FILE *g_dump;
+static fw_interval g_batch[FW_MAX_DEVICES][256];
+static size_t g_batch_n[FW_MAX_DEVICES];
+static int g_named[FW_MAX_DEVICES];
+
+static void say(const char *what) { fprintf(stderr, "fleetwatt-gputime: %s\n", what); }
+
+static uint64_t realtime_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void sync_clocks(void) {
+    uint64_t c = 0;
+    uint64_t r0 = realtime_ns();
+    if (cuptiGetTimestamp(&c) != CUPTI_SUCCESS) return;
+    uint64_t r1 = realtime_ns();
+    g_offset_ns = (int64_t)((r0 + r1) / 2) - (int64_t)c;
+}
+
+static uint64_t read_start_ticks(void) {
+    char buf[1024];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+    if (!p) return 0;
+    /* after ") " come fields 3, 4, ...: starttime is field 22 */
+    int field = 2;
+    for (p++; *p; p++) {
+        if (*p == ' ' && ++field == 22) return strtoull(p + 1, NULL, 10);
+    }
+    return 0;
+}
+
+/* The driver's own functions, found in the libcuda the process has loaded: the library links nothing of
+ * CUDA but CUPTI, so it loads (and fails softly) wherever CUPTI does. */
+typedef CUresult (*device_get_fn)(CUdevice *, int);
+typedef CUresult (*device_uuid_fn)(CUuuid *, CUdevice);
+static device_get_fn g_device_get;
+static device_uuid_fn g_device_uuid;
+
+static void find_driver(void) {
+    void *cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (!cuda) cuda = dlopen("libcuda.so.1", RTLD_LAZY);
+    if (!cuda) return;
+    g_device_get = (device_get_fn)dlsym(cuda, "cuDeviceGet");
+    g_device_uuid = (device_uuid_fn)dlsym(cuda, "cuDeviceGetUuid_v2");
+    if (!g_device_uuid) g_device_uuid = (device_uuid_fn)dlsym(cuda, "cuDeviceGetUuid");
+}
+
+static void name_device(unsigned dev) {
+    if (dev >= FW_MAX_DEVICES || g_named[dev]) return;
+    g_named[dev] = 1;
+    CUdevice d;
+    CUuuid u;
+    if (!g_device_get || !g_device_uuid) return; /* left unnamed: the agent then trusts none of its GPUs */
+    if (g_device_get(&d, (int)dev) != CUDA_SUCCESS || g_device_uuid(&u, d) != CUDA_SUCCESS) return;
+    const unsigned char *b = (const unsigned char *)u.bytes;
+    char s[FW_UUID_LEN];
+    snprintf(s, sizeof(s), "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    fw_set_uuid(&g_state, dev, s);
+}
+
+static void flush_batch(unsigned dev) {
+    if (!g_batch_n[dev]) return;
+    if (g_dump) {
+        for (size_t i = 0; i < g_batch_n[dev]; i++) {
+            uint64_t pair[3] = {dev, g_batch[dev][i].start, g_batch[dev][i].end};
+            fwrite(pair, sizeof(pair), 1, g_dump);
+        }
+    }
+    fw_add(&g_state, dev, g_batch[dev], g_batch_n[dev]);
+    g_batch_n[dev] = 0;
+}
+
+static void add(unsigned dev, uint64_t start, uint64_t end) {
+    if (dev >= FW_MAX_DEVICES || end <= start) return;
+    name_device(dev);
+    g_batch[dev][g_batch_n[dev]].start = (uint64_t)((int64_t)start + g_offset_ns);
+    g_batch[dev][g_batch_n[dev]].end = (uint64_t)((int64_t)end + g_offset_ns);
+    if (++g_batch_n[dev] == sizeof(g_batch[0]) / sizeof(g_batch[0][0])) flush_batch(dev);
+}
+
+static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
+    *buffer = aligned_alloc(8, BUFFER_SIZE);
+    *size = *buffer ? BUFFER_SIZE : 0;
+    *max_records = 0;
+}
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid) {
+    (void)ctx;
+    (void)stream;
+    CUpti_Activity *rec = NULL;
+    pthread_mutex_lock(&g_lock);
+    while (valid && cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+        switch (rec->kind) {
+        case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+        case CUPTI_ACTIVITY_KIND_KERNEL: {
+            const FW_KERNEL_T *k = (const FW_KERNEL_T *)rec;
+            add(k->deviceId, k->start, k->end);
+            break;
+        }
+        case CUPTI_ACTIVITY_KIND_MEMCPY: {
+            const FW_MEMCPY_T *m = (const FW_MEMCPY_T *)rec;
+            add(m->deviceId, m->start, m->end);
+            break;
+        }
+        case CUPTI_ACTIVITY_KIND_MEMSET: {
+            const FW_MEMSET_T *m = (const FW_MEMSET_T *)rec;
+            add(m->deviceId, m->start, m->end);
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    for (unsigned d = 0; d < FW_MAX_DEVICES; d++) flush_batch(d);
+    size_t dropped = 0;
+    if (ctx == NULL && cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS)
+        g_dropped += dropped;
+    pthread_mutex_unlock(&g_lock);
+    (void)size;
+    free(buffer);
+}
+
+static void write_state(int final) {
+    char buf[FW_MAX_DEVICES * 160 + 512];
+    /* Under the lock: the flusher and the exit handler may both write. A new file renamed over the
+     * old: the agent reads a whole state or the one before, never half. */
+    pthread_mutex_lock(&g_lock);
+    int n = fw_format(&g_state, buf, sizeof(buf), (long)g_pid, g_pidns, g_start_ticks, realtime_ns(), final,
+                      g_dropped);
+    int fd = n < 0 ? -1 : open(g_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd >= 0) {
+        ssize_t w = write(fd, buf, (size_t)n);
+        close(fd);
+        if (w == n) rename(g_tmp, g_path);
+        else unlink(g_tmp);
+    }
+    pthread_mutex_unlock(&g_lock);
+}
+
+static void *flusher(void *arg) {
+    (void)arg;
+    struct timespec ts = {g_flush_ms / 1000, (long)(g_flush_ms % 1000) * 1000000L};
+    while (!g_stop) {
+        nanosleep(&ts, NULL);
+        if (g_stop) break;
+        cuptiActivityFlushAll(0);
+        write_state(0);
+    }
+    return NULL;
+}
+
+static void at_exit(void) {
+    if (!g_enabled || getpid() != g_pid) return;
+    g_stop = 1;
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    write_state(1);
+    if (g_dump) fflush(g_dump);
+}
+
+static int enable(CUpti_ActivityKind kind, const char *name) {
+    CUptiResult r = cuptiActivityEnable(kind);
+    if (r == CUPTI_SUCCESS) return 0;
+    const char *msg = NULL;
+    cuptiGetResultString(r, &msg);
+    fprintf(stderr, "fleetwatt-gputime: GPU time not measured: CUPTI cannot trace %s (%s)\n", name,
+            msg ? msg : "unknown error");
+    return -1;
+}
+
+/* Called once by the CUDA driver when CUDA_INJECTION64_PATH names this library. */
+__attribute__((visibility("default"))) int InitializeInjection(void) {
+    const char *dir = getenv("FLEETWATT_GPUTIME_DIR");
+    if (!dir || !*dir) dir = "/run/fleetwatt/gputime";
+    const char *flush = getenv("FLEETWATT_GPUTIME_FLUSH_MS");
+    if (flush && atoi(flush) >= 10 && atoi(flush) <= 60000) g_flush_ms = (unsigned)atoi(flush);
+    g_pid = getpid();
+    struct stat st;
+    g_pidns = stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+    g_start_ticks = read_start_ticks();
+    if (mkdir(dir, 01777) == 0) {
+        chmod(dir, 01777); /* every user's jobs write here; the sticky bit keeps each one's files its own */
+    } else if (errno != EEXIST) {
+        fprintf(stderr, "fleetwatt-gputime: GPU time not measured: cannot create %s: %s\n", dir, strerror(errno));
+        return 1; /* the process runs on; the agent splits it as before */
+    }
+    snprintf(g_path, sizeof(g_path), "%s/%llu-%ld.json", dir, (unsigned long long)g_pidns, (long)g_pid);
+    snprintf(g_tmp, sizeof(g_tmp), "%s/.%llu-%ld.tmp", dir, (unsigned long long)g_pidns, (long)g_pid);
+    fw_state_init(&g_state, 1000000000ull); /* late records up to 1 s are merged exactly */
+    const char *dump = getenv("FLEETWATT_GPUTIME_DUMP");
+    if (dump && *dump) {
+        char p[4200];
+        snprintf(p, sizeof(p), "%s.%ld", dump, (long)g_pid);
+        g_dump = fopen(p, "wb");
+    }
+    if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS) {
+        say("GPU time not measured: CUPTI refused its callbacks");
+        return 1;
+    }
+    /* All three or none: a process whose copies went uncounted would look less busy than it was. */
+    if (enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "kernels") || enable(CUPTI_ACTIVITY_KIND_MEMCPY, "copies") ||
+        enable(CUPTI_ACTIVITY_KIND_MEMSET, "fills")) {
+        cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+        cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY);
+        cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMSET);
+        return 1;
+    }
+    sync_clocks();
+    find_driver();
+    g_enabled = 1;
+    write_state(0);
+    atexit(at_exit);
+    if (pthread_create(&g_thread, NULL, flusher, NULL) == 0) pthread_detach(g_thread);
+    return 1;
+}

@@ -1,0 +1,157 @@
+/* See gputime_core.h. Pure C99: no I/O, no globals. */
+#include "gputime_core.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void fw_state_init(fw_state *s, uint64_t horizon_ns) {
+    memset(s, 0, sizeof(*s));
+    s->horizon_ns = horizon_ns;
+}
+
+void fw_state_free(fw_state *s) {
+    for (unsigned i = 0; i < FW_MAX_DEVICES; i++) free(s->devices[i].open);
+    free(s->scratch);
+    memset(s, 0, sizeof(*s));
+}
+
+static int by_start(const void *a, const void *b) {
+    const fw_interval *x = a, *y = b;
+    return (x->start > y->start) - (x->start < y->start);
+}
+
+static int reserve(fw_interval **p, size_t *cap, size_t need) {
+    if (need <= *cap) return 0;
+    size_t c = *cap ? *cap : 1024;
+    while (c < need) c *= 2;
+    fw_interval *q = realloc(*p, c * sizeof(*q));
+    if (!q) return -1;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+/* Append [a, b) to a sorted disjoint list, merging with its last interval where they touch. */
+static void push(fw_interval *out, size_t *n, uint64_t a, uint64_t b) {
+    if (*n && a <= out[*n - 1].end) {
+        if (b > out[*n - 1].end) out[*n - 1].end = b;
+        return;
+    }
+    out[*n].start = a;
+    out[*n].end = b;
+    (*n)++;
+}
+
+int fw_add(fw_state *s, unsigned device, const fw_interval *batch, size_t n) {
+    if (device >= FW_MAX_DEVICES || n == 0) return 0;
+    fw_device *d = &s->devices[device];
+    d->used = 1;
+    d->records += n;
+    int rc = 0;
+    if (reserve(&s->scratch, &s->cap_scratch, n + d->n_open) != 0 ||
+        reserve(&d->open, &d->cap_open, n + d->n_open) != 0) {
+        rc = -1;
+    }
+    if (rc != 0) {
+        /* No memory: count each record only past what is already known busy. */
+        for (size_t i = 0; i < n; i++) {
+            uint64_t a = batch[i].start, b = batch[i].end;
+            uint64_t from = d->committed_until;
+            if (d->n_open && d->open[d->n_open - 1].end > from) from = d->open[d->n_open - 1].end;
+            if (b > from && b > a) {
+                d->committed_ns += b - (a > from ? a : from);
+                d->committed_until = b;
+            }
+        }
+        return rc;
+    }
+    /* The batch, sorted, clipped to what is not committed yet. */
+    fw_interval *in = s->scratch;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t a = batch[i].start, b = batch[i].end;
+        if (b <= a) continue;
+        if (a < d->committed_until) {
+            uint64_t cut = (b < d->committed_until ? b : d->committed_until) - a;
+            d->late_clipped_ns += cut;
+            a = d->committed_until;
+            if (b <= a) continue;
+        }
+        in[m].start = a;
+        in[m].end = b;
+        m++;
+    }
+    qsort(in, m, sizeof(*in), by_start);
+    /* Merge the two sorted lists into the union, in place at the end of `in` is not possible: build
+     * into the spare room of `scratch` after the batch. */
+    if (reserve(&s->scratch, &s->cap_scratch, 2 * (m + d->n_open)) != 0) return -1;
+    in = s->scratch;
+    fw_interval *out = s->scratch + m;
+    size_t i = 0, j = 0, k = 0;
+    while (i < m || j < d->n_open) {
+        const fw_interval *next;
+        if (j >= d->n_open || (i < m && in[i].start < d->open[j].start))
+            next = &in[i++];
+        else
+            next = &d->open[j++];
+        push(out, &k, next->start, next->end);
+    }
+    /* Commit what ended more than the horizon before the newest end. */
+    uint64_t newest = k ? out[k - 1].end : 0;
+    size_t first_open = 0;
+    while (first_open < k && out[first_open].end + s->horizon_ns < newest) {
+        d->committed_ns += out[first_open].end - out[first_open].start;
+        d->committed_until = out[first_open].end;
+        first_open++;
+    }
+    memcpy(d->open, out + first_open, (k - first_open) * sizeof(*out));
+    d->n_open = k - first_open;
+    return 0;
+}
+
+uint64_t fw_busy_ns(const fw_state *s, unsigned device) {
+    if (device >= FW_MAX_DEVICES) return 0;
+    const fw_device *d = &s->devices[device];
+    uint64_t t = d->committed_ns;
+    for (size_t i = 0; i < d->n_open; i++) t += d->open[i].end - d->open[i].start;
+    return t;
+}
+
+void fw_set_uuid(fw_state *s, unsigned device, const char *uuid) {
+    if (device >= FW_MAX_DEVICES || !uuid) return;
+    fw_device *d = &s->devices[device];
+    size_t k = 0;
+    /* Keep only what a UUID holds: no quote or control character can reach the JSON. */
+    for (const char *p = uuid; *p && k + 1 < FW_UUID_LEN; p++) {
+        char c = *p;
+        if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-') d->uuid[k++] = c;
+    }
+    d->uuid[k] = '\0';
+}
+
+int fw_format(const fw_state *s, char *buf, size_t len, long pid, uint64_t pidns, uint64_t start_ticks,
+              uint64_t now_ns, int final, uint64_t dropped_records) {
+    size_t off = 0;
+    int w = snprintf(buf, len,
+                     "{\"format\":\"fleetwatt-gputime\",\"version\":1,\"pid\":%ld,\"pidns\":%llu,"
+                     "\"start_ticks\":%llu,\"written_ns\":%llu,\"final\":%s,\"dropped_records\":%llu,\"gpus\":[",
+                     pid, (unsigned long long)pidns, (unsigned long long)start_ticks, (unsigned long long)now_ns,
+                     final ? "true" : "false", (unsigned long long)dropped_records);
+    if (w < 0 || (size_t)w >= len) return -1;
+    off = (size_t)w;
+    int first = 1;
+    for (unsigned i = 0; i < FW_MAX_DEVICES; i++) {
+        const fw_device *d = &s->devices[i];
+        if (!d->used) continue;
+        w = snprintf(buf + off, len - off, "%s{\"device\":%u,\"uuid\":\"%s\",\"busy_ns\":%llu,\"records\":%llu}",
+                     first ? "" : ",", i, d->uuid, (unsigned long long)fw_busy_ns(s, i),
+                     (unsigned long long)d->records);
+        if (w < 0 || (size_t)w >= len - off) return -1;
+        off += (size_t)w;
+        first = 0;
+    }
+    w = snprintf(buf + off, len - off, "]}\n");
+    if (w < 0 || (size_t)w >= len - off) return -1;
+    return (int)(off + (size_t)w);
+}

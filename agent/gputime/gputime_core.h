@@ -1,0 +1,60 @@
+/* The pure part of the GPU-time injection library: a process's busy time per GPU as the union of its
+ * activity intervals (kernels, copies, fills), and the state file the agent reads. No CUDA, no CUPTI:
+ * compiled alone for the tests (tests/agent/test_gputime_core.py drives it through ctypes). */
+#ifndef FLEETWATT_GPUTIME_CORE_H
+#define FLEETWATT_GPUTIME_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FW_MAX_DEVICES 64
+#define FW_UUID_LEN 48
+
+typedef struct {
+    uint64_t start;
+    uint64_t end;
+} fw_interval;
+
+/* One GPU as this process sees it. Intervals still open to late records are kept sorted and disjoint
+ * (`open`); those that ended more than `horizon_ns` before the newest end are committed (their length
+ * added to `committed_ns`, their end to `committed_until`) and dropped. A record that arrives after
+ * its time was committed counts only past `committed_until`: never twice. */
+typedef struct {
+    int used;
+    char uuid[FW_UUID_LEN];
+    uint64_t committed_ns;
+    uint64_t committed_until;
+    fw_interval *open;
+    size_t n_open;
+    size_t cap_open;
+    uint64_t records;
+    uint64_t late_clipped_ns; /* time of late records already committed (not counted again) */
+} fw_device;
+
+typedef struct {
+    fw_device devices[FW_MAX_DEVICES];
+    uint64_t horizon_ns;
+    fw_interval *scratch;
+    size_t cap_scratch;
+} fw_state;
+
+void fw_state_init(fw_state *s, uint64_t horizon_ns);
+void fw_state_free(fw_state *s);
+
+/* Add a batch of one device's intervals (any order; start > end is ignored). 0, or -1 out of memory
+ * (the batch is then counted by the clip rule alone: no time counted twice, some possibly lost). */
+int fw_add(fw_state *s, unsigned device, const fw_interval *batch, size_t n);
+
+/* Busy nanoseconds of a device so far: committed + the open intervals' lengths. */
+uint64_t fw_busy_ns(const fw_state *s, unsigned device);
+
+/* Name a device (its GPU UUID, "GPU-..."). */
+void fw_set_uuid(fw_state *s, unsigned device, const char *uuid);
+
+/* The state file's JSON into buf (NUL-terminated); the length written, or -1 if buf is too small.
+ * pidns: the inode of the process's PID namespace; start_ticks: field 22 of /proc/self/stat (so
+ * the agent can tell a reused PID); now_ns: CLOCK_REALTIME; final: the process is exiting. */
+int fw_format(const fw_state *s, char *buf, size_t len, long pid, uint64_t pidns, uint64_t start_ticks,
+              uint64_t now_ns, int final, uint64_t dropped_records);
+
+#endif

@@ -1,0 +1,343 @@
+"""Exact GPU time (agent/fleetwatt_agent/gputime.py and the `gpu_time` split): the injection library's
+files read for the right process only, its counters turned into each sample's busy time, and the split
+by it, jobs + idle = the GPU on every sample."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+from fleetwatt_agent.backends.replay import ReplayBackend, read_trace
+from fleetwatt_agent.errors import TraceFormatError
+from fleetwatt_agent.gputime import GpuTimeBackend, GpuTimeReader, parse_state
+from fleetwatt_agent.model import BackendInfo, GpuReading, JobInfo, ProcessReading
+from fleetwatt_agent.sampler import Sampler, SamplerSettings
+from fleetwatt_agent.split import GpuTimePower, JobLoad, gpu_time_fractions, split_sample
+from hypothesis import given
+from hypothesis import strategies as st
+
+from .testkit import ScriptedBackend, gpu_infos, make_sampler, run_all, tick, write_trace
+
+UUID = "GPU-test-0"
+
+
+# -- the files ----------------------------------------------------------------------------------------
+class FakeProc:
+    """A /proc with the three things the reader needs of a process: its PID namespace, NSpid and start."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def add(self, pid: int, *, nspid: int | None = None, start: int = 5000, ns: str = "host") -> int:
+        base = self.root / str(pid)
+        (base / "ns").mkdir(parents=True, exist_ok=True)
+        ns_file = self.root / f"ns-{ns}"
+        ns_file.touch()
+        if not (base / "ns" / "pid").exists():
+            os.link(ns_file, base / "ns" / "pid")  # the same inode for processes of one namespace
+        inner = f"\t{nspid}" if nspid is not None else ""
+        (base / "status").write_text(f"Name:\tpython3\nNSpid:\t{pid}{inner}\n")
+        fields = ["S", *["0"] * 18, str(start), "0"]  # fields 3.. 22 and one more
+        (base / "stat").write_text(f"{pid} (py thon) (x) {' '.join(fields)}\n")
+        return os.stat(ns_file).st_ino
+
+
+def state(pid: int, pidns: int, busy: dict[str, int], *, start: int = 5000, final: bool = False) -> str:
+    gpus = [{"device": i, "uuid": u, "busy_ns": b, "records": 1} for i, (u, b) in enumerate(busy.items())]
+    doc = {
+        "format": "fleetwatt-gputime",
+        "version": 1,
+        "pid": pid,
+        "pidns": pidns,
+        "start_ticks": start,
+        "written_ns": 1,
+        "final": final,
+        "dropped_records": 0,
+        "gpus": gpus,
+    }
+    return json.dumps(doc)
+
+
+@pytest.fixture
+def proc(tmp_path: Path) -> FakeProc:
+    return FakeProc(tmp_path / "proc")
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    d = tmp_path / "gputime"
+    d.mkdir()
+    return d
+
+
+def test_a_process_reads_its_own_file(proc: FakeProc, folder: Path) -> None:
+    ns = proc.add(300)
+    (folder / f"{ns}-300.json").write_text(state(300, ns, {UUID: 1_500}))
+    reader = GpuTimeReader(folder, proc.root)
+    assert reader.busy_ns(300) == {UUID: 1_500}
+    assert reader.busy_ns(301) is None  # no such process
+
+
+def test_a_process_in_a_container_is_found_by_its_namespace_and_inner_pid(proc: FakeProc, folder: Path) -> None:
+    ns = proc.add(4242, nspid=7, ns="pod-a")
+    other = proc.add(4343, nspid=7, ns="pod-b")  # the same inner PID in another container
+    (folder / f"{ns}-7.json").write_text(state(7, ns, {UUID: 10}))
+    (folder / f"{other}-7.json").write_text(state(7, other, {UUID: 99}))
+    reader = GpuTimeReader(folder, proc.root)
+    assert reader.busy_ns(4242) == {UUID: 10}
+    assert reader.busy_ns(4343) == {UUID: 99}
+
+
+def test_a_reused_pid_never_reads_the_dead_process_file(proc: FakeProc, folder: Path) -> None:
+    ns = proc.add(300, start=9000)
+    (folder / f"{ns}-300.json").write_text(state(300, ns, {UUID: 1_500}, start=5000))
+    assert GpuTimeReader(folder, proc.root).busy_ns(300) is None
+
+
+def test_another_users_file_is_not_trusted(proc: FakeProc, folder: Path) -> None:
+    ns = proc.add(300)
+    path = folder / f"{ns}-300.json"
+    path.write_text(state(300, ns, {UUID: 1_500}))
+    os.chown(proc.root / "300", 1000, 1000)  # the process is user 1000's
+    os.chown(path, 2000, 2000)  # the file user 2000's
+    assert GpuTimeReader(folder, proc.root).busy_ns(300) is None
+    os.chown(path, 1000, 1000)
+    assert GpuTimeReader(folder, proc.root).busy_ns(300) == {UUID: 1_500}
+
+
+def test_a_link_is_not_followed(proc: FakeProc, folder: Path, tmp_path: Path) -> None:
+    ns = proc.add(300)
+    target = tmp_path / "elsewhere.json"
+    target.write_text(state(300, ns, {UUID: 1}))
+    (folder / f"{ns}-300.json").symlink_to(target)
+    assert GpuTimeReader(folder, proc.root).busy_ns(300) is None
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",
+        b"{not json",
+        b"\xff\xfe",
+        b"[]",
+        b'{"format": "other", "version": 1, "gpus": []}',
+        b'{"format": "fleetwatt-gputime", "version": 2, "gpus": []}',
+        b'{"format": "fleetwatt-gputime", "version": 1, "gpus": [{"uuid": "GPU-1", "busy_ns": -5}]}',
+        b'{"format": "fleetwatt-gputime", "version": 1, "gpus": [{"uuid": "GPU-1", "busy_ns": 1.5}]}',
+        b'{"format": "fleetwatt-gputime", "version": 1, "gpus": [{"uuid": "GPU-1", "busy_ns": true}]}',
+        b'{"format": "fleetwatt-gputime", "version": 1, "gpus": "x"}',
+    ],
+)
+def test_a_file_that_is_not_a_valid_state_reads_as_none(raw: bytes) -> None:
+    assert parse_state(raw) is None
+
+
+def test_stale_and_final_files_are_swept(proc: FakeProc, folder: Path) -> None:
+    old, final, live = folder / "1-1.json", folder / "1-2.json", folder / "1-3.json"
+    old.write_text(state(1, 1, {}))
+    final.write_text(state(2, 1, {}, final=True))
+    live.write_text(state(3, 1, {}, final=True))
+    os.utime(old, (1, 1))
+    ten_minutes_ago = os.stat(final).st_mtime - 700
+    os.utime(final, (ten_minutes_ago, ten_minutes_ago))
+    GpuTimeReader(folder, proc.root).forget(set())
+    assert sorted(p.name for p in folder.iterdir()) == ["1-3.json"]
+
+
+def test_the_backend_hands_each_process_its_counter_on_that_gpu(proc: FakeProc, folder: Path) -> None:
+    ns = proc.add(300)
+    proc.add(301)
+    proc.add(302)
+    (folder / f"{ns}-300.json").write_text(state(300, ns, {UUID: 1_500, "GPU-test-1": 9}))
+    (folder / f"{ns}-301.json").write_text(state(301, ns, {"GPU-test-1": 3}))  # ran nothing on GPU 0 yet
+    info = BackendInfo(backend="scripted", gpus=gpu_infos(1))
+    procs = tuple(ProcessReading(pid, 2**30, 50.0, 10.0) for pid in (300, 301, 302))
+    reading = tick(0, [GpuReading(0, 100.0, 0, procs)])
+    backend = GpuTimeBackend(ScriptedBackend([reading], info), GpuTimeReader(folder, proc.root))
+    assert backend.open().extra["gpu_time_dir"] == str(folder)
+    got = {p.pid: p.gpu_busy_ns for p in backend.read(read_energy=False).gpus[0].processes}
+    assert got == {300: 1_500, 301: 0, 302: None}  # 302 keeps no file
+
+
+# -- the counters become each sample's busy time ------------------------------------------------------
+def p(pid: int, busy_ns: int | None, sm: float = 50.0) -> ProcessReading:
+    return ProcessReading(pid, 2**30, sm, 10.0, gpu_busy_ns=busy_ns)
+
+
+def g(*procs: ProcessReading, power_w: float = 400.0) -> GpuReading:
+    return GpuReading(0, power_w, 0, tuple(procs), signal="sm")
+
+
+def methods_and_joules(sampler: Sampler) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for key, job in sampler.gpus[0].jobs.items():
+        for method, joules in [*job.energy_j.items(), *job.pending_j.items()]:
+            out.setdefault(key, {})
+            out[key][method] = out[key].get(method, 0.0) + joules
+    return out
+
+
+def test_two_jobs_with_gpu_time_are_split_by_it() -> None:
+    # A busy 0.75 s of each second, B 0.25 s; NVML's samples say the opposite
+    ticks = [tick(0, [g(p(1, 0, 20), p(2, 0, 80))])]
+    ticks += [tick(i, [g(p(1, i * 750_000_000, 20), p(2, i * 250_000_000, 80))]) for i in range(1, 5)]
+    sampler, _ = make_sampler(ticks, jobs={1: "slurm/1", 2: "slurm/2"})
+    run_all(sampler)
+    got = methods_and_joules(sampler)
+    assert set(got["slurm/1"]) == set(got["slurm/2"]) == {"gpu_time"}
+    assert got["slurm/1"]["gpu_time"] == pytest.approx(3 * got["slurm/2"]["gpu_time"])
+    assert got["slurm/1"]["gpu_time"] + got["slurm/2"]["gpu_time"] == pytest.approx(4 * 400.0)
+
+
+def test_a_job_without_gpu_time_leaves_the_sample_to_nvml() -> None:
+    ticks = [tick(i, [g(p(1, i * 750_000_000, 20), p(2, None, 80))]) for i in range(4)]
+    sampler, _ = make_sampler(ticks, jobs={1: "slurm/1", 2: "slurm/2"})
+    run_all(sampler)
+    got = methods_and_joules(sampler)
+    assert set(got["slurm/1"]) == {"sm_time"}
+    assert got["slurm/2"]["sm_time"] == pytest.approx(4 * got["slurm/1"]["sm_time"])
+
+
+def test_a_process_new_in_the_sample_counts_its_whole_counter_one_seen_before_starts_a_baseline() -> None:
+    ticks = [
+        tick(0, [g(p(1, None))]),
+        tick(1, [g(p(1, None), p(2, 600_000_000))]),  # 2 is new: its 0.6 s are this sample's
+        tick(2, [g(p(1, 900_000_000), p(2, 1_200_000_000))]),  # 1 had no counter before: baseline
+        tick(3, [g(p(1, 1_000_000_000), p(2, 1_700_000_000))]),
+    ]
+    sampler, _ = make_sampler(ticks, jobs={1: "slurm/1", 2: "slurm/2"})
+    pcts = []
+    for _ in ticks:
+        sampler.tick()
+        pcts.append(sampler.gpus[0].prev_gpu_busy_ns.copy())
+    got = methods_and_joules(sampler)
+    assert got["slurm/1"].keys() == {"sm_time", "gpu_time"}  # sm_time while 1 had no counter, then exact
+    # in the last sample: 1 busy 0.1 s, 2 busy 0.5 s
+    last = sampler.gpus[0]
+    assert last.prev_gpu_busy_ns == {1: 1_000_000_000, 2: 1_700_000_000}
+
+
+def test_a_counter_that_goes_back_is_not_trusted_for_that_sample() -> None:
+    ticks = [tick(i, [g(p(1, b), p(2, i * 100_000_000))]) for i, b in enumerate([0, 500_000_000, 100, 300_000_100])]
+    sampler, _ = make_sampler(ticks, jobs={1: "slurm/1", 2: "slurm/2"})
+    run_all(sampler)
+    got = methods_and_joules(sampler)
+    assert got["slurm/1"].keys() == {"gpu_time", "sm_time"}
+
+
+def test_a_job_alone_teaches_its_own_power_and_the_gpu_its_idle_power() -> None:
+    # idle 80 W; job 1 alone at 50 % GPU time and 380 W: 600 W per 100 % above idle
+    ticks = [tick(i, [g(power_w=80.0)]) for i in range(3)]
+    ticks += [tick(3 + i, [g(p(1, (i + 1) * 500_000_000), power_w=380.0)]) for i in range(6)]
+    sampler, _ = make_sampler(ticks, jobs={1: "slurm/1"})
+    run_all(sampler)
+    led = sampler.gpus[0]
+    assert led.idle_power_w == pytest.approx(80.0)
+    assert led.jobs["slurm/1"].solo_gpu_time.dynamic_w_per_sm_pct(80.0) == pytest.approx(6.0)
+    assert sampler.gpu_time_typical["Test GPU"].n == 6
+
+
+def test_jobs_and_idle_make_the_gpu_on_every_sample_through_record_and_replay(tmp_path: Path) -> None:
+    ticks = [tick(0, [g(power_w=80.0)]), tick(1, [g(power_w=81.0)])]
+    ticks += [tick(2 + i, [g(p(1, i * 900_000_000), power_w=650.0)]) for i in range(5)]
+    ticks += [
+        tick(7 + i, [g(p(1, 4 * 900_000_000 + i * 500_000_000), p(2, i * 400_000_000, 30), power_w=600.0)])
+        for i in range(5)
+    ]
+    trace = write_trace(tmp_path / "t.jsonl", ticks, {1: JobInfo("slurm/1"), 2: JobInfo("slurm/2")})
+    _, records = read_trace(trace)
+    assert records[-1]["gpus"][0]["processes"][0][4] == 4 * 900_000_000 + 4 * 500_000_000
+    backend = ReplayBackend(trace, speed=0, keep_time=True)
+    outputs: list[dict[str, object]] = []
+
+    class Sink:
+        def write_tick(self, reading: object, new_jobs: object, outs: list[dict[str, object]]) -> None:
+            outputs.extend(outs)
+
+    sampler = Sampler(
+        backend, backend.open(), backend.resolver(), SamplerSettings(hostname="h", energy_interval_s=0.0), sink=Sink()
+    )
+    run_all(sampler)
+    shared = [o for o in outputs if isinstance(o.get("jobs"), dict) and len(o["jobs"]) == 2]  # type: ignore[arg-type]
+    assert len(shared) == 5 and all(m == "gpu_time" for o in shared for m, _ in o["jobs"].values())  # type: ignore[union-attr]
+    for o in outputs:
+        if "sample_j" in o:
+            parts = math.fsum([o["idle_j"], *(j for _, j in o["jobs"].values())])  # type: ignore[union-attr]
+            assert parts == pytest.approx(o["sample_j"], rel=1e-12)
+
+
+def test_a_bad_counter_in_a_trace_is_refused(tmp_path: Path) -> None:
+    trace = write_trace(tmp_path / "t.jsonl", [tick(0, [g(p(1, 5))])], {1: JobInfo("slurm/1")})
+    head, *lines = trace.read_text().splitlines()
+    rec = json.loads(lines[0])
+    rec["gpus"][0]["processes"][0][4] = "5"
+    trace.write_text(head + "\n" + json.dumps(rec) + "\n")
+    backend = ReplayBackend(trace, speed=0, keep_time=True)
+    backend.open()
+    with pytest.raises(TraceFormatError):
+        backend.read(read_energy=True)
+
+
+def test_gpu_time_can_be_left_out_for_comparison() -> None:
+    ticks = [tick(i, [g(p(1, i * 750_000_000, 20), p(2, i * 250_000_000, 80))]) for i in range(4)]
+    sampler, _ = make_sampler(
+        ticks,
+        jobs={1: "slurm/1", 2: "slurm/2"},
+        settings=SamplerSettings(hostname="h", energy_interval_s=0.0, gpu_time=False),
+    )
+    run_all(sampler)
+    assert set(methods_and_joules(sampler)["slurm/1"]) == {"sm_time"}
+
+
+# -- the split's arithmetic -------------------------------------------------------------------------
+def load(pct: float | None) -> JobLoad:
+    return JobLoad(2**30, 50.0, (), 10.0, pct)
+
+
+def test_static_power_by_presence_the_rest_by_time_times_own_power() -> None:
+    # 500 W: 100 W static (50 each), 400 W dynamic: a 60 % x 6 W = 360, b 40 % x 1.5 W = 60
+    power = GpuTimePower(p0_w=100.0, own_w_per_pct={"a": 6.0, "b": 1.5})
+    got = gpu_time_fractions({"a": load(60.0), "b": load(40.0)}, power, power_w=500.0)
+    assert got["a"] == pytest.approx((50 + 400 * 360 / 420) / 500)
+    assert got["b"] == pytest.approx((50 + 400 * 60 / 420) / 500)
+
+
+def test_a_job_never_seen_alone_takes_the_typical_power_else_the_others_mean() -> None:
+    jobs = {"a": load(50.0), "b": load(50.0)}
+    typical = gpu_time_fractions(jobs, GpuTimePower(own_w_per_pct={"a": 6.0}, typical_w_per_pct=2.0), power_w=None)
+    assert typical["a"] == pytest.approx(0.75)
+    mean = gpu_time_fractions(jobs, GpuTimePower(own_w_per_pct={"a": 6.0}), power_w=None)
+    assert mean["a"] == pytest.approx(0.5)
+    plain = gpu_time_fractions(jobs, GpuTimePower(), power_w=None)
+    assert plain == {"a": pytest.approx(0.5), "b": pytest.approx(0.5)}
+
+
+def test_nobody_ran_anything_equal_parts() -> None:
+    got = gpu_time_fractions({"a": load(0.0), "b": load(0.0), "c": load(0.0)}, GpuTimePower(p0_w=90.0), power_w=95.0)
+    assert got == {k: pytest.approx(1 / 3) for k in "abc"}
+
+
+@given(
+    energy=st.floats(0, 5000),
+    pcts=st.dictionaries(st.sampled_from("abcdef"), st.floats(0, 150), min_size=2, max_size=6),
+    own=st.dictionaries(st.sampled_from("abcdef"), st.floats(0, 50), max_size=6),
+    p0=st.one_of(st.none(), st.floats(-100, 1000)),
+    power=st.one_of(st.none(), st.floats(0, 2000)),
+    typical=st.one_of(st.none(), st.floats(0, 50)),
+)
+def test_gpu_time_conserves_every_sample(
+    energy: float,
+    pcts: dict[str, float],
+    own: dict[str, float],
+    p0: float | None,
+    power: float | None,
+    typical: float | None,
+) -> None:
+    jobs = {k: load(v) for k, v in pcts.items()}
+    result = split_sample(energy, jobs, "sm", power_w=power, gpu_power=GpuTimePower(p0, own, typical))
+    assert result.method == "gpu_time"
+    assert math.isclose(sum(result.shares_j.values()), energy, rel_tol=1e-12, abs_tol=1e-9)
+    assert all(v >= 0 for v in result.shares_j.values())

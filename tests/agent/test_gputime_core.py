@@ -1,0 +1,191 @@
+"""The GPU-time library's pure core (agent/gputime/gputime_core.c), compiled here and driven by ctypes:
+a process's busy time is the union of its intervals, never counted twice, whatever order they come in."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+CORE = Path(__file__).resolve().parents[2] / "agent" / "gputime" / "gputime_core.c"
+MAX_DEVICES = 64
+
+
+class Interval(ctypes.Structure):
+    _fields_ = [("start", ctypes.c_uint64), ("end", ctypes.c_uint64)]
+
+
+@pytest.fixture(scope="module")
+def core(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
+    cc = shutil.which("cc") or shutil.which("gcc")
+    assert cc, "a C compiler is needed (scripts/bootstrap.sh installs gcc)"
+    lib = tmp_path_factory.mktemp("core") / "libcore.so"
+    subprocess.run(
+        [cc, "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared", "-o", str(lib), str(CORE)],
+        check=True,
+    )
+    dll = ctypes.CDLL(str(lib))
+    dll.fw_busy_ns.restype = ctypes.c_uint64
+    dll.fw_add.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.POINTER(Interval), ctypes.c_size_t]
+    dll.fw_busy_ns.argtypes = [ctypes.c_void_p, ctypes.c_uint]
+    dll.fw_state_init.argtypes = [ctypes.c_void_p, ctypes.c_uint64]
+    dll.fw_format.argtypes = [
+        ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_long, ctypes.c_uint64, ctypes.c_uint64,
+        ctypes.c_uint64, ctypes.c_int, ctypes.c_uint64,
+    ]  # fmt: skip
+    dll.fw_set_uuid.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.c_char_p]
+    return dll
+
+
+class State:
+    """One fw_state (allocated generously: its size is the C struct's, unknown here)."""
+
+    def __init__(self, core: ctypes.CDLL, horizon_ns: int) -> None:
+        self.core = core
+        self.buf = ctypes.create_string_buffer(1 << 16)
+        core.fw_state_init(self.buf, horizon_ns)
+
+    def add(self, device: int, pairs: list[tuple[int, int]]) -> None:
+        arr = (Interval * len(pairs))(*[Interval(a, b) for a, b in pairs])
+        assert self.core.fw_add(self.buf, device, arr, len(pairs)) == 0
+
+    def busy(self, device: int = 0) -> int:
+        return int(self.core.fw_busy_ns(self.buf, device))
+
+    def json(self, **kw: int) -> dict[str, object]:
+        out = ctypes.create_string_buffer(1 << 14)
+        n = self.core.fw_format(
+            self.buf,
+            out,
+            len(out),
+            kw.get("pid", 42),
+            kw.get("pidns", 7),
+            kw.get("start", 99),
+            123,
+            kw.get("final", 0),
+            3,
+        )
+        assert n > 0
+        doc: dict[str, object] = json.loads(out.value[:n])
+        return doc
+
+    def close(self) -> None:
+        self.core.fw_state_free(self.buf)
+
+
+@pytest.fixture
+def state(core: ctypes.CDLL) -> Iterator[State]:
+    s = State(core, horizon_ns=1_000)
+    yield s
+    s.close()
+
+
+def union_length(pairs: list[tuple[int, int]]) -> int:
+    total, reach = 0, None
+    for a, b in sorted(p for p in pairs if p[1] > p[0]):
+        if reach is None or a > reach:
+            total += b - a
+            reach = b
+        elif b > reach:
+            total += b - reach
+            reach = b
+    return total
+
+
+def test_overlapping_intervals_count_once(state: State) -> None:
+    state.add(0, [(10, 20), (15, 30), (40, 50)])
+    assert state.busy() == 30
+    state.add(0, [(25, 45)])  # bridges the gap, in a later batch
+    assert state.busy() == 40
+
+
+def test_a_batch_in_any_order(state: State) -> None:
+    state.add(0, [(40, 50), (0, 10), (5, 45)])
+    assert state.busy() == 50
+
+
+def test_empty_and_reversed_intervals_are_ignored(state: State) -> None:
+    state.add(0, [(10, 10), (20, 5), (30, 31)])
+    assert state.busy() == 1
+
+
+def test_a_record_later_than_the_horizon_is_never_counted_twice(state: State) -> None:
+    state.add(0, [(0, 100)])
+    state.add(0, [(5_000, 5_010)])  # commits [0, 100): older than the 1,000 ns horizon
+    assert state.busy() == 110
+    state.add(0, [(50, 200)])  # late: [50, 100) already counted, [100, 200) is new
+    assert state.busy() == 210
+    state.add(0, [(60, 90)])  # late and wholly counted already
+    assert state.busy() == 210
+
+
+def test_devices_are_counted_apart_and_named(state: State) -> None:
+    state.add(0, [(0, 10)])
+    state.add(3, [(0, 25)])
+    state.core.fw_set_uuid(state.buf, 3, b'GPU-abc"}\n,x')  # nothing that could break the JSON survives
+    doc = state.json(final=1)
+    assert doc["format"] == "fleetwatt-gputime" and doc["version"] == 1
+    assert (doc["pid"], doc["pidns"], doc["start_ticks"], doc["final"], doc["dropped_records"]) == (42, 7, 99, True, 3)
+    gpus = {g["device"]: g for g in doc["gpus"]}  # type: ignore[attr-defined]
+    assert gpus[0]["busy_ns"] == 10 and gpus[0]["uuid"] == ""
+    assert gpus[3]["busy_ns"] == 25 and gpus[3]["uuid"] == "GPU-abcx" and gpus[3]["records"] == 1
+
+
+def test_device_numbers_past_the_table_are_ignored(state: State) -> None:
+    state.add(MAX_DEVICES, [(0, 10)])
+    assert state.json()["gpus"] == []
+
+
+def test_format_refuses_a_buffer_too_small(state: State) -> None:
+    state.add(0, [(0, 10)])
+    out = ctypes.create_string_buffer(40)
+    assert state.core.fw_format(state.buf, out, len(out), 1, 1, 1, 1, 0, 0) == -1
+
+
+intervals = st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 500)), max_size=60).map(
+    lambda xs: [(a, a + d) for a, d in xs]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(batches=st.lists(intervals, max_size=6))
+def test_busy_time_is_the_union_whatever_the_batches(core: ctypes.CDLL, batches: list[list[tuple[int, int]]]) -> None:
+    """Within the horizon the count is exact; past it, never more than the union (nothing twice)."""
+    exact = State(core, horizon_ns=10**12)
+    clipped = State(core, horizon_ns=50)
+    try:
+        seen: list[tuple[int, int]] = []
+        for batch in batches:
+            if not batch:
+                continue
+            exact.add(0, batch)
+            clipped.add(0, batch)
+            seen += batch
+            assert exact.busy() == union_length(seen)
+            assert clipped.busy() <= union_length(seen)
+    finally:
+        exact.close()
+        clipped.close()
+
+
+@settings(max_examples=100, deadline=None)
+@given(batches=st.lists(intervals, max_size=6))
+def test_batches_in_time_order_are_exact_past_the_horizon(
+    core: ctypes.CDLL, batches: list[list[tuple[int, int]]]
+) -> None:
+    """Records that come in time order (CUPTI's usual case) are counted exactly however short the horizon."""
+    s = State(core, horizon_ns=1)
+    try:
+        flat = sorted(p for b in batches for p in b)
+        for i in range(0, len(flat), 7):
+            s.add(0, flat[i : i + 7])
+        assert s.busy() == union_length(flat)
+    finally:
+        s.close()
