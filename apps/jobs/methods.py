@@ -20,6 +20,7 @@ class MethodInfo:
 
 class Method(StrEnum):
     WHOLE_GPU = "whole_gpu"
+    GPU_TIME = "gpu_time"
     SM_TIME = "sm_time"
     SM_MEM = "sm_mem"
     BUSY_TIME = "busy_time"
@@ -39,6 +40,14 @@ class Method(StrEnum):
 METHOD_INFO: dict[Method, MethodInfo] = {
     Method.WHOLE_GPU: MethodInfo(
         "Whole GPU (exact)", "exact", "One job on the GPU: all the sample's energy is the job's.", "#1b6ca8"
+    ),
+    Method.GPU_TIME: MethodInfo(
+        "Exact GPU time (close)",
+        "close",
+        "Several jobs, each reporting its own GPU time (the opt-in CUPTI library on the node): the GPU's static "
+        "power shared by presence, the rest by each job's GPU time times the energy per GPU second it drew "
+        "alone; the time is exact, the power learned.",
+        "#17806d",
     ),
     Method.SM_TIME: MethodInfo(
         "SM time (close)", "close", "Several jobs: split by each process's SM time (NVML).", "#3fa34d"

@@ -20,7 +20,7 @@ JOB_OCCUPANCY = "fleetwatt_job_occupancy_seconds_total"
 AGENT_SAMPLES = "fleetwatt_agent_samples_total"  # ticks per node: what an older agent's sampled time is read from
 # The `method` label values of JOB_ENERGY this release knows (docs/metrics.md). A value outside them comes
 # from a newer agent: the hour is refused with a message rather than stored under a name nothing reads.
-AGENT_METHODS = frozenset({"whole_gpu", "sm_time", "sm_mem", "busy_time", "memory"})
+AGENT_METHODS = frozenset({"whole_gpu", "gpu_time", "sm_time", "sm_mem", "busy_time", "memory"})
 AGENT_COUNTERS = (
     GPU_ENERGY,
     GPU_IDLE_ENERGY,

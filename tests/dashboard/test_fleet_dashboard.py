@@ -73,7 +73,11 @@ def test_dashboard_renders_chart_and_flagged_jobs(history_loader, cluster_for, l
 
     # then the chart has one bar trace per split method, and the table lists exactly the low-coverage jobs
     traces = page.evaluate("document.getElementById('energy-chart').data.map(t => t.name)")
-    assert {"whole_gpu", "sm_time"} <= set(traces) <= {"whole_gpu", "sm_time", "sm_mem", "busy_time", "memory", "equal"}
+    assert (
+        {"whole_gpu", "sm_time"}
+        <= set(traces)
+        <= {"whole_gpu", "gpu_time", "sm_time", "sm_mem", "busy_time", "memory", "equal"}
+    )
     total_kwh = page.evaluate(
         "document.getElementById('energy-chart').data.reduce((s, t) => s + t.y.reduce((a, b) => a + b, 0), 0)"
     )

@@ -1,5 +1,5 @@
 """The agent's split methods through the ingest: each job's joules are stored under the method the agent
-named (`sm_mem` as much as `sm_time`), and the job's attribution adds them up."""
+named (`sm_mem` and `gpu_time` as much as `sm_time`), and the job's attribution adds them up."""
 
 from __future__ import annotations
 
@@ -47,8 +47,10 @@ def _agent_hour(gpu_uuid: str, hostname: str, energy_by_job_method: dict[tuple[s
     return data
 
 
-def test_sm_mem_rows_are_stored_with_their_method() -> None:
+@pytest.mark.parametrize("method", [Method.SM_MEM, Method.GPU_TIME])
+def test_rows_of_each_agent_method_are_stored_with_their_method(method: Method) -> None:
     # given an hour in which the agent split a shared GPU by sm_time for a while, then by its power model
+    # (sm_mem) or by the jobs' exact GPU time (gpu_time)
     fleet = fleet_build(servers=1, gpus_per_server=1)
     gpu = fleet.gpus[0]
     data = _agent_hour(
@@ -56,9 +58,9 @@ def test_sm_mem_rows_are_stored_with_their_method() -> None:
         gpu.node.hostname,
         {
             ("slurm/1", "sm_time"): 300_000.0,
-            ("slurm/1", "sm_mem"): 900_000.0,
+            ("slurm/1", method.value): 900_000.0,
             ("slurm/2", "sm_time"): 100_000.0,
-            ("slurm/2", "sm_mem"): 500_000.0,
+            ("slurm/2", method.value): 500_000.0,
         },
     )
     # when
@@ -67,13 +69,13 @@ def test_sm_mem_rows_are_stored_with_their_method() -> None:
     rows = set(JobGpuHourEnergy.objects.values_list("job__job_key", "method", "energy_j"))
     assert rows == {
         ("slurm/1", "sm_time", 300_000.0),
-        ("slurm/1", "sm_mem", 900_000.0),
+        ("slurm/1", method.value, 900_000.0),
         ("slurm/2", "sm_time", 100_000.0),
-        ("slurm/2", "sm_mem", 500_000.0),
+        ("slurm/2", method.value, 500_000.0),
     }
     job = Job.objects.get(job_key="slurm/2")
-    assert job.attribution == Method.SM_MEM
-    assert job.attribution_j == {"sm_mem": pytest.approx(500_000.0), "sm_time": pytest.approx(100_000.0)}
+    assert job.attribution == method
+    assert job.attribution_j == {method.value: pytest.approx(500_000.0), "sm_time": pytest.approx(100_000.0)}
     assert job.energy_j == pytest.approx(600_000.0)
 
 
