@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import stat
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -54,6 +55,7 @@ class GpuTimeReader:
         self.proc_root = Path(proc_root)
         self._identity: dict[int, ProcessIdentity | None] = {}
         self._swept = 0.0
+        open_to_jobs(self.directory)
 
     def busy_ns(self, pid: int) -> dict[str, int] | None:
         """GPU UUID -> busy nanoseconds so far for host `pid`, or None when it keeps no valid file."""
@@ -129,6 +131,19 @@ class GpuTimeReader:
                     os.unlink(entry.path)
             except OSError:
                 continue  # not ours to remove, or gone already
+
+
+def open_to_jobs(directory: Path) -> None:
+    """Make the folder writable by every user's jobs, sticky (each file stays its writer's), where the
+    agent owns it (a hostPath the kubelet created 0755, say). Anything else is left as it is: the
+    library says in one line on the job's stderr when it cannot write there."""
+    try:
+        st = os.stat(directory)
+        if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) != 0o1777:
+            os.chmod(directory, 0o1777)
+            log.info("%s made writable by every job (1777)", directory)
+    except OSError:
+        pass
 
 
 def parse_state(raw: bytes, ident: ProcessIdentity | None = None) -> dict[str, int] | None:

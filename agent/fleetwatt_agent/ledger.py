@@ -28,6 +28,8 @@ class JobGpuLedger:
     sampled_s: float = 0.0
     occupancy_s: float = 0.0
     sm_s: float = 0.0
+    gpu_time_s: float = 0.0  # exact GPU time over the samples that had it (gpu_time_samples)
+    gpu_time_samples: int = 0
     memory_bytes: int = 0
     last_seen: float = 0.0  # Unix seconds: end of the last sample in which the job was present
     present: bool = True
@@ -112,6 +114,9 @@ class GpuLedger:
             led.sampled_s += dt_s
             led.occupancy_s += dt_s / n_jobs
             led.sm_s += min(load.activity_pct / 100.0, 1.0) * dt_s
+            if load.gpu_time_pct is not None:
+                led.gpu_time_s += load.gpu_time_pct / 100.0 * dt_s
+                led.gpu_time_samples += 1
             led.last_seen = wall
         residual = charged - energy_j
         self.max_residual_j = max(self.max_residual_j, abs(residual))

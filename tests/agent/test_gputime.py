@@ -15,6 +15,7 @@ from fleetwatt_agent.errors import TraceFormatError
 from fleetwatt_agent.gputime import GpuTimeBackend, GpuTimeReader, parse_state
 from fleetwatt_agent.model import BackendInfo, GpuReading, JobInfo, ProcessReading
 from fleetwatt_agent.sampler import Sampler, SamplerSettings
+from fleetwatt_agent.server import jobs_document
 from fleetwatt_agent.split import GpuTimePower, JobLoad, gpu_time_fractions, split_sample
 from hypothesis import given
 from hypothesis import strategies as st
@@ -190,6 +191,17 @@ def test_two_jobs_with_gpu_time_are_split_by_it() -> None:
     assert set(got["slurm/1"]) == set(got["slurm/2"]) == {"gpu_time"}
     assert got["slurm/1"]["gpu_time"] == pytest.approx(3 * got["slurm/2"]["gpu_time"])
     assert got["slurm/1"]["gpu_time"] + got["slurm/2"]["gpu_time"] == pytest.approx(4 * 400.0)
+    # and /jobs says which jobs were exact, and how much GPU time they had
+    doc = {j["job_key"]: j["gpus"][0] for j in jobs_document(sampler.snapshot())["jobs"]}
+    assert (doc["slurm/1"]["gpu_time_s"], doc["slurm/1"]["gpu_time_samples"]) == (pytest.approx(3.0), 4)
+    assert doc["slurm/2"]["gpu_time_s"] == pytest.approx(1.0)
+
+
+def test_jobs_says_none_for_a_job_that_never_reported_gpu_time() -> None:
+    sampler, _ = make_sampler([tick(i, [g(p(1, None))]) for i in range(3)], jobs={1: "slurm/1"})
+    run_all(sampler)
+    (job,) = jobs_document(sampler.snapshot())["jobs"]
+    assert job["gpus"][0]["gpu_time_s"] is None and job["gpus"][0]["gpu_time_samples"] == 0
 
 
 def test_a_job_without_gpu_time_leaves_the_sample_to_nvml() -> None:
@@ -341,3 +353,11 @@ def test_gpu_time_conserves_every_sample(
     assert result.method == "gpu_time"
     assert math.isclose(sum(result.shares_j.values()), energy, rel_tol=1e-12, abs_tol=1e-9)
     assert all(v >= 0 for v in result.shares_j.values())
+
+
+def test_the_agent_opens_the_folder_it_owns_to_every_job(tmp_path: Path) -> None:
+    folder = tmp_path / "gputime"
+    folder.mkdir(mode=0o755)
+    GpuTimeReader(folder, tmp_path)
+    assert (folder.stat().st_mode & 0o7777) == 0o1777
+    GpuTimeReader(tmp_path / "absent", tmp_path)  # nothing there: nothing done, no error

@@ -390,6 +390,11 @@ def test_the_agent_runs_on_gpu_nodes_only(objs: tuple[str, list[Obj]]) -> None:
     assert not state.get("readOnly") and env["FLEETWATT_AGENT_POWER_MODEL_FILE"].startswith(state["mountPath"] + "/")
     [volume] = [v for v in spec["volumes"] if v["name"] == "state"]
     assert volume["hostPath"] == {"path": state["mountPath"], "type": "DirectoryOrCreate"}
+    # the folder where jobs that opt in to exact GPU time write their counters: the node's, read by the agent
+    gpu_time = next(m for m in container["volumeMounts"] if m["name"] == "gpu-time")
+    assert env["FLEETWATT_AGENT_GPU_TIME_DIR"] == gpu_time["mountPath"] == "/run/fleetwatt/gputime"
+    [volume] = [v for v in spec["volumes"] if v["name"] == "gpu-time"]
+    assert volume["hostPath"] == {"path": gpu_time["mountPath"], "type": "DirectoryOrCreate"}
     assert ds["spec"]["updateStrategy"]["type"] == "RollingUpdate"
     assert ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"]
 
