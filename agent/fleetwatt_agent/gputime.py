@@ -36,7 +36,7 @@ DEFAULT_DIR = "/run/fleetwatt/gputime"
 STALE_S = 3600.0
 # Files the library wrote at exit are removed once this old (the agent has read them by then).
 FINAL_KEEP_S = 600.0
-MAX_FILE_BYTES = 64 * 1024
+MAX_FILE_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
  * Loaded into any CUDA process by the driver when CUDA_INJECTION64_PATH names it (no root, no change
  * to the program). CUPTI's activity API reports every kernel, copy and fill the process ran on each
  * GPU with its start and end on the GPU's clock; the union of those intervals is the time the GPU was
- * busy with this process's work. Every FLEETWATT_GPUTIME_FLUSH_MS (200) the library flushes CUPTI's
+ * busy with this process's work, and per kernel (a hash of its name) the time its launches ran. Every
+ * FLEETWATT_GPUTIME_FLUSH_MS (200) the library flushes CUPTI's
  * buffers and rewrites a small JSON file (gputime_core.c: fw_format) in FLEETWATT_GPUTIME_DIR
  * (/run/fleetwatt/gputime), named <pid namespace inode>-<pid>.json, which fleetwatt-agent reads.
  * FLEETWATT_GPUTIME_DUMP=<path>: also append every interval (two little-endian uint64 of
@@ -134,9 +135,26 @@ static void flush_batch(unsigned dev) {
     g_batch_n[dev] = 0;
 }
 
-static void add(unsigned dev, uint64_t start, uint64_t end) {
+/* A kernel's id from its name, remembered by the name's address (CUPTI hands the same string for every
+ * launch of a function): hashing a long templated name per launch would cost the tiny-kernel launcher. */
+static uint64_t kernel_id(const char *name) {
+    static struct {
+        const char *name;
+        uint64_t id;
+    } seen[256];
+    if (!name) return fw_kernel_id("?");
+    unsigned slot = (unsigned)(((uintptr_t)name >> 4) % 256);
+    if (seen[slot].name != name) {
+        seen[slot].name = name;
+        seen[slot].id = fw_kernel_id(name);
+    }
+    return seen[slot].id;
+}
+
+static void add(unsigned dev, uint64_t start, uint64_t end, uint64_t id) {
     if (dev >= FW_MAX_DEVICES || end <= start) return;
     name_device(dev);
+    fw_kernel_add(&g_state, dev, id, end - start);
     g_batch[dev][g_batch_n[dev]].start = (uint64_t)((int64_t)start + g_offset_ns);
     g_batch[dev][g_batch_n[dev]].end = (uint64_t)((int64_t)end + g_offset_ns);
     if (++g_batch_n[dev] == sizeof(g_batch[0]) / sizeof(g_batch[0][0])) flush_batch(dev);
@@ -158,17 +176,17 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
         case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
         case CUPTI_ACTIVITY_KIND_KERNEL: {
             const FW_KERNEL_T *k = (const FW_KERNEL_T *)rec;
-            add(k->deviceId, k->start, k->end);
+            add(k->deviceId, k->start, k->end, kernel_id(k->name));
             break;
         }
         case CUPTI_ACTIVITY_KIND_MEMCPY: {
             const FW_MEMCPY_T *m = (const FW_MEMCPY_T *)rec;
-            add(m->deviceId, m->start, m->end);
+            add(m->deviceId, m->start, m->end, fw_kernel_id("memcpy") + m->copyKind);
             break;
         }
         case CUPTI_ACTIVITY_KIND_MEMSET: {
             const FW_MEMSET_T *m = (const FW_MEMSET_T *)rec;
-            add(m->deviceId, m->start, m->end);
+            add(m->deviceId, m->start, m->end, fw_kernel_id("memset"));
             break;
         }
         default:
@@ -185,7 +203,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 }
 
 static void write_state(int final) {
-    char buf[FW_MAX_DEVICES * 160 + 512];
+    static char buf[FW_MAX_DEVICES * (256 + FW_KERNELS_SHOWN * 64) + 512]; /* written under the lock */
     /* Under the lock: the flusher and the exit handler may both write. A new file renamed over the
      * old: the agent reads a whole state or the one before, never half. */
     pthread_mutex_lock(&g_lock);

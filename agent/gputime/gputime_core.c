@@ -10,6 +10,8 @@ void fw_state_init(fw_state *s, uint64_t horizon_ns) {
     s->horizon_ns = horizon_ns;
 }
 
+size_t fw_state_size(void) { return sizeof(fw_state); }
+
 void fw_state_free(fw_state *s) {
     for (unsigned i = 0; i < FW_MAX_DEVICES; i++) free(s->devices[i].open);
     free(s->scratch);
@@ -118,6 +120,31 @@ uint64_t fw_busy_ns(const fw_state *s, unsigned device) {
     return t;
 }
 
+uint64_t fw_kernel_id(const char *name) {
+    uint64_t h = 14695981039346656037ull; /* FNV-1a 64: offset basis, prime below */
+    for (const unsigned char *p = (const unsigned char *)(name ? name : ""); *p; p++) {
+        h ^= *p;
+        h *= 1099511628211ull;
+    }
+    return h ? h : 1;
+}
+
+void fw_kernel_add(fw_state *s, unsigned device, uint64_t id, uint64_t ns) {
+    if (device >= FW_MAX_DEVICES || id == 0) return;
+    fw_device *d = &s->devices[device];
+    d->used = 1;
+    for (unsigned i = 0; i < FW_KERNEL_SLOTS; i++) { /* open addressing, linear probing */
+        fw_kernel *k = &d->kernels[(id + i) % FW_KERNEL_SLOTS];
+        if (k->id == id || k->id == 0) {
+            k->id = id;
+            k->busy_ns += ns;
+            k->count++;
+            return;
+        }
+    }
+    d->other_kernels_ns += ns;
+}
+
 void fw_set_uuid(fw_state *s, unsigned device, const char *uuid) {
     if (device >= FW_MAX_DEVICES || !uuid) return;
     fw_device *d = &s->devices[device];
@@ -144,12 +171,42 @@ int fw_format(const fw_state *s, char *buf, size_t len, long pid, uint64_t pidns
     for (unsigned i = 0; i < FW_MAX_DEVICES; i++) {
         const fw_device *d = &s->devices[i];
         if (!d->used) continue;
-        w = snprintf(buf + off, len - off, "%s{\"device\":%u,\"uuid\":\"%s\",\"busy_ns\":%llu,\"records\":%llu}",
+        w = snprintf(buf + off, len - off,
+                     "%s{\"device\":%u,\"uuid\":\"%s\",\"busy_ns\":%llu,\"records\":%llu,\"other_kernels_ns\":%llu,"
+                     "\"kernels\":[",
                      first ? "" : ",", i, d->uuid, (unsigned long long)fw_busy_ns(s, i),
-                     (unsigned long long)d->records);
+                     (unsigned long long)d->records, (unsigned long long)d->other_kernels_ns);
         if (w < 0 || (size_t)w >= len - off) return -1;
         off += (size_t)w;
         first = 0;
+        /* the busiest FW_KERNELS_SHOWN, busiest first; the rest add to nothing here (their time is in
+         * busy_ns; kernels past the table's room in other_kernels_ns) */
+        const fw_kernel *shown[FW_KERNELS_SHOWN];
+        unsigned n_shown = 0;
+        for (unsigned j = 0; j < FW_KERNEL_SLOTS; j++) {
+            const fw_kernel *k = &d->kernels[j];
+            if (!k->id) continue;
+            unsigned at = n_shown < FW_KERNELS_SHOWN ? n_shown++ : FW_KERNELS_SHOWN;
+            if (at == FW_KERNELS_SHOWN) {
+                if (k->busy_ns <= shown[FW_KERNELS_SHOWN - 1]->busy_ns) continue;
+                at = FW_KERNELS_SHOWN - 1;
+            }
+            while (at > 0 && shown[at - 1]->busy_ns < k->busy_ns) {
+                shown[at] = shown[at - 1];
+                at--;
+            }
+            shown[at] = k;
+        }
+        for (unsigned j = 0; j < n_shown; j++) {
+            w = snprintf(buf + off, len - off, "%s[\"%016llx\",%llu,%llu]", j ? "," : "",
+                         (unsigned long long)shown[j]->id, (unsigned long long)shown[j]->busy_ns,
+                         (unsigned long long)shown[j]->count);
+            if (w < 0 || (size_t)w >= len - off) return -1;
+            off += (size_t)w;
+        }
+        w = snprintf(buf + off, len - off, "]}");
+        if (w < 0 || (size_t)w >= len - off) return -1;
+        off += (size_t)w;
     }
     w = snprintf(buf + off, len - off, "]}\n");
     if (w < 0 || (size_t)w >= len - off) return -1;

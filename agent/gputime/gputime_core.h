@@ -9,11 +9,22 @@
 
 #define FW_MAX_DEVICES 64
 #define FW_UUID_LEN 48
+#define FW_KERNEL_SLOTS 256 /* distinct kernels kept per device; more are counted as one "other" */
+#define FW_KERNELS_SHOWN 16 /* the busiest, in the state file */
 
 typedef struct {
     uint64_t start;
     uint64_t end;
 } fw_interval;
+
+/* One kernel (by a hash of its name, never the name) and the time its launches ran, summed (not their
+ * union): what the process's work is made of, so that the power of a kernel seen in one job can be
+ * known in another. */
+typedef struct {
+    uint64_t id; /* 0: empty slot */
+    uint64_t busy_ns;
+    uint64_t count;
+} fw_kernel;
 
 /* One GPU as this process sees it. Intervals still open to late records are kept sorted and disjoint
  * (`open`); those that ended more than `horizon_ns` before the newest end are committed (their length
@@ -29,6 +40,8 @@ typedef struct {
     size_t cap_open;
     uint64_t records;
     uint64_t late_clipped_ns; /* time of late records already committed (not counted again) */
+    fw_kernel kernels[FW_KERNEL_SLOTS];
+    uint64_t other_kernels_ns; /* launches of kernels past the table's room */
 } fw_device;
 
 typedef struct {
@@ -39,6 +52,7 @@ typedef struct {
 } fw_state;
 
 void fw_state_init(fw_state *s, uint64_t horizon_ns);
+size_t fw_state_size(void); /* sizeof(fw_state), for callers that cannot see the struct (the tests) */
 void fw_state_free(fw_state *s);
 
 /* Add a batch of one device's intervals (any order; start > end is ignored). 0, or -1 out of memory
@@ -47,6 +61,12 @@ int fw_add(fw_state *s, unsigned device, const fw_interval *batch, size_t n);
 
 /* Busy nanoseconds of a device so far: committed + the open intervals' lengths. */
 uint64_t fw_busy_ns(const fw_state *s, unsigned device);
+
+/* 64-bit FNV-1a of a kernel's name (never 0). */
+uint64_t fw_kernel_id(const char *name);
+
+/* Count one launch of kernel `id` that ran `ns`. */
+void fw_kernel_add(fw_state *s, unsigned device, uint64_t id, uint64_t ns);
 
 /* Name a device (its GPU UUID, "GPU-..."). */
 void fw_set_uuid(fw_state *s, unsigned device, const char *uuid);

@@ -315,7 +315,9 @@ class Campaign:
             jobs.append({"kind": c.kind, "pid": c.proc.pid, "report": report})
         result = {"label": label, "rep": rep, "t_go": t_go, "t_done": t_done, "status": status, "jobs": jobs}
         if self.args.gputime_lib:
-            result["gputime"] = gputime_reduce(self.dump_prefix, [c.proc.pid for c in children], t_go)
+            result["gputime"] = gputime_reduce(
+                self.dump_prefix, [c.proc.pid for c in children], t_go, states=self.gputime_dir
+            )
         self.log(
             f"{label} rep {rep}: {t_done - t_go:.1f} s {status} "
             + " ".join(f"{c.kind}={c.proc.pid}" for c in children)
@@ -398,11 +400,14 @@ def overhead(c: Campaign, kinds: list[str], iters: dict[str, int], burst: int) -
     return {"runs": runs, "kinds": summary}
 
 
-def gputime_reduce(prefix: Path, pids: list[int], t_go: float, bin_s: float = 0.1) -> dict[str, Any]:
+def gputime_reduce(
+    prefix: Path, pids: list[int], t_go: float, bin_s: float = 0.1, states: Path | None = None
+) -> dict[str, Any]:
     """Each process's busy intervals (the library's dump, CLOCK_REALTIME ns) reduced to what the analysis
     needs: busy seconds (their union), the number of intervals, busy seconds per `bin_s` from t_go, and
     the seconds during which two processes' intervals overlapped (no context switch record in CUDA 13.0:
-    with time slicing, an interval may include the other context's slices). The dumps are then removed."""
+    with time slicing, an interval may include the other context's slices), and each process's last
+    state file as the library wrote it at exit (its kernels by id). The dumps are then removed."""
     import numpy as np
 
     unions: dict[int, Any] = {}
@@ -450,6 +455,13 @@ def gputime_reduce(prefix: Path, pids: list[int], t_go: float, bin_s: float = 0.
             "last": (int(u_end[-1]) / 1e9) if len(u_end) else None,
             "bins_ms": [round(x / 1e6, 3) for x in bins.tolist()],
         }
+    for pid in pids:
+        state = next(iter(states.glob(f"*-{pid}.json")), None) if states is not None else None
+        if state is not None and out["pids"].get(str(pid)) is not None:
+            try:
+                out["pids"][str(pid)]["state"] = json.loads(state.read_text())
+            except (OSError, ValueError):
+                pass
     overlap = 0
     keys = [p for p in pids if p in unions]
     for i, a in enumerate(keys):

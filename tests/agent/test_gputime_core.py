@@ -41,15 +41,19 @@ def core(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
         ctypes.c_uint64, ctypes.c_int, ctypes.c_uint64,
     ]  # fmt: skip
     dll.fw_set_uuid.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.c_char_p]
+    dll.fw_kernel_id.argtypes = [ctypes.c_char_p]
+    dll.fw_kernel_id.restype = ctypes.c_uint64
+    dll.fw_kernel_add.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint64, ctypes.c_uint64]
     return dll
 
 
 class State:
-    """One fw_state (allocated generously: its size is the C struct's, unknown here)."""
+    """One fw_state, of the C struct's size."""
 
     def __init__(self, core: ctypes.CDLL, horizon_ns: int) -> None:
         self.core = core
-        self.buf = ctypes.create_string_buffer(1 << 16)
+        core.fw_state_size.restype = ctypes.c_size_t
+        self.buf = ctypes.create_string_buffer(core.fw_state_size())
         core.fw_state_init(self.buf, horizon_ns)
 
     def add(self, device: int, pairs: list[tuple[int, int]]) -> None:
@@ -60,7 +64,7 @@ class State:
         return int(self.core.fw_busy_ns(self.buf, device))
 
     def json(self, **kw: int) -> dict[str, object]:
-        out = ctypes.create_string_buffer(1 << 14)
+        out = ctypes.create_string_buffer(1 << 16)
         n = self.core.fw_format(
             self.buf,
             out,
@@ -189,3 +193,26 @@ def test_batches_in_time_order_are_exact_past_the_horizon(
         assert s.busy() == union_length(flat)
     finally:
         s.close()
+
+
+def test_kernels_are_kept_by_id_and_the_busiest_shown(state: State) -> None:
+    fnv = state.core.fw_kernel_id(b"")
+    assert fnv == 0xCBF29CE484222325  # FNV-1a's offset basis: the hash of nothing
+    ids = [state.core.fw_kernel_id(f"kernel_{i}".encode()) for i in range(20)]
+    assert len(set(ids)) == 20
+    for i, kid in enumerate(ids):
+        for _ in range(3):
+            state.core.fw_kernel_add(state.buf, 0, kid, 10 * (i + 1))
+    (gpu,) = state.json()["gpus"]  # type: ignore[misc]
+    shown = gpu["kernels"]
+    assert len(shown) == 16  # the busiest 16 of 20, busiest first
+    assert [k[0] for k in shown] == [f"{kid:016x}" for kid in reversed(ids[4:])]
+    assert [k[1:] for k in shown[:2]] == [[600, 3], [570, 3]]
+    assert gpu["other_kernels_ns"] == 0
+
+
+def test_kernels_past_the_table_are_counted_as_other(state: State) -> None:
+    for i in range(300):
+        state.core.fw_kernel_add(state.buf, 0, i + 1, 5)
+    (gpu,) = state.json()["gpus"]  # type: ignore[misc]
+    assert gpu["other_kernels_ns"] == (300 - 256) * 5
