@@ -28,6 +28,7 @@ and results.json (accuracy_analysis.py's table, also printed). Exit status 0 whe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
 import os
@@ -458,10 +459,8 @@ def gputime_reduce(
     for pid in pids:
         state = next(iter(states.glob(f"*-{pid}.json")), None) if states is not None else None
         if state is not None and out["pids"].get(str(pid)) is not None:
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 out["pids"][str(pid)]["state"] = json.loads(state.read_text())
-            except (OSError, ValueError):
-                pass
     overlap = 0
     keys = [p for p in pids if p in unions]
     for i, a in enumerate(keys):
