@@ -40,6 +40,14 @@ MAX_FILE_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True)
+class GpuCounters:
+    """One process's counters on one GPU: busy ns (the union of its work) and its busiest kernels' ns."""
+
+    busy_ns: int
+    kernels_ns: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
 class ProcessIdentity:
     pidns: int
     nspid: int
@@ -57,8 +65,8 @@ class GpuTimeReader:
         self._swept = 0.0
         open_to_jobs(self.directory)
 
-    def busy_ns(self, pid: int) -> dict[str, int] | None:
-        """GPU UUID -> busy nanoseconds so far for host `pid`, or None when it keeps no valid file."""
+    def counters(self, pid: int) -> dict[str, GpuCounters] | None:
+        """GPU UUID -> counters so far for host `pid`, or None when it keeps no valid file."""
         ident = self._identity.get(pid)
         if ident is None:
             ident = self._identify(pid)
@@ -102,7 +110,7 @@ class GpuTimeReader:
         self._identity[pid] = ident
         return ident
 
-    def _read(self, ident: ProcessIdentity) -> dict[str, int] | None:
+    def _read(self, ident: ProcessIdentity) -> dict[str, GpuCounters] | None:
         path = self.directory / f"{ident.pidns}-{ident.nspid}.json"
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
@@ -146,8 +154,8 @@ def open_to_jobs(directory: Path) -> None:
         pass
 
 
-def parse_state(raw: bytes, ident: ProcessIdentity | None = None) -> dict[str, int] | None:
-    """A state file's counters (GPU UUID -> busy ns), or None if it is not a valid state of `ident`."""
+def parse_state(raw: bytes, ident: ProcessIdentity | None = None) -> dict[str, GpuCounters] | None:
+    """A state file's counters per GPU UUID, or None if it is not a valid state of `ident`."""
     try:
         doc = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
@@ -160,7 +168,7 @@ def parse_state(raw: bytes, ident: ProcessIdentity | None = None) -> dict[str, i
         start = doc.get("start_ticks")
         if start and ident.start_ticks and start != ident.start_ticks:
             return None  # the PID was reused: that file is a dead process's
-    out: dict[str, int] = {}
+    out: dict[str, GpuCounters] = {}
     gpus = doc.get("gpus")
     if not isinstance(gpus, list):
         return None
@@ -168,10 +176,19 @@ def parse_state(raw: bytes, ident: ProcessIdentity | None = None) -> dict[str, i
         if not isinstance(g, dict):
             return None
         uuid, busy = g.get("uuid"), g.get("busy_ns")
-        if not isinstance(uuid, str) or not uuid or not isinstance(busy, int) or isinstance(busy, bool) or busy < 0:
-            return None
-        out[uuid] = out.get(uuid, 0) + busy
+        if not isinstance(uuid, str) or uuid in out or not _count(busy):
+            return None  # a GPU without a UUID is "" and makes the whole process unsure (_on_gpu)
+        kernels = []
+        for k in g.get("kernels", []) if isinstance(g.get("kernels", []), list) else [None]:
+            if not isinstance(k, list) or len(k) < 2 or not isinstance(k[0], str) or not _count(k[1]):
+                return None
+            kernels.append((k[0][:32], int(k[1])))
+        out[uuid] = GpuCounters(int(busy), tuple(kernels))
     return out
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _is_final(path: Path) -> bool:
@@ -225,23 +242,30 @@ class GpuTimeBackend:
 
 def with_gpu_time(reading: TickReading, uuids: Mapping[int, str], reader: GpuTimeReader) -> TickReading:
     """The reading with each listed process's busy counter on its GPU (None where it keeps none)."""
-    counters: dict[int, dict[str, int] | None] = {}
+    counters: dict[int, dict[str, GpuCounters] | None] = {}
     gpus = []
     for g in reading.gpus:
         uuid = uuids.get(g.index, "")
         procs = []
         for p in g.processes:
             if p.pid not in counters:
-                counters[p.pid] = reader.busy_ns(p.pid)
-            procs.append(replace(p, gpu_busy_ns=_on_gpu(counters[p.pid], uuid)))
+                counters[p.pid] = reader.counters(p.pid)
+            mine = _on_gpu(counters[p.pid], uuid)
+            procs.append(
+                replace(
+                    p,
+                    gpu_busy_ns=mine.busy_ns if mine else None,
+                    gpu_kernels_ns=mine.kernels_ns if mine else None,
+                )
+            )
         gpus.append(replace(g, processes=tuple(procs)))
     reader.forget(set(counters))
     return replace(reading, gpus=tuple(gpus))
 
 
-def _on_gpu(counters: Mapping[str, int] | None, uuid: str) -> int | None:
-    """A process's counter on the GPU `uuid`: 0 where it keeps a file but ran nothing there yet; None
+def _on_gpu(counters: Mapping[str, GpuCounters] | None, uuid: str) -> GpuCounters | None:
+    """A process's counters on the GPU `uuid`: 0 where it keeps a file but ran nothing there yet; None
     where it keeps none, or where the library could not name one of its GPUs (then no GPU's 0 is sure)."""
     if counters is None or not uuid or "" in counters:
         return None
-    return counters.get(uuid, 0)
+    return counters.get(uuid, GpuCounters(0))

@@ -64,6 +64,8 @@ class GpuLedger:
     carried: int = 0  # consecutive samples that reused the previous activity
     # Exact GPU time: each listed process's counter at the last tick, and who was listed then.
     prev_gpu_busy_ns: dict[int, int] = field(default_factory=dict)
+    prev_gpu_kernels_ns: dict[int, dict[str, int]] = field(default_factory=dict)
+    sample_kernels_ns: dict[int, dict[str, int]] = field(default_factory=dict)  # pid -> kernel -> ns, this sample
     prev_listed: frozenset[int] = frozenset()
     idle_power_w: float | None = None  # moving mean of the samples with no process (the gpu_time split's p0)
     resets: int = 0  # times the driver's energy counter went backwards

@@ -46,6 +46,9 @@ class ProcessReading:
     # The process's exact GPU time on this GPU so far, in ns, from the opt-in injection library
     # (gputime.py): a counter, None where the process keeps none. Recorded in traces.
     gpu_busy_ns: int | None = None
+    # Its busiest kernels' counters on this GPU (kernel id: a hash of the name -> ns their launches ran,
+    # summed), from the same file; None where it keeps none. Recorded in traces.
+    gpu_kernels_ns: tuple[tuple[str, int], ...] | None = None
     # Its busy time during the sample in percent of the sample's length, worked out by the sampler
     # from two readings of that counter; None where it is not known for this sample.
     gpu_time_pct: float | None = None

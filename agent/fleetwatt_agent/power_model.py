@@ -117,6 +117,29 @@ def solo_add_gpu_time(solo: JobSolo, *, gpu_time_pct: float, power_w: float) -> 
     return JobSolo(solo.n + 1, solo.power_w_sum + power_w, solo.sm_pct_sum + max(gpu_time_pct, 0.0))
 
 
+@dataclass(frozen=True)
+class KernelPower:
+    """One kernel's energy per point of GPU time, learned from the samples where a job running it had a
+    GPU of this model to itself (the `gpu_time` split's figure for a job never seen alone).
+
+    A sample alone gives the job's (P - p0) / GPU time; each of its kernels takes its share f of the
+    job's kernel time in that sample as the weight of that figure, so a job that runs one kernel teaches
+    that kernel exactly, and a mix is spread over its kernels by time. Sums only, like JobSolo."""
+
+    weight: float = 0.0  # sum of f
+    power_w: float = 0.0  # sum of f x P
+    gpu_time_pct: float = 0.0  # sum of f x the job's GPU time in percent
+
+    def dynamic_w_per_pct(self, p0_w: float) -> float | None:
+        if self.weight < SOLO_MIN_SAMPLES or self.gpu_time_pct <= 0.0:
+            return None
+        return max(self.power_w - self.weight * p0_w, 0.0) / self.gpu_time_pct
+
+
+def kernel_power_add(kp: KernelPower, *, share: float, gpu_time_pct: float, power_w: float) -> KernelPower:
+    return KernelPower(kp.weight + share, kp.power_w + share * power_w, kp.gpu_time_pct + share * gpu_time_pct)
+
+
 def stats_add(stats: PowerStats, *, sm_pct: float, mem_pct: float, power_w: float) -> PowerStats:
     """One more calibration sample (Welford's update of the means and co-moments)."""
     n = stats.n + 1

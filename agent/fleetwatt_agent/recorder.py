@@ -8,7 +8,8 @@ Then one line per tick:
    "gpus": [{"index", "power_w", "memory_used_bytes", "energy_mj" (null when not read this tick),
              "signal" ("sm" | "busy" | null), "activity_missing",
              "processes": [[pid, memory_bytes, activity_pct or null, mem_activity_pct or null
-                            (, gpu_busy_ns: the process's exact GPU time counter, where it keeps one)], ...],
+                            (, gpu_busy_ns: the process's exact GPU time counter, where it keeps one
+                             (, {kernel id: ns}: its busiest kernels' counters))], ...],
              "util": {"since_us", "samples": [[pid, driver µs, SM %, memory %], ...]} (NVML: the raw
              per-process samples the activity came from; absent when none were asked for)}],
    "jobs": {"<pid>": JobInfo for each PID resolved this tick},
@@ -17,8 +18,8 @@ Then one line per tick:
               "gap": true (when the sample was too long to count)}]}
 Version 1 traces have three fields per process (no memory activity); the replay reads both versions.
 "util" was added within version 2 (readers that do not know it ignore it; the processes' activity is
-what the agent computed from it), and so was a process's fifth field, its GPU-time counter (gputime.py;
-older readers ignore it, and a trace without it replays as before).
+what the agent computed from it), and so were a process's fifth field, its GPU-time counter, and sixth,
+its kernels' (gputime.py; older readers ignore them, and a trace without them replays as before).
 The replay backend reads "t", "mono", "gpus" and "jobs"; "split" is what the agent computed, kept so
 that a replay can be checked against the recording and the invariant checked on every sample.
 """
@@ -82,6 +83,8 @@ def _process(p: ProcessReading) -> list[Any]:
     row: list[Any] = [p.pid, p.memory_bytes, p.activity_pct, p.mem_activity_pct]
     if p.gpu_busy_ns is not None:
         row.append(p.gpu_busy_ns)
+        if p.gpu_kernels_ns:
+            row.append(dict(p.gpu_kernels_ns))
     return row
 
 

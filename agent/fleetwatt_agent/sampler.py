@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Mapping
@@ -15,9 +16,11 @@ from fleetwatt_agent.ledger import IDLE, GpuLedger, JobGpuLedger
 from fleetwatt_agent.model import BackendInfo, GpuReading, JobInfo, ProcessReading, TickReading
 from fleetwatt_agent.power_model import (
     JobSolo,
+    KernelPower,
     PowerFit,
     PowerStats,
     calibrated_fit,
+    kernel_power_add,
     solo_add,
     solo_add_gpu_time,
     stats_add,
@@ -31,6 +34,11 @@ log = logging.getLogger(__name__)
 MAX_GPU_TIME_PCT = 150.0
 # Weight of the newest sample in the moving mean of a GPU's idle power (about 10 samples).
 IDLE_POWER_WEIGHT = 0.1
+# A job never seen alone takes its kernels' power where kernels known from jobs seen alone made at least
+# this share of its kernel time in the sample; the GPU model's typical power otherwise.
+KNOWN_KERNELS_MIN_SHARE = 0.5
+# Kernels kept per GPU model (a new one past this is not learned).
+MAX_KERNELS = 20_000
 
 
 class TickSink(Protocol):
@@ -119,6 +127,8 @@ class Sampler:
         # Per GPU model: every job's samples alone with its exact GPU time (the `gpu_time` split's figure
         # for jobs never seen alone).
         self.gpu_time_typical: dict[str, JobSolo] = {}
+        # Per GPU model: each kernel's power from jobs seen alone (power_model.KernelPower), by kernel id.
+        self.gpu_time_kernels: dict[str, dict[str, KernelPower]] = {}
         self.samples_total = 0
         self.missed_total = 0
         self.gaps_total = 0
@@ -316,8 +326,11 @@ class Sampler:
         baseline here (unknown for this sample). Before the GPU's first sample nothing is known."""
         listed = frozenset(p.pid for p in procs)
         previous, was_listed = led.prev_gpu_busy_ns, led.prev_listed
+        prev_kernels = led.prev_gpu_kernels_ns
         led.prev_gpu_busy_ns = {p.pid: p.gpu_busy_ns for p in procs if p.gpu_busy_ns is not None}
+        led.prev_gpu_kernels_ns = {p.pid: dict(p.gpu_kernels_ns) for p in procs if p.gpu_kernels_ns}
         led.prev_listed = listed
+        led.sample_kernels_ns = {}
         if led.last_mono is None or not led.prev_gpu_busy_ns or not self.settings.gpu_time:
             return procs
         dt = mono - led.last_mono
@@ -332,6 +345,10 @@ class Sampler:
                 continue
             pct = min((busy - before) / 1e9 / dt * 100.0, MAX_GPU_TIME_PCT)
             out.append(replace(p, gpu_time_pct=pct))
+            if p.gpu_kernels_ns:
+                led.sample_kernels_ns[p.pid] = kernel_deltas(
+                    dict(p.gpu_kernels_ns), prev_kernels.get(p.pid, {}), new=p.pid not in was_listed, dt_s=dt
+                )
         return tuple(out)
 
     def _gpu_time_power(self, led: GpuLedger, loads: Mapping[str, JobLoad]) -> GpuTimePower | None:
@@ -344,8 +361,11 @@ class Sampler:
             p0 = fit.p0_w if fit is not None else None
         base = p0 or 0.0
         own = {}
-        for key in loads:
+        kernels = self.gpu_time_kernels.get(led.info.name, {})
+        for key, load in loads.items():
             w = led.jobs[key].solo_gpu_time.dynamic_w_per_sm_pct(base)
+            if w is None and kernels:
+                w = _from_kernels(self._job_kernels(led, load), kernels, base)
             if w is not None:
                 own[key] = w
         typical = self.gpu_time_typical.get(led.info.name)
@@ -375,6 +395,25 @@ class Sampler:
         self.gpu_time_typical[name] = solo_add_gpu_time(
             self.gpu_time_typical.get(name, JobSolo()), gpu_time_pct=load.gpu_time_pct, power_w=power_w
         )
+        ran = self._job_kernels(led, load)
+        total = math.fsum(ran.values())
+        if total <= 0.0 or load.gpu_time_pct <= 0.0:
+            return
+        table = self.gpu_time_kernels.setdefault(name, {})
+        for kernel, ns in ran.items():
+            if kernel in table or len(table) < MAX_KERNELS:
+                table[kernel] = kernel_power_add(
+                    table.get(kernel, KernelPower()), share=ns / total, gpu_time_pct=load.gpu_time_pct, power_w=power_w
+                )
+
+    @staticmethod
+    def _job_kernels(led: GpuLedger, load: JobLoad) -> dict[str, float]:
+        """The job's kernels' time in this sample, ns, summed over its processes."""
+        out: dict[str, float] = {}
+        for pid in load.pids:
+            for kernel, ns in led.sample_kernels_ns.get(pid, {}).items():
+                out[kernel] = out.get(kernel, 0.0) + ns
+        return out
 
     def _calibrate(self, led: GpuLedger, g: GpuReading, loads: Mapping[str, JobLoad]) -> None:
         """Feed the GPU model's power model with this sample if it is a calibration sample: exactly one job
@@ -437,6 +476,8 @@ class Sampler:
                     prev_activity={},
                     prev_mem_activity={},
                     prev_gpu_busy_ns={},
+                    prev_gpu_kernels_ns={},
+                    sample_kernels_ns={},
                 )
                 gpus.append(copy)
             return Snapshot(
@@ -459,6 +500,39 @@ class Sampler:
                 split=self.settings.split,
                 power_models=dict(self.power_models),
             )
+
+
+def kernel_deltas(now: dict[str, int], before: dict[str, int], *, new: bool, dt_s: float) -> dict[str, int]:
+    """Each kernel's time in the sample from two readings of a process's busiest kernels. A kernel
+    listed before: the difference (none if it went back). One not listed before ran for the first time,
+    or rose among the busiest: its counter counts if the process is new, or if it fits in the sample."""
+    out: dict[str, int] = {}
+    for kernel, ns in now.items():
+        prev = before.get(kernel)
+        if prev is not None:
+            if ns > prev:
+                out[kernel] = ns - prev
+        elif ns > 0 and (new or ns <= dt_s * 1e9 * MAX_GPU_TIME_PCT / 100.0):
+            out[kernel] = ns
+    return out
+
+
+def _from_kernels(ran: dict[str, float], table: dict[str, KernelPower], p0_w: float) -> float | None:
+    """A job's energy per point of GPU time from the kernels it ran in the sample, where kernels known
+    from jobs seen alone make enough of its kernel time; None otherwise."""
+    total = math.fsum(ran.values())
+    if total <= 0.0:
+        return None
+    known = {}
+    for kernel, ns in ran.items():
+        kp = table.get(kernel)
+        w = kp.dynamic_w_per_pct(p0_w) if kp is not None else None
+        if w is not None:
+            known[kernel] = (ns, w)
+    share = math.fsum(ns for ns, _ in known.values()) / total
+    if share < KNOWN_KERNELS_MIN_SHARE:
+        return None
+    return math.fsum(ns * w for ns, w in known.values()) / math.fsum(ns for ns, _ in known.values())
 
 
 def _merge_start(known: JobInfo, new: JobInfo) -> None:

@@ -26,6 +26,11 @@ UUID = "GPU-test-0"
 
 
 # -- the files ----------------------------------------------------------------------------------------
+def busy(reader: GpuTimeReader, pid: int) -> dict[str, int] | None:
+    got = reader.counters(pid)
+    return {uuid: c.busy_ns for uuid, c in got.items()} if got is not None else None
+
+
 class FakeProc:
     """A /proc with the three things the reader needs of a process: its PID namespace, NSpid and start."""
 
@@ -78,8 +83,8 @@ def test_a_process_reads_its_own_file(proc: FakeProc, folder: Path) -> None:
     ns = proc.add(300)
     (folder / f"{ns}-300.json").write_text(state(300, ns, {UUID: 1_500}))
     reader = GpuTimeReader(folder, proc.root)
-    assert reader.busy_ns(300) == {UUID: 1_500}
-    assert reader.busy_ns(301) is None  # no such process
+    assert busy(reader, 300) == {UUID: 1_500}
+    assert busy(reader, 301) is None  # no such process
 
 
 def test_a_process_in_a_container_is_found_by_its_namespace_and_inner_pid(proc: FakeProc, folder: Path) -> None:
@@ -88,14 +93,14 @@ def test_a_process_in_a_container_is_found_by_its_namespace_and_inner_pid(proc: 
     (folder / f"{ns}-7.json").write_text(state(7, ns, {UUID: 10}))
     (folder / f"{other}-7.json").write_text(state(7, other, {UUID: 99}))
     reader = GpuTimeReader(folder, proc.root)
-    assert reader.busy_ns(4242) == {UUID: 10}
-    assert reader.busy_ns(4343) == {UUID: 99}
+    assert busy(reader, 4242) == {UUID: 10}
+    assert busy(reader, 4343) == {UUID: 99}
 
 
 def test_a_reused_pid_never_reads_the_dead_process_file(proc: FakeProc, folder: Path) -> None:
     ns = proc.add(300, start=9000)
     (folder / f"{ns}-300.json").write_text(state(300, ns, {UUID: 1_500}, start=5000))
-    assert GpuTimeReader(folder, proc.root).busy_ns(300) is None
+    assert busy(GpuTimeReader(folder, proc.root), 300) is None
 
 
 def test_another_users_file_is_not_trusted(proc: FakeProc, folder: Path) -> None:
@@ -104,9 +109,9 @@ def test_another_users_file_is_not_trusted(proc: FakeProc, folder: Path) -> None
     path.write_text(state(300, ns, {UUID: 1_500}))
     os.chown(proc.root / "300", 1000, 1000)  # the process is user 1000's
     os.chown(path, 2000, 2000)  # the file user 2000's
-    assert GpuTimeReader(folder, proc.root).busy_ns(300) is None
+    assert busy(GpuTimeReader(folder, proc.root), 300) is None
     os.chown(path, 1000, 1000)
-    assert GpuTimeReader(folder, proc.root).busy_ns(300) == {UUID: 1_500}
+    assert busy(GpuTimeReader(folder, proc.root), 300) == {UUID: 1_500}
 
 
 def test_a_link_is_not_followed(proc: FakeProc, folder: Path, tmp_path: Path) -> None:
@@ -114,7 +119,7 @@ def test_a_link_is_not_followed(proc: FakeProc, folder: Path, tmp_path: Path) ->
     target = tmp_path / "elsewhere.json"
     target.write_text(state(300, ns, {UUID: 1}))
     (folder / f"{ns}-300.json").symlink_to(target)
-    assert GpuTimeReader(folder, proc.root).busy_ns(300) is None
+    assert busy(GpuTimeReader(folder, proc.root), 300) is None
 
 
 @pytest.mark.parametrize(
@@ -361,3 +366,80 @@ def test_the_agent_opens_the_folder_it_owns_to_every_job(tmp_path: Path) -> None
     GpuTimeReader(folder, tmp_path)
     assert (folder.stat().st_mode & 0o7777) == 0o1777
     GpuTimeReader(tmp_path / "absent", tmp_path)  # nothing there: nothing done, no error
+
+
+# -- kernels: a power learned from one job, used for another ------------------------------------------
+def pk(pid: int, busy_ns: int, kernels: dict[str, int], sm: float = 50.0) -> ProcessReading:
+    return ProcessReading(pid, 2**30, sm, 10.0, gpu_busy_ns=busy_ns, gpu_kernels_ns=tuple(kernels.items()))
+
+
+def test_a_job_never_seen_alone_takes_the_power_of_the_kernels_it_runs() -> None:
+    # idle 80 W; job 1 alone runs kernel "mm" 100 % at 680 W (6 W per point above idle), then leaves;
+    # job 3 alone runs "copy" 100 % at 380 W (3 W per point); then jobs 2 ("mm") and 4 ("copy"), never
+    # seen alone, share the GPU half and half: 2 draws twice what 4 draws
+    s = 1_000_000_000
+    ticks = [tick(i, [g(power_w=80.0)]) for i in range(3)]
+    ticks += [tick(3 + i, [g(pk(1, (i + 1) * s, {"mm": (i + 1) * s}), power_w=680.0)]) for i in range(5)]
+    ticks += [tick(8 + i, [g(pk(3, (i + 1) * s, {"copy": (i + 1) * s}), power_w=380.0)]) for i in range(5)]
+    h = s // 2
+    ticks += [
+        tick(
+            13 + i,
+            [g(pk(2, (i + 1) * h, {"mm": (i + 1) * h}), pk(4, (i + 1) * h, {"copy": (i + 1) * h}), power_w=530.0)],
+        )
+        for i in range(4)
+    ]
+    sampler, _ = make_sampler(ticks, jobs={1: "slurm/1", 2: "slurm/2", 3: "slurm/3", 4: "slurm/4"})
+    run_all(sampler)
+    table = sampler.gpu_time_kernels["Test GPU"]
+    assert table["mm"].dynamic_w_per_pct(80.0) == pytest.approx(6.0)
+    assert table["copy"].dynamic_w_per_pct(80.0) == pytest.approx(3.0)
+    got = methods_and_joules(sampler)
+    # each shared second: 80 W static, 40 each; 450 W dynamic, 2 : 1 -> 300 and 150
+    assert got["slurm/2"]["gpu_time"] == pytest.approx(4 * 340.0)
+    assert got["slurm/4"]["gpu_time"] == pytest.approx(4 * 190.0)
+
+
+def test_unknown_kernels_leave_a_job_to_the_typical_power() -> None:
+    s = 1_000_000_000
+    ticks = [tick(i, [g(power_w=80.0)]) for i in range(2)]
+    ticks += [tick(2 + i, [g(pk(1, (i + 1) * s, {"mm": (i + 1) * s}), power_w=680.0)]) for i in range(4)]
+    h = s // 2
+    ticks += [
+        tick(
+            6 + i,
+            [g(pk(2, (i + 1) * h, {"other": (i + 1) * h}), pk(3, (i + 1) * h, {"mm": (i + 1) * h}), power_w=600.0)],
+        )
+        for i in range(3)
+    ]
+    sampler, _ = make_sampler(ticks, jobs={1: "slurm/1", 2: "slurm/2", 3: "slurm/3"})
+    run_all(sampler)
+    got = methods_and_joules(sampler)
+    # the typical power is mm's (the only job seen alone): the two split evenly
+    assert got["slurm/2"]["gpu_time"] == pytest.approx(got["slurm/3"]["gpu_time"])
+
+
+def test_kernel_deltas() -> None:
+    from fleetwatt_agent.sampler import kernel_deltas
+
+    assert kernel_deltas({"a": 30, "b": 5}, {"a": 10, "b": 5}, new=False, dt_s=1.0) == {"a": 20}
+    assert kernel_deltas({"a": 3 * 10**9}, {}, new=True, dt_s=1.0) == {"a": 3 * 10**9}  # started in the sample
+    assert kernel_deltas({"a": 3 * 10**9, "b": 10**8}, {}, new=False, dt_s=1.0) == {"b": 10**8}  # rose: too big
+    assert kernel_deltas({"a": 5}, {"a": 9}, new=False, dt_s=1.0) == {}  # went back
+
+
+def test_kernels_go_through_the_file_the_trace_and_the_replay(proc: FakeProc, folder: Path, tmp_path: Path) -> None:
+    ns = proc.add(300)
+    doc = json.loads(state(300, ns, {UUID: 1_500}))
+    doc["gpus"][0]["kernels"] = [["00ff00ff00ff00ff", 1_200, 7], ["0000000000000001", 300, 1]]
+    (folder / f"{ns}-300.json").write_text(json.dumps(doc))
+    got = GpuTimeReader(folder, proc.root).counters(300)
+    assert got is not None and got[UUID].kernels_ns == (("00ff00ff00ff00ff", 1_200), ("0000000000000001", 300))
+    doc["gpus"][0]["kernels"] = [["x", -1, 0]]
+    assert parse_state(json.dumps(doc).encode()) is None
+    trace = write_trace(tmp_path / "t.jsonl", [tick(0, [g(pk(1, 5, {"k": 4}))])], {1: JobInfo("slurm/1")})
+    _, records = read_trace(trace)
+    assert records[0]["gpus"][0]["processes"][0][4:] == [5, {"k": 4}]
+    backend = ReplayBackend(trace, speed=0, keep_time=True)
+    backend.open()
+    assert backend.read(read_energy=True).gpus[0].processes[0].gpu_kernels_ns == (("k", 4),)

@@ -149,20 +149,30 @@ def _gpu(g: dict[str, Any]) -> GpuReading:
 
 
 def _process(p: list[Any]) -> ProcessReading:
-    """[pid, memory_bytes, activity_pct, mem_activity_pct (, gpu_busy_ns)]; version 1 traces stop at
-    activity_pct; the GPU-time counter is there only for processes that keep one."""
+    """[pid, memory_bytes, activity_pct, mem_activity_pct (, gpu_busy_ns (, {kernel: ns}))]; version 1
+    traces stop at activity_pct; the GPU-time counters are there only for processes that keep them."""
     sm = p[2] if len(p) > 2 else None
     mem = p[3] if len(p) > 3 else None
     busy = p[4] if len(p) > 4 else None
-    if busy is not None and (not isinstance(busy, int) or isinstance(busy, bool) or busy < 0):
+    if busy is not None and not _count(busy):
         raise TraceFormatError(f"a process's GPU-time counter must be a non-negative integer, got {busy!r}")
+    kernels = p[5] if len(p) > 5 else None
+    if kernels is not None and (
+        not isinstance(kernels, dict) or not all(isinstance(k, str) and _count(v) for k, v in kernels.items())
+    ):
+        raise TraceFormatError(f"a process's kernel counters must map ids to non-negative integers, got {kernels!r}")
     return ProcessReading(
         int(p[0]),
         int(p[1]),
         float(sm) if sm is not None else None,
         float(mem) if mem is not None else None,
         gpu_busy_ns=busy,
+        gpu_kernels_ns=tuple(kernels.items()) if kernels else None,
     )
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def read_trace(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
