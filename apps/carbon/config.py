@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 
-from apps.fleet.endpoint import MAX_TIMEOUT_S, env_name_problem, headers_problems
+from apps.fleet.endpoint import MAX_TIMEOUT_S, env_name_problem, headers_problems, label_name_problem
 from apps.sso.mapping import FLEET_ROLES, ROLES, TEAM_ROLES, GroupRule, SsoMappingConfig
 from apps.telemetry.shards import RESERVED as RESERVED_SHARDS
 from apps.telemetry.shards import node_pattern_problem
@@ -131,6 +131,7 @@ class ClusterConfig:
     prometheus_url: str | None = None
     selector: str | None = None
     scrape_interval_s: int | None = None
+    dcgm_host_label: str | None = None  # "" reads Hostname or hostname (apps.telemetry.hour.dcgm_host)
     site: str | None = None
     nodes: tuple[NodeMatch, ...] | None = None  # None: the cluster's stored hostname rules are left alone
     scheduler: str | None = None  # one of SCHEDULERS (docs/schedulers.md)
@@ -663,6 +664,9 @@ def _cluster(
     if selector is not None and selector.strip().startswith("{"):
         f.problems.add(f.where("selector"), 'label matchers without braces, e.g. cluster="a"')
     scrape = f.integer("scrape_interval_s", required=False, minimum=1, maximum=3600)
+    host_label = f.string("dcgm_host_label", required=False, max_length=100, allow_empty=True)
+    if host_label and (problem := label_name_problem(host_label)):
+        f.problems.add(f.where("dcgm_host_label"), problem)
     scheduler = _scheduler(f)
     kube_pods = f.boolean("kube_pods", default=False) if f.has("kube_pods") else None
     sacct_command = f.string("sacct_command", required=False, max_length=500)
@@ -700,6 +704,7 @@ def _cluster(
         prometheus_url=url,
         selector=selector,
         scrape_interval_s=scrape,
+        dcgm_host_label=host_label,
         site=site,
         nodes=tuple(nodes) if f.raw.get("nodes") is not None else None,
         scheduler=scheduler,
@@ -944,6 +949,7 @@ def config_parse(document: Any, *, known: KnownNames | None = None) -> FleetConf
                 "prometheus_url",
                 "selector",
                 "scrape_interval_s",
+                "dcgm_host_label",
                 "site",
                 "nodes",
                 *CLUSTER_SCHEDULER_KEYS,

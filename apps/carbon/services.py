@@ -561,6 +561,8 @@ def _clusters_apply(
             values["selector"] = cc.selector
         if cc.scrape_interval_s is not None:
             values["scrape_interval_s"] = cc.scrape_interval_s
+        if cc.dcgm_host_label is not None:
+            values["dcgm_host_label"] = cc.dcgm_host_label
         for name in (*CLUSTER_SCHEDULER_KEYS, *CLUSTER_ENDPOINT_KEYS):
             if getattr(cc, name) is not None:
                 values[name] = getattr(cc, name)

@@ -3,8 +3,9 @@ energy ingest and scheduler sync have got), the jobs of a GPU-hour finding, and 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db.models import Count, Q
 
@@ -12,6 +13,7 @@ from apps.fleet.models import Cluster
 from apps.jobs.models import Job, JobGpuHour
 from apps.jobs.states import JobState
 from apps.telemetry.models import GpuHour, IngestBatch, IngestWatermark
+from apps.telemetry.selectors import clusters_meterless_gpus
 from apps.waste.models import Flag
 
 RECENT = timedelta(days=1)  # "jobs of the last day": seen since then
@@ -33,6 +35,7 @@ class ClusterSyncStatus:
     missing: int  # of them, absent from a whole window of the scheduler's accounting
     missing_jobs: list[Job]
     open_batch: IngestBatch | None = None  # the fanned-out ingest's batch in progress, and its last error
+    no_energy_meter: list[dict[str, Any]] = field(default_factory=list)  # GPUs of its last hour with no meter
 
     @property
     def has_scheduler(self) -> bool:
@@ -58,6 +61,7 @@ def scheduler_sync_status(*, now: datetime) -> list[ClusterSyncStatus]:
         .order_by()
     }
     hour = now.replace(minute=0, second=0, microsecond=0)
+    meterless = clusters_meterless_gpus()
     out = []
     for cluster in clusters:
         mark = marks.get(cluster.pk)
@@ -80,6 +84,7 @@ def scheduler_sync_status(*, now: datetime) -> list[ClusterSyncStatus]:
                 if c["missing"]
                 else [],
                 open_batch=batches.get(cluster.pk),
+                no_energy_meter=meterless.get(cluster.pk, []),
             )
         )
     return out

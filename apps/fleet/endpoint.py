@@ -137,3 +137,13 @@ def endpoint_resolve(
         basic_auth=basic_auth,
         ca_file=settings.ca_file or None,
     )
+
+
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+
+
+def label_name_problem(name: str) -> str | None:
+    """Why `name` cannot be a Prometheus label name (a cluster's dcgm_host_label), or None when it can."""
+    if _LABEL_NAME.match(name) and not name.startswith("__"):
+        return None
+    return f"{name!r} is not a label name (letters, digits and _, e.g. Hostname, hostname, node, instance)"

@@ -10,7 +10,7 @@ from django.db import models
 
 from apps.core.access import member_team_ids, user_sees_all_teams
 
-from .endpoint import EndpointSettings, env_name_problem, headers_problems
+from .endpoint import EndpointSettings, env_name_problem, headers_problems, label_name_problem
 
 _Q = TypeVar("_Q", bound=models.QuerySet)
 
@@ -70,6 +70,14 @@ class Cluster(models.Model):
     )
     scrape_interval_s = models.PositiveIntegerField(
         default=15, help_text="Scrape interval of the agent and dcgm-exporter jobs, in seconds."
+    )
+    dcgm_host_label = models.CharField(
+        max_length=100,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="Label naming the node on dcgm-exporter's series: Hostname, hostname (dcgm-exporter 4.8.3+), or a "
+        "relabelled node or instance. Empty: Hostname or hostname (a sharded cluster's node matchers use Hostname).",
     )
     site = models.ForeignKey(
         "carbon.Site",
@@ -140,6 +148,8 @@ class Cluster(models.Model):
                 errors[name] = problem
         if problems := headers_problems(self.prometheus_headers):
             errors["prometheus_headers"] = "; ".join(problems)
+        if self.dcgm_host_label and (problem := label_name_problem(self.dcgm_host_label)):
+            errors["dcgm_host_label"] = problem
         if self.prometheus_bearer_token_env and self.prometheus_basic_auth_user:
             errors["prometheus_basic_auth_user"] = "give a bearer token or basic auth, not both"
         if self.prometheus_timeout_s is not None and not 0 < self.prometheus_timeout_s <= 600:

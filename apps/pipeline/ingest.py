@@ -24,7 +24,7 @@ from apps.telemetry import promql
 from apps.telemetry import services as telemetry
 from apps.telemetry.fetch import hour_fetch
 from apps.telemetry.guard import beyond_retention, source_loss
-from apps.telemetry.hour import HourInput, hour_compute
+from apps.telemetry.hour import HostLabelMissingError, HourInput, UnknownSeriesError, hour_compute
 from apps.telemetry.models import IngestWatermark
 from apps.telemetry.partitions import expiry_horizon, hour_partition_ensure
 from apps.telemetry.prometheus import PrometheusReader, PrometheusUnavailable, reader_for
@@ -93,10 +93,29 @@ def hour_fetch_shard(*, cluster: Cluster, hour: datetime, reader: PrometheusRead
         lookback_s=settings.FLEETWATT_COUNTER_LOOKBACK_S,
         windows_open_left=reader.windows_open_left(),
         node_match=node_match,
+        dcgm_host_label=cluster.dcgm_host_label,
     )
     data = hour_fetch(reader=reader, queries=queries, hour_start=hour.timestamp())
+    if node_match and not cluster.dcgm_host_label:
+        _shard_host_label_check(cluster=cluster, hour=hour, data=data)
     retention = reader.retention()
     return Fetched(data, retention, reader.log.count - count0, reader.log.seconds - seconds0)
+
+
+def _shard_host_label_check(*, cluster: Cluster, hour: datetime, data: HourInput) -> None:
+    """A shard matches dcgm-exporter's nodes by `Hostname` unless the cluster names its host label: series that
+    name their node `hostname` only (dcgm-exporter 4.8.3+) would all fall into the `rest` shard, unseen."""
+    lowercase = {
+        lb.get("hostname", "")
+        for lb in [sw.labels for sw in data.dcgm_energy] + [lb for _, lb, _ in data.dcgm_series]
+        if lb.get("hostname") and not lb.get("Hostname")
+    }
+    if lowercase:
+        raise IngestError(
+            f"cluster {cluster.name}, hour {hour:%Y-%m-%d %H}:00 UTC: dcgm-exporter names its nodes in `hostname` "
+            f"({', '.join(sorted(lowercase)[:3])}), and this sharded cluster's node matchers use `Hostname`: set "
+            "the cluster's dcgm_host_label to hostname (docs/config.md). Nothing was written."
+        )
 
 
 def hour_write(
@@ -115,7 +134,10 @@ def hour_write(
             f"(FLEETWATT_HOUR_ROWS_KEEP_MONTHS={settings.FLEETWATT_HOUR_ROWS_KEEP_MONTHS}: kept from {horizon}); "
             "its jobs' totals are kept as they were. Nothing was written."
         )
-    result = hour_compute(fetched.data)
+    try:
+        result = hour_compute(fetched.data, dcgm_host_label=cluster.dcgm_host_label)
+    except (HostLabelMissingError, UnknownSeriesError) as exc:
+        raise IngestError(f"cluster {cluster.name}, hour {hour:%Y-%m-%d %H}:00 UTC: {exc}") from None
     hour_partition_ensure(hour)
     with transaction.atomic():
         telemetry.cluster_hour_lock(cluster=cluster, hour=hour)
@@ -160,6 +182,7 @@ def hour_write(
             derive_s=derive_s,
             derive_steps_s=derive_steps_s,
             rows=written.rows,
+            meterless=result.meterless,
         )
         telemetry.ingested_hour_record(
             cluster=cluster, hour=hour, report=report, pending_job_ids=None if derive_now else job_ids

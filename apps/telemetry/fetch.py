@@ -125,4 +125,10 @@ def hour_fetch(*, reader: PrometheusReader, queries: promql.HourQueries, hour_st
     data.job_info = [labels for labels in infos if "job_key" in labels]
     data.agent_info = [labels for labels in infos if "job_key" not in labels]
     data.dcgm_series = answers["dcgm"]
+    unread = not data.dcgm_series and not any(sw.window.last is not None for ws in data.counters.values() for sw in ws)
+    # Nothing fleetwatt reads: ask what is there instead, so that an unknown exporter is named, not a zero. Of a
+    # sharded cluster only the `rest` shard asks (the question has no node matcher): a named shard may be empty.
+    if unread and not queries.node_match.startswith("=~"):
+        found = reader.instant(queries.foreign_names(), at=at)
+        data.foreign_names = sorted({item["metric"].get("__name__", "") for item in found} - {""})
     return data

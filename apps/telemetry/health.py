@@ -15,6 +15,7 @@ from apps.fleet.models import Cluster
 
 from .models import IngestWatermark
 from .prometheus import PrometheusUnavailable, connection_for
+from .selectors import clusters_meterless_gpus
 from .services import HOUR, last_closed_hour
 
 Check = dict[str, Any]
@@ -70,8 +71,11 @@ def cluster_checks(*, now: datetime, max_lag_h: int, timeout_s: float) -> dict[s
     checks: dict[str, Check] = {}
     for cluster, prometheus in zip(clusters, reachable, strict=True):
         checks[f"prometheus:{cluster.name}"] = prometheus
+    meterless = clusters_meterless_gpus()
     for cluster in clusters:
         checks[f"ingest:{cluster.name}"] = ingest_lag_check(
             ingested_through=marks.get(cluster.pk), now=now, max_lag_h=max_lag_h
         )
+        if meterless.get(cluster.pk):  # detail, not a failure: the ingest runs; these GPUs' energy is unknown
+            checks[f"ingest:{cluster.name}"]["no_energy_meter"] = [g["uuid"] for g in meterless[cluster.pk]]
     return checks

@@ -25,6 +25,23 @@ class UnknownMethodError(ValueError):
     """An agent's series names a split method this release does not know (a newer agent)."""
 
 
+class UnknownSeriesError(ValueError):
+    """The hour holds GPU series under names fleetwatt does not read (dcgm-exporter 1.x), and none it reads."""
+
+
+class HostLabelMissingError(ValueError):
+    """A dcgm-exporter series carries no host label of the ones the cluster reads: its GPU has no node."""
+
+
+# dcgm-exporter names its host `Hostname`, from 4.8.3 `hostname` (NVIDIA/dcgm-exporter#655); a site may
+# relabel the node into `node` or `instance`. A cluster names the one it reads (Cluster.dcgm_host_label);
+# empty reads either spelling of dcgm-exporter's own.
+DCGM_HOST_LABELS_AUTO = ("Hostname", "hostname")
+# The container the GPU Operator and dcgm-exporter's Helm chart run the exporter in: a series whose (scrape
+# target's) pod runs it is the GPU's own, never a workload's.
+DCGM_EXPORTER_CONTAINERS = frozenset({"nvidia-dcgm-exporter", "dcgm-exporter"})
+
+
 Labels = Mapping[str, str]
 
 
@@ -46,6 +63,9 @@ class HourInput:
     job_info: list[dict[str, str]] = field(default_factory=list)
     agent_info: list[dict[str, str]] = field(default_factory=list)  # per node: the agent's version
     dcgm_series: list[tuple[str, dict[str, str], float]] = field(default_factory=list)
+    # Asked only of an hour none of the series above answered: the GPU metric names the endpoint holds
+    # instead (dcgm-exporter 1.x's `dcgm_*`, another exporter's), so that the ingest names them.
+    foreign_names: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -108,12 +128,23 @@ class JobMeta:
     name: str = ""
 
 
+@dataclass(frozen=True)
+class MeterlessGpu:
+    """A GPU dcgm-exporter reports without an energy meter (a vGPU guest, or an exporter configured without
+    the field): what is missing, so that the ingest says it rather than store a zero."""
+
+    uuid: str
+    hostname: str
+    missing: tuple[str, ...]
+
+
 @dataclass
 class HourResult:
     gpus: dict[str, GpuRef]
     gpu_hours: list[GpuHourRow]
     job_hours: list[JobGpuHourRow]
     jobs: dict[str, JobMeta]
+    meterless: list[MeterlessGpu] = field(default_factory=list)
 
 
 def _first(labels: Labels, *names: str) -> str:
@@ -127,11 +158,25 @@ def dcgm_uuid(labels: Labels) -> str:
     return _first(labels, "UUID", "uuid")
 
 
+def dcgm_host(labels: Labels, host_label: str = "") -> str:
+    """The node of a dcgm-exporter series, by the cluster's host label ('' : `Hostname` or `hostname`)."""
+    return labels.get(host_label, "") if host_label else _first(labels, *DCGM_HOST_LABELS_AUTO)
+
+
 def dcgm_job_key(labels: Labels) -> str:
-    """The job a dcgm-exporter series is labelled with, or '' for a GPU-level series."""
-    pod = _first(labels, "pod", "exported_pod")
-    if pod:
-        return f"k8s/{_first(labels, 'namespace', 'exported_namespace')}/{pod}"
+    """The job a dcgm-exporter series is labelled with, or '' for a GPU-level series.
+
+    Prometheus renames the exporter's `pod`/`namespace`/`container` to `exported_*` where they clash with
+    the scrape target's own (kube-prometheus-stack without honorLabels): then `exported_*` is the workload
+    and `pod` the exporter. A pod that is the exporter itself (an idle GPU's series carry the target's
+    labels only) is no job."""
+    if labels.get("exported_pod"):
+        pod, namespace, container = (labels.get(f"exported_{n}", "") for n in ("pod", "namespace", "container"))
+    else:
+        pod, namespace, container = (labels.get(n, "") for n in ("pod", "namespace", "container"))
+    exporter = container in DCGM_EXPORTER_CONTAINERS or (container == "exporter" and "dcgm-exporter" in pod)
+    if pod and not exporter:
+        return f"k8s/{namespace}/{pod}"
     hpc_job = labels.get("hpc_job", "")
     return f"slurm/{hpc_job}" if hpc_job else ""
 
@@ -167,8 +212,9 @@ def _by_uuid_job_method(labels: Labels) -> tuple[str, ...]:
     return (labels.get("uuid", ""), labels.get("job_key", ""), labels.get("method", ""))
 
 
-def hour_compute(data: HourInput) -> HourResult:
-    """All rows of one cluster-hour."""
+def hour_compute(data: HourInput, *, dcgm_host_label: str = "") -> HourResult:
+    """All rows of one cluster-hour. `dcgm_host_label`: the label naming a dcgm-exporter series' node ('':
+    `Hostname` or `hostname`); a series without it is refused (HostLabelMissingError), not put on a node ''."""
     t0 = data.hour_start
     gpus: dict[str, GpuRef] = {}
     models: dict[str, str] = {}
@@ -246,6 +292,7 @@ def hour_compute(data: HourInput) -> HourResult:
     )
 
     # --- dcgm-exporter: the reference energy of every GPU, and attribution where no agent reports
+    _dcgm_hosts_check([s.labels for s in data.dcgm_energy] + [lb for _, lb, _ in data.dcgm_series], dcgm_host_label)
     copies: dict[str, list[CounterWindow]] = defaultdict(list)
     for s in data.dcgm_energy:
         uuid = dcgm_uuid(s.labels)
@@ -255,7 +302,7 @@ def hour_compute(data: HourInput) -> HourResult:
         if s.labels.get("modelName"):
             models[uuid] = s.labels["modelName"]
         if uuid not in gpus and s.window.last is not None:
-            gpus[uuid] = GpuRef(uuid, _first(s.labels, "Hostname", "hostname"), int(s.labels.get("gpu", "0") or 0), "")
+            gpus[uuid] = GpuRef(uuid, dcgm_host(s.labels, dcgm_host_label), int(s.labels.get("gpu", "0") or 0), "")
     dcgm_energy: dict[str, float] = {}
     dcgm_resets: dict[str, int] = {}
     for uuid, windows in copies.items():
@@ -315,7 +362,48 @@ def hour_compute(data: HourInput) -> HourResult:
     job_rows = [r for r in rows.values() if r.energy_j > 0 or r.sampled_s > 0 or r.occupancy_s > 0]
     job_rows += dcgm_rows
     jobs = _job_metas(data.job_info, {r.job_key for r in job_rows})
-    return HourResult(gpus=gpus, gpu_hours=gpu_hours, job_hours=job_rows, jobs=jobs)
+    meterless = meterless_gpus(data, metered=set(dcgm_energy) | agent_uuids, dcgm_host_label=dcgm_host_label)
+    if not gpus and not meterless and data.foreign_names:
+        raise UnknownSeriesError(
+            f"No series fleetwatt reads in this hour, but GPU series named {', '.join(sorted(data.foreign_names))}. "
+            f"fleetwatt reads {promql.DCGM_ENERGY} (or {promql.DCGM_POWER}) from dcgm-exporter 2.x and later, or "
+            f"{promql.GPU_ENERGY} from fleetwatt-agent (docs/metrics.md); dcgm-exporter 1.x's dcgm_* names are "
+            "not read: upgrade the exporter. Nothing was written for this hour."
+        )
+    return HourResult(gpus=gpus, gpu_hours=gpu_hours, job_hours=job_rows, jobs=jobs, meterless=meterless)
+
+
+def _dcgm_hosts_check(labels: list[dict[str, str]], host_label: str) -> None:
+    """Every dcgm-exporter series of a GPU names its node, by the cluster's host label."""
+    missing = sorted({dcgm_uuid(lb) for lb in labels if dcgm_uuid(lb) and not dcgm_host(lb, host_label)})
+    if missing:
+        wanted = f"`{host_label}`" if host_label else "`Hostname` or `hostname`"
+        raise HostLabelMissingError(
+            f"dcgm-exporter series of {len(missing)} GPU(s) ({', '.join(missing[:5])}) carry no host label "
+            f"{wanted}: set the cluster's dcgm_host_label to the label that names the node (Hostname, hostname, "
+            "node, instance; docs/config.md), or have Prometheus relabel one in. Nothing was written for this hour."
+        )
+
+
+def meterless_gpus(data: HourInput, *, metered: set[str], dcgm_host_label: str = "") -> list[MeterlessGpu]:
+    """GPUs dcgm-exporter reports (framebuffer or power seen in the hour) with no energy counter: no energy
+    can be stored for them, and the ingest names them with the fields they lack."""
+    seen: dict[str, str] = {}
+    powered: set[str] = set()
+    for tag, labels, _ in data.dcgm_series:
+        uuid = dcgm_uuid(labels)
+        if uuid and uuid not in metered and tag in ("present", "power_sum"):
+            seen.setdefault(uuid, dcgm_host(labels, dcgm_host_label))
+            if tag == "power_sum":
+                powered.add(uuid)
+    return [
+        MeterlessGpu(
+            uuid=uuid,
+            hostname=host,
+            missing=(promql.DCGM_ENERGY,) if uuid in powered else (promql.DCGM_ENERGY, promql.DCGM_POWER),
+        )
+        for uuid, host in sorted(seen.items())
+    ]
 
 
 # Seconds of an hour the agent may miss before the meter's difference counts as unobserved energy: below

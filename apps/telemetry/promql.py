@@ -87,12 +87,17 @@ class HourQueries:
     # A shard's node matcher without its label (`=~"gpu-a.*"`, or `!~"..."` for the nodes no shard names): the
     # agent's series name their node in `hostname`, dcgm-exporter's in `Hostname` (apps.telemetry.shards).
     node_match: str = ""
+    # The label naming a dcgm-exporter series' node (Cluster.dcgm_host_label): `Hostname`, `hostname` (4.8.3+),
+    # or a relabelled `node`/`instance`; empty: dcgm-exporter's `Hostname`, the label a shard matches then.
+    dcgm_host_label: str = ""
 
     def _sel(self, metric: str, extra: str = "") -> str:
         """The metric's selector: the cluster's matchers, the shard's node matcher, and `extra`."""
         node = ""
         if self.node_match:
-            node = ("Hostname" if metric.startswith("DCGM_") else "hostname") + self.node_match
+            node = (
+                (self.dcgm_host_label or "Hostname") if metric.startswith("DCGM_") else "hostname"
+            ) + self.node_match
         return selector(metric, self.cluster_selector, ",".join(m for m in (node, extra) if m))
 
     def window(self, seconds: int) -> str:
@@ -154,6 +159,8 @@ class HourQueries:
         return _tagged_union(
             {
                 "power_sum": f"sum_over_time({power}[{hour}])",
+                # Every GPU's framebuffer series, so that a GPU with no energy meter (a vGPU guest) is seen.
+                "present": f"count_over_time({self._sel(DCGM_FB_USED)}[{hour}])",
                 "samples": each("count_over_time({s}[{hour}])", DCGM_POWER),
                 "first": each("min_over_time(timestamp({s})[{hour}:{step}])", DCGM_POWER),
                 "last": each("max_over_time(timestamp({s})[{hour}:{step}])", DCGM_POWER),
@@ -162,6 +169,15 @@ class HourQueries:
                 "fb_max": each("max_over_time({s}[{hour}])", DCGM_FB_USED),
             }
         )
+
+    def foreign_names(self) -> str:
+        """The GPU metric names the hour holds (asked only when none the ingest reads answered)."""
+        names = self._sel_any('__name__=~"(?i)(dcgm|nvidia)_.+"')
+        return f"count by (__name__) (last_over_time({names}[{self.hour}]))"
+
+    def _sel_any(self, matcher: str) -> str:
+        matchers = ",".join(m for m in (self.cluster_selector.strip().strip("{}"), matcher) if m)
+        return "{" + matchers + "}"
 
     def _job_labelled_selectors(self, metric: str) -> list[str]:
         return [self._sel(metric, f'{label}!=""') for label in DCGM_JOB_LABELS]

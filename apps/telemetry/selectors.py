@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import DatabaseError, connection
 from django.db.models import Max
@@ -84,6 +85,15 @@ def clusters_ingested_through(*, cluster_ids: Iterable[int]) -> dict[int, dateti
         .order_by()
     )
     return {r["cluster_id"]: r["latest"] + timedelta(hours=1) for r in rows}
+
+
+def clusters_meterless_gpus() -> dict[int, list[dict[str, Any]]]:
+    """Per cluster, the GPUs its latest ingested hour saw with no energy meter (vGPU guests, exporters without
+    the fields): their energy is not stored, and the status page and /healthz say so. One row per cluster."""
+    latest = (
+        IngestedHour.objects.order_by("cluster_id", "-hour").distinct("cluster_id").values_list("cluster_id", "stats")
+    )
+    return {cluster_id: list((stats or {}).get("no_energy_meter", [])) for cluster_id, stats in latest}
 
 
 def ingest_progress_read() -> list[ClusterIngest] | None:

@@ -24,7 +24,7 @@ from apps.jobs.methods import Method
 from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy, Source
 
 from .guard import HourTotals
-from .hour import HourResult, JobMeta
+from .hour import HourResult, JobMeta, MeterlessGpu
 from .models import GpuHour, IngestedHour, IngestWatermark
 from .unobserved import GpuHourGap, SeenPart, gap_estimates, gap_totals, held_seconds
 
@@ -53,6 +53,7 @@ class HourReport:
     derive_s: float = 0.0  # of which: the derivations (apps.pipeline.derive) of the hour
     derive_steps_s: dict[str, float] = field(default_factory=dict)
     rows: dict[str, int] = field(default_factory=dict)  # rows written, per table (fleetwatt_ingest_last_rows)
+    meterless: list[MeterlessGpu] = field(default_factory=list)  # GPUs seen with no energy meter: no energy stored
 
 
 def _ts(dt: datetime) -> float:
@@ -366,7 +367,14 @@ def ingested_hour_record(
             "query_count": report.query_count,
             "duration_s": report.duration_s,
             "prometheus_s": report.prometheus_s,
-            "stats": {"gpus": report.gpus, "jobs": report.jobs, "rows": report.rows},
+            "stats": {
+                "gpus": report.gpus,
+                "jobs": report.jobs,
+                "rows": report.rows,
+                "no_energy_meter": [
+                    {"uuid": g.uuid, "hostname": g.hostname, "missing": list(g.missing)} for g in report.meterless
+                ],
+            },
             "derived": pending_job_ids is None,
             "pending_job_ids": sorted(pending_job_ids or ()),
         },

@@ -170,6 +170,7 @@ def staged_bytes(data: HourInput, meta: dict[str, Any]) -> bytes:
         "job_info": data.job_info,
         "agent_info": data.agent_info,
         "dcgm_series": data.dcgm_series,
+        "foreign_names": data.foreign_names,
         "_meta": meta,
     }
     text = orjson.dumps(document) if _all_finite(data) else json.dumps(document, separators=(",", ":")).encode()
@@ -193,6 +194,7 @@ def staged_read(blob: bytes) -> tuple[HourInput, dict[str, Any]]:
         job_info=document["job_info"],
         agent_info=document["agent_info"],
         dcgm_series=[(tag, labels, float(v)) for tag, labels, v in document["dcgm_series"]],
+        foreign_names=list(document.get("foreign_names", [])),  # absent from a document staged before it
     )
     return data, document["_meta"]
 
@@ -228,4 +230,5 @@ def hour_inputs_merge(parts: dict[str, HourInput]) -> HourInput:
         merged.job_info += data.job_info
         merged.agent_info += data.agent_info
         merged.dcgm_series += data.dcgm_series
+        merged.foreign_names = sorted(set(merged.foreign_names) | set(data.foreign_names))
     return merged

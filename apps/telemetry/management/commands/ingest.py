@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from apps.core.command_args import aware_time_arg
 from apps.pipeline.ingest import clusters_select, range_ingest
 from apps.telemetry.prometheus import PrometheusUnavailable
+from apps.telemetry.promql import DCGM_ENERGY, DCGM_POWER
 from apps.telemetry.services import HourReport, IngestError
 
 
@@ -33,6 +34,7 @@ class Command(BaseCommand):
             total = int((end - start).total_seconds() // 3600) * len(clusters) if end > start else 0
 
             done = [0]
+            meterless: set[str] = set()
 
             def progress(report: HourReport) -> None:
                 done[0] += 1
@@ -42,10 +44,26 @@ class Command(BaseCommand):
                         f"{report.gpus} GPUs, {report.jobs} jobs, {report.query_count} queries, "
                         f"{report.duration_s:.2f}s (Prometheus {report.prometheus_s:.2f}s)"
                     )
+                for gpu in report.meterless:  # said whatever the verbosity: their energy is not stored
+                    self.stderr.write(
+                        self.style.WARNING(
+                            f"{report.cluster} {report.hour:%Y-%m-%d %H}:00: GPU {gpu.uuid} on "
+                            f"{gpu.hostname or '?'} has no energy meter (missing {', '.join(gpu.missing)}): "
+                            "no energy stored for it"
+                        )
+                    )
+                meterless.update(f"{report.cluster}/{gpu.uuid}" for gpu in report.meterless)
 
             reports = range_ingest(
                 clusters=clusters, start=start, end=end, progress=progress, force=bool(options["force"])
             )
         except (IngestError, PrometheusUnavailable) as exc:
             raise CommandError(str(exc)) from None
+        if meterless:
+            # Exit non-zero: a GPU whose energy cannot be known is never a silent zero in a fleet's totals.
+            raise CommandError(
+                f"Ingested {len(reports)} cluster-hours, but {len(meterless)} GPU(s) have no energy meter "
+                f"(no {DCGM_ENERGY} or {DCGM_POWER}: a vGPU guest, or dcgm-exporter configured without them): "
+                f"{', '.join(sorted(meterless)[:10])}. Their energy is not counted (docs/metrics.md)."
+            )
         self.stdout.write(self.style.SUCCESS(f"Ingested {len(reports)} cluster-hours."))
