@@ -30,8 +30,8 @@ FLEETWATT_LOG_LEVEL=WARNING $PY manage.py demo_database --reset
 
 # The real local Slurm (scripts/slurm.sh: one node, 4 stand-in GPUs, accounting), so that jobs can be submitted
 # during the demo; it starts in the background while the history is simulated. `make stop` stops it only when
-# the demo started it (var/run/slurm.started-by-demo). Where it cannot start (not root, no packages, no MariaDB)
-# the demo goes on without it and says so; FLEETWATT_DEMO_SLURM=0 leaves it out.
+# the demo started it (var/run/slurm.started-by-demo). Where it cannot start (not root, no packages, no MariaDB...)
+# the demo goes on without it and says why, in slurm.sh's words; FLEETWATT_DEMO_SLURM=0 leaves it out.
 rm -f "$VAR/slurm.rc"
 if [ "${FLEETWATT_DEMO_SLURM:-1}" = 0 ]; then
   echo 3 > "$VAR/slurm.rc"
@@ -125,5 +125,8 @@ if [ "$SLURM_RC" = 0 ]; then
 elif [ "$SLURM_RC" = 3 ]; then
   echo "the local Slurm was left out (FLEETWATT_DEMO_SLURM=0)"
 else
-  echo "the local Slurm did not start (exit $SLURM_RC; var/log/slurm.log): the demo runs without it (it needs root and MariaDB)"
+  # scripts/slurm.sh start's last line of its own says why it could not start.
+  SLURM_WHY=$(sed -n 's/^slurm\.sh: //p' var/log/slurm.log 2>/dev/null | tail -n 1 || true)
+  [ "$SLURM_RC" = 124 ] && SLURM_WHY="not running after ${FLEETWATT_DEMO_SLURM_TIMEOUT_S:-300} s"
+  echo "the local Slurm did not start, the demo runs without it (var/log/slurm.log): ${SLURM_WHY:-exit $SLURM_RC}"
 fi

@@ -2,15 +2,17 @@
 # A private, one-node Slurm with accounting (munged, slurmdbd, slurmctld, slurmd) for the scheduler tests.
 #
 #   scripts/slurm.sh start    install what is missing, lay out var/slurm/, start the daemons, wait until usable
-#   scripts/slurm.sh stop     cancel its jobs and stop the daemons it started (pid files under var/slurm/run)
+#   scripts/slurm.sh stop     cancel its jobs, stop the daemons it started (by their pid files), remove munge's folder
 #   scripts/slurm.sh status   print each daemon's state; exit 0 only when all four run
 #   scripts/slurm.sh env      print the exports a client needs: eval "$(scripts/slurm.sh env)"
 #
-# Everything lives under var/slurm/ (git-ignored): its own config, munge key and socket, spool, state and logs, on
-# its own ports, so it never collides with a system munged or another Slurm. Accounting goes to the machine's
-# MariaDB (127.0.0.1:3306, root without password) in a database of its own. No systemd, no cgroups: the node's
-# 4 GPUs are stand-in device files. docs/schedulers.md explains the choices. Needs root (apt-get, munge user,
-# SlurmUser=root).
+# The Slurm daemons run as root and keep their config, spool, state and logs under var/slurm/ (git-ignored). munged
+# runs as the munge user, which may not enter the checkout (a clone in /root, or in a mode-700 folder): its key,
+# seed, log and socket live in /run/fleetwatt-slurm-<checkout hash>/, which stop removes. All of it on its own
+# ports, so that it never collides with a system munged or another checkout's Slurm. Accounting goes to the
+# machine's MariaDB (127.0.0.1:3306, root without password) in a database of its own. No systemd, no cgroups: the
+# node's 4 GPUs are stand-in device files. docs/schedulers.md explains the choices. Needs root (apt-get, munge user,
+# SlurmUser=root). When start cannot start, its last line (slurm.sh: ...) says why.
 #
 # Settings (environment, read by start; env/status/stop read what start wrote):
 #   FLEETWATT_SLURM_PORT     first of the three ports (slurmctld, slurmd, slurmdbd); default 16817, the next free
@@ -18,6 +20,8 @@
 #   FLEETWATT_SLURM_DB       accounting database name (default fleetwatt_slurm_acct_<checkout hash>)
 #   FLEETWATT_SLURM_CPUS     CPUs the node claims (default 4, so that a few 1-CPU jobs run side by side on 2 cores)
 #   FLEETWATT_SLURM_TIMEOUT  seconds to wait for each daemon (default 90)
+#   FLEETWATT_SLURM_RUN_DIR  where start makes munge's folder fleetwatt-slurm-<checkout hash> (default /run); the
+#                            munge user must be able to enter it
 #   MYSQL_HOST, MYSQL_PORT   the MariaDB server (default 127.0.0.1, 3306), reached as root without password
 set -euo pipefail
 
@@ -29,23 +33,41 @@ LOG=$BASE/log
 STATE=$BASE/state
 SPOOL=$BASE/spool
 DEV=$BASE/dev
-MUNGE_DIR=$BASE/munge
-MUNGE_RUN=$RUN/munge
-MUNGE_SOCKET=$MUNGE_RUN/munge.socket.2
 SLURM_CONF_FILE=$ETC/slurm.conf
 export SLURM_CONF=$SLURM_CONF_FILE
 
 CLUSTER=fwlocal
 ACCOUNT=fwteam
 PARTITION=gpu
-# One accounting database per checkout: two checkouts on one machine (a developer's and CI's) each number
-# their jobs from 1, and must not find each other's records under the same ids.
-DB_NAME=${FLEETWATT_SLURM_DB:-fleetwatt_slurm_acct_$(printf %s "$ROOT" | md5sum | cut -c1-8)}
+# One accounting database and one munge folder per checkout: two checkouts on one machine (a developer's and CI's)
+# each number their jobs from 1, and must not find each other's records under the same ids, nor share a munged.
+CHECKOUT_HASH=$(printf %s "$ROOT" | md5sum | cut -c1-8)
+DB_NAME=${FLEETWATT_SLURM_DB:-fleetwatt_slurm_acct_$CHECKOUT_HASH}
 DB_USER=$DB_NAME # slurmdbd's own MariaDB user, one per accounting database
 MYSQL_HOST=${MYSQL_HOST:-127.0.0.1}
 MYSQL_PORT=${MYSQL_PORT:-3306}
 TIMEOUT=${FLEETWATT_SLURM_TIMEOUT:-90}
 PACKAGES=(slurmctld slurmd slurmdbd slurm-client munge)
+
+# munged's files, outside the checkout: the munge user may not be able to enter it. MUNGE_DIR (munge:munge 0700)
+# holds the key, seed and log, MUNGE_RUN (munge:munge 0755) the socket and pid file, as /etc/munge, /var/lib/munge
+# and /run/munge do for a system munged. start records the folder in var/slurm/etc/munge-home, for stop, status and
+# env. A checkout started before this layout has no such record: its munged's files are var/slurm/munge and
+# var/slurm/run/munge, and stop and status find them there.
+MUNGE_HOME_NEW=${FLEETWATT_SLURM_RUN_DIR:-/run}/fleetwatt-slurm-$CHECKOUT_HASH
+MUNGE_HOME_RECORD=$ETC/munge-home
+munge_paths() {
+  MUNGE_HOME=$(cat "$MUNGE_HOME_RECORD" 2>/dev/null || true)
+  if [ -n "$MUNGE_HOME" ]; then
+    MUNGE_DIR=$MUNGE_HOME/munge
+    MUNGE_RUN=$MUNGE_HOME/run
+  else
+    MUNGE_DIR=$BASE/munge
+    MUNGE_RUN=$RUN/munge
+  fi
+  MUNGE_SOCKET=$MUNGE_RUN/munge.socket.2
+}
+munge_paths
 
 log() { echo "slurm.sh: $*" >&2; }
 die() {
@@ -120,14 +142,15 @@ install_missing() {
 
 # --- layout ------------------------------------------------------------------------------------------------------
 
+# Sets PORT, the first of three free ports (not in a subshell, so that die's line is the last one).
 pick_ports() {
-  local base=${FLEETWATT_SLURM_PORT:-16817} tries=0
-  while port_busy "$base" || port_busy $((base + 1)) || port_busy $((base + 2)); do
-    base=$((base + 10))
+  local tries=0
+  PORT=${FLEETWATT_SLURM_PORT:-16817}
+  while port_busy "$PORT" || port_busy $((PORT + 1)) || port_busy $((PORT + 2)); do
+    PORT=$((PORT + 10))
     tries=$((tries + 1))
     [ $tries -lt 50 ] || die "no three free ports found above ${FLEETWATT_SLURM_PORT:-16817}"
   done
-  echo "$base"
 }
 
 # The accounting database's password for slurmdbd: made once, kept in var/slurm/etc/dbpass (mode 600).
@@ -139,10 +162,10 @@ db_password() {
 }
 
 write_configs() {
-  local node port ctld_port slurmd_port dbd_port cpus pass
+  local node ctld_port slurmd_port dbd_port cpus pass
   node=$(hostname -s)
-  port=$(pick_ports)
-  ctld_port=$port slurmd_port=$((port + 1)) dbd_port=$((port + 2))
+  pick_ports
+  ctld_port=$PORT slurmd_port=$((PORT + 1)) dbd_port=$((PORT + 2))
   cpus=${FLEETWATT_SLURM_CPUS:-4}
   pass=$(db_password)
 
@@ -240,19 +263,47 @@ layout() {
     mknod -m 666 "$DEV/nvidia$i" c 1 3 2>/dev/null || : >"$DEV/nvidia$i"
   done
 
-  # munge wants its key (0400), seed and socket folders owned by its own user and closed to others.
-  mkdir -p "$MUNGE_DIR" "$MUNGE_RUN"
+  # The configuration is only rewritten while none of its daemons runs, so that a running cluster keeps its ports
+  # and its munged.
+  if ! any_running || [ ! -s "$ETC/slurm.conf" ]; then
+    echo "$MUNGE_HOME_NEW" >"$MUNGE_HOME_RECORD"
+    munge_paths
+    # munged's files of the layout before they moved out of the checkout, its key among them.
+    rm -rf "$BASE/munge" "$RUN/munge"
+    write_configs
+  fi
+  munge_layout
+}
+
+# munge wants its key (0400), seed and log in a folder of its own user closed to others, its socket in one that only
+# its user may write; the key is made once per munge folder (stop removes it, so each life has a new one).
+munge_layout() {
+  install -d -m 755 "$MUNGE_HOME" || die "cannot make munge's folder $MUNGE_HOME (FLEETWATT_SLURM_RUN_DIR)"
+  install -d -o munge -g munge -m 700 "$MUNGE_DIR"
+  install -d -o munge -g munge -m 755 "$MUNGE_RUN"
   if [ ! -s "$MUNGE_DIR/munge.key" ]; then
     rm -f "$MUNGE_DIR/munge.key"
     mungekey --create --keyfile="$MUNGE_DIR/munge.key" --bits=1024
   fi
-  chown -R munge:munge "$MUNGE_DIR" "$MUNGE_RUN"
-  chmod 700 "$MUNGE_DIR"
-  chmod 755 "$MUNGE_RUN"
+  chown munge:munge "$MUNGE_DIR/munge.key"
   chmod 400 "$MUNGE_DIR/munge.key"
+  munge_reach_check
+}
 
-  # The configuration is only rewritten while none of its daemons runs, so that a running cluster keeps its ports.
-  if ! any_running || [ ! -s "$ETC/slurm.conf" ]; then write_configs; fi
+# munged runs as the munge user: it must enter every folder down to its own, or it fails saying little. Say which
+# folder on the way is closed to it, before anything else is started.
+munge_reach_check() {
+  local folder up closed
+  for folder in "$MUNGE_DIR" "$MUNGE_RUN"; do
+    runuser -u munge -- test -x "$folder" -a -w "$folder" && continue
+    closed=$folder up=$folder
+    while [ "$up" != / ]; do
+      up=$(dirname "$up")
+      runuser -u munge -- test -x "$up" || closed=$up
+    done
+    die "the munge user cannot reach $folder ($closed is closed to it): set FLEETWATT_SLURM_RUN_DIR to a folder" \
+      "it can enter (default /run)"
+  done
 }
 
 # --- database ----------------------------------------------------------------------------------------------------
@@ -285,10 +336,12 @@ munge_works() { munge -n -S "$MUNGE_SOCKET" | unmunge -S "$MUNGE_SOCKET"; }
 start_munged() {
   running munged && return 0
   rm -f "$MUNGE_SOCKET" "$MUNGE_SOCKET.lock"
-  # --force: the repository may sit below a folder munged finds too open; the key and socket folders are ours.
-  runuser -u munge -- munged --force --socket="$MUNGE_SOCKET" --key-file="$MUNGE_DIR/munge.key" \
+  # munged says why it refuses to start on its stderr, before it forks.
+  if ! runuser -u munge -- munged --socket="$MUNGE_SOCKET" --key-file="$MUNGE_DIR/munge.key" \
     --pid-file="$MUNGE_RUN/munged.pid" --seed-file="$MUNGE_DIR/munged.seed" \
-    --log-file="$MUNGE_DIR/munged.log" --num-threads=2 </dev/null >>"$LOG/munged.out" 2>&1
+    --log-file="$MUNGE_DIR/munged.log" --num-threads=2 </dev/null >>"$LOG/munged.out" 2>&1; then
+    die "munged did not start: $(tail -n 1 "$LOG/munged.out")"
+  fi
   wait_for "$TIMEOUT" munged munge_works || die "munged did not start: see $MUNGE_DIR/munged.log"
 }
 
@@ -355,6 +408,11 @@ start_slurmd() {
   fi
 }
 
+# The ERR trap of start: a command failed outside a test. In a subshell the caller's line says it.
+start_failed() {
+  if [ "$BASH_SUBSHELL" = 0 ]; then log "start failed: \`$2\` exited $1"; fi
+}
+
 cmd_start() {
   local t0=$SECONDS
   if cmd_status >/dev/null 2>&1; then
@@ -362,7 +420,14 @@ cmd_start() {
     return 0
   fi
   [ "$(id -u)" = 0 ] || die "start needs root (apt-get, the munge user, SlurmUser=root)"
+  # Whatever fails below without a word of its own is named here, so that the last line always says why.
+  set -E
+  trap 'start_failed $? "$BASH_COMMAND"' ERR
   install_missing
+  if any_running && [ -z "$MUNGE_HOME" ]; then
+    log "part of this checkout's Slurm runs with munged's files in var/slurm/ (an earlier layout): stopping it first"
+    cmd_stop
+  fi
   layout
   database_prepare
   start_munged
@@ -418,6 +483,19 @@ cmd_stop() {
   stop_daemon slurmctld
   stop_daemon slurmdbd
   stop_daemon munged
+  munge_home_remove
+}
+
+# munge's folder goes with its munged (its log is kept beside the daemons' logs). A checkout of the earlier layout
+# has none.
+munge_home_remove() {
+  case $MUNGE_HOME in
+    */fleetwatt-slurm-*) ;;
+    *) return 0 ;;
+  esac
+  [ -d "$MUNGE_HOME" ] || return 0
+  if [ -s "$MUNGE_DIR/munged.log" ] && [ -d "$LOG" ]; then cat "$MUNGE_DIR/munged.log" >>"$LOG/munged.log"; fi
+  rm -rf "$MUNGE_HOME"
 }
 
 cmd_status() {
