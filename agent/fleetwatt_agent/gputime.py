@@ -41,10 +41,16 @@ MAX_FILE_BYTES = 256 * 1024
 
 @dataclass(frozen=True)
 class GpuCounters:
-    """One process's counters on one GPU: busy ns (the union of its work) and its busiest kernels' ns."""
+    """One process's counters on one GPU: busy ns (the union of its work), its busiest kernels' ns, and
+    its busy time per bin of the clock over the last seconds (µs per `bin_ns` from bin `bins_from`), as
+    of `written_ns` (CLOCK_REALTIME); no bins from an older library."""
 
     busy_ns: int
     kernels_ns: tuple[tuple[str, int], ...] = ()
+    written_ns: int = 0
+    bin_ns: int = 0
+    bins_from: int = 0
+    bins_us: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -183,7 +189,11 @@ def parse_state(raw: bytes, ident: ProcessIdentity | None = None) -> dict[str, G
             if not isinstance(k, list) or len(k) < 2 or not isinstance(k[0], str) or not _count(k[1]):
                 return None
             kernels.append((k[0][:32], int(k[1])))
-        out[uuid] = GpuCounters(int(busy), tuple(kernels))
+        bins = g.get("bins_us", [])
+        bin_ns, bins_from, written = g.get("bin_ns", 0), g.get("bins_from", 0), doc.get("written_ns", 0)
+        if not isinstance(bins, list) or not all(_count(x) for x in [*bins, bin_ns, bins_from, written]):
+            return None
+        out[uuid] = GpuCounters(int(busy), tuple(kernels), int(written), int(bin_ns), int(bins_from), tuple(bins))
     return out
 
 
@@ -209,6 +219,69 @@ def _start_ticks(stat: str) -> int | None:
     return int(tail[19])
 
 
+# The library may still add time to its last second of bins (records that arrive late, a kernel that
+# ends after a flush): the agent shares a bin among processes once it is this old in every file.
+BINS_FINAL_NS = 1_200_000_000
+# A file not rewritten for this long does not hold the others back (its process is stuck or gone).
+BINS_STALE_NS = 3_000_000_000
+
+
+def share_bin(busy_us: list[int], bin_us: int) -> list[int]:
+    """Busy time of several processes in one bin of the clock, shared where they add up to more than
+    the bin: without MPS one context runs at a time, so time that two processes' kernels both cover
+    (time slicing puts one's kernel on hold while the other's runs) was one's or the other's. The
+    excess is taken from each in equal parts, none below 0 (water-filling): the time a process alone
+    covered stays its own, time covered by several is split among them."""
+    if sum(busy_us) <= bin_us:
+        return list(busy_us)
+    # the level x with sum(max(v - x, 0)) = bin_us: over the m largest values, x = (their sum - bin_us) / m
+    ordered = sorted(busy_us, reverse=True)
+    level, total = 0.0, 0
+    for m, v in enumerate(ordered, start=1):
+        total += v
+        level = (total - bin_us) / m
+        if m == len(ordered) or level >= ordered[m]:
+            break
+    return [int(max(v - level, 0.0)) for v in busy_us]  # down: never more than the bin
+
+
+class SharedTime:
+    """One GPU's processes' GPU time with the time they claim together shared (share_bin), as counters.
+
+    Bins are taken in clock order once final in every fresh file, each once; a process's counter is
+    the sum of its shares. Returns None while a process on the GPU keeps no bins (an older library):
+    then the raw counters stand for every process, so that all are read the same way."""
+
+    def __init__(self) -> None:
+        self.done_bin: int | None = None
+        self.shared_ns: dict[int, int] = {}
+
+    def advance(self, counters: Mapping[int, GpuCounters]) -> dict[int, int] | None:
+        if not counters or any(not c.bins_us or c.bin_ns <= 0 for c in counters.values()):
+            return None
+        bin_ns = next(iter(counters.values())).bin_ns
+        if any(c.bin_ns != bin_ns for c in counters.values()):
+            return None
+        newest = max(c.written_ns for c in counters.values())
+        fresh = [c for c in counters.values() if newest - c.written_ns <= BINS_STALE_NS]
+        final_bin = min(c.written_ns - BINS_FINAL_NS for c in fresh) // bin_ns
+        oldest_known = max(c.bins_from for c in counters.values())
+        if self.done_bin is None or self.done_bin < oldest_known - 1:
+            self.done_bin = max(final_bin, oldest_known - 1) if self.done_bin is None else oldest_known - 1
+        pids = list(counters)
+        for b in range(self.done_bin + 1, final_bin + 1):
+            busy = []
+            for pid in pids:
+                c = counters[pid]
+                i = b - c.bins_from
+                busy.append(c.bins_us[i] if 0 <= i < len(c.bins_us) else 0)
+            for pid, us in zip(pids, share_bin(busy, bin_ns // 1000), strict=True):
+                self.shared_ns[pid] = self.shared_ns.get(pid, 0) + us * 1000
+        self.done_bin = max(self.done_bin, final_bin)
+        self.shared_ns = {pid: self.shared_ns.get(pid, 0) for pid in pids}
+        return dict(self.shared_ns)
+
+
 class GpuTimeBackend:
     """A backend whose readings carry each process's GPU-time counter where it keeps one.
 
@@ -221,6 +294,7 @@ class GpuTimeBackend:
         self.name = inner.name
         self.self_paced = inner.self_paced
         self._uuids: dict[int, str] = {}
+        self._shared: dict[int, SharedTime] = {}  # per GPU index
 
     def open(self) -> BackendInfo:
         info = self.inner.open()
@@ -231,7 +305,7 @@ class GpuTimeBackend:
 
     def read(self, *, read_energy: bool) -> TickReading:
         reading = self.inner.read(read_energy=read_energy)
-        return with_gpu_time(reading, self._uuids, self.reader)
+        return with_gpu_time(reading, self._uuids, self.reader, self._shared)
 
     def resolver(self) -> Resolver | None:
         return self.inner.resolver()
@@ -240,22 +314,36 @@ class GpuTimeBackend:
         self.inner.close()
 
 
-def with_gpu_time(reading: TickReading, uuids: Mapping[int, str], reader: GpuTimeReader) -> TickReading:
-    """The reading with each listed process's busy counter on its GPU (None where it keeps none)."""
+def with_gpu_time(
+    reading: TickReading,
+    uuids: Mapping[int, str],
+    reader: GpuTimeReader,
+    shared: dict[int, SharedTime] | None = None,
+) -> TickReading:
+    """The reading with each listed process's GPU-time counters on its GPU (None where it keeps none):
+    `gpu_busy_ns` the time it had with the time processes claim together shared (SharedTime, where every
+    process on the GPU keeps bins), else the union of its work; `gpu_busy_raw_ns` always the union."""
     counters: dict[int, dict[str, GpuCounters] | None] = {}
     gpus = []
     for g in reading.gpus:
         uuid = uuids.get(g.index, "")
-        procs = []
+        mine: dict[int, GpuCounters | None] = {}
         for p in g.processes:
             if p.pid not in counters:
                 counters[p.pid] = reader.counters(p.pid)
-            mine = _on_gpu(counters[p.pid], uuid)
+            mine[p.pid] = _on_gpu(counters[p.pid], uuid)
+        known = {pid: c for pid, c in mine.items() if c is not None}
+        sharing = shared.setdefault(g.index, SharedTime()) if shared is not None else None
+        busy = sharing.advance(known) if sharing is not None and len(known) == len(mine) else None
+        procs = []
+        for p in g.processes:
+            c = mine[p.pid]
             procs.append(
                 replace(
                     p,
-                    gpu_busy_ns=mine.busy_ns if mine else None,
-                    gpu_kernels_ns=mine.kernels_ns if mine else None,
+                    gpu_busy_ns=(busy[p.pid] if busy is not None else c.busy_ns) if c else None,
+                    gpu_kernels_ns=c.kernels_ns if c else None,
+                    gpu_busy_raw_ns=c.busy_ns if c else None,
                 )
             )
         gpus.append(replace(g, processes=tuple(procs)))

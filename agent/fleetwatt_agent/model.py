@@ -49,6 +49,9 @@ class ProcessReading:
     # Its busiest kernels' counters on this GPU (kernel id: a hash of the name -> ns their launches ran,
     # summed), from the same file; None where it keeps none. Recorded in traces.
     gpu_kernels_ns: tuple[tuple[str, int], ...] | None = None
+    # The union of its work alone, before the time it claims together with other processes on the GPU
+    # is shared (gputime.SharedTime): `gpu_busy_ns` is what the split uses. Recorded for analysis.
+    gpu_busy_raw_ns: int | None = None
     # Its busy time during the sample in percent of the sample's length, worked out by the sampler
     # from two readings of that counter; None where it is not known for this sample.
     gpu_time_pct: float | None = None

@@ -9,7 +9,9 @@ Then one line per tick:
              "signal" ("sm" | "busy" | null), "activity_missing",
              "processes": [[pid, memory_bytes, activity_pct or null, mem_activity_pct or null
                             (, gpu_busy_ns: the process's exact GPU time counter, where it keeps one
-                             (, {kernel id: ns}: its busiest kernels' counters))], ...],
+                             (, {kernel id: ns}: its busiest kernels' counters
+                             (, the union of its work, where gpu_busy_ns shares what it claimed with others)))],
+                            ...],
              "util": {"since_us", "samples": [[pid, driver µs, SM %, memory %], ...]} (NVML: the raw
              per-process samples the activity came from; absent when none were asked for)}],
    "jobs": {"<pid>": JobInfo for each PID resolved this tick},
@@ -83,8 +85,10 @@ def _process(p: ProcessReading) -> list[Any]:
     row: list[Any] = [p.pid, p.memory_bytes, p.activity_pct, p.mem_activity_pct]
     if p.gpu_busy_ns is not None:
         row.append(p.gpu_busy_ns)
-        if p.gpu_kernels_ns:
-            row.append(dict(p.gpu_kernels_ns))
+        if p.gpu_kernels_ns or p.gpu_busy_raw_ns not in (None, p.gpu_busy_ns):
+            row.append(dict(p.gpu_kernels_ns or ()))
+        if p.gpu_busy_raw_ns not in (None, p.gpu_busy_ns):
+            row.append(p.gpu_busy_raw_ns)
     return row
 
 

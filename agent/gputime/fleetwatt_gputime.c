@@ -203,7 +203,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 }
 
 static void write_state(int final) {
-    static char buf[FW_MAX_DEVICES * (256 + FW_KERNELS_SHOWN * 64) + 512]; /* written under the lock */
+    static char buf[FW_MAX_DEVICES * (320 + FW_KERNELS_SHOWN * 64 + FW_BINS_SHOWN * 11) + 512]; /* under the lock */
     /* Under the lock: the flusher and the exit handler may both write. A new file renamed over the
      * old: the agent reads a whole state or the one before, never half. */
     pthread_mutex_lock(&g_lock);
@@ -268,6 +268,7 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
     snprintf(g_path, sizeof(g_path), "%s/%llu-%ld.json", dir, (unsigned long long)g_pidns, (long)g_pid);
     snprintf(g_tmp, sizeof(g_tmp), "%s/.%llu-%ld.tmp", dir, (unsigned long long)g_pidns, (long)g_pid);
     fw_state_init(&g_state, 1000000000ull); /* late records up to 1 s are merged exactly */
+    fw_set_bins(&g_state, 10000000ull);      /* and busy time kept per 10 ms bin, for the agent */
     const char *dump = getenv("FLEETWATT_GPUTIME_DUMP");
     if (dump && *dump) {
         char p[4200];

@@ -18,6 +18,24 @@ void fw_state_free(fw_state *s) {
     memset(s, 0, sizeof(*s));
 }
 
+void fw_set_bins(fw_state *s, uint64_t bin_ns) { s->bin_ns = bin_ns; }
+
+/* Add [a, b) of committed busy time to its bins. */
+static void bins_add(const fw_state *s, fw_device *d, uint64_t a, uint64_t b) {
+    if (!s->bin_ns) return;
+    while (a < b) {
+        uint64_t bin = a / s->bin_ns, edge = (bin + 1) * s->bin_ns;
+        uint64_t upto = b < edge ? b : edge;
+        unsigned slot = (unsigned)(bin % FW_RING);
+        if (d->ring_bin[slot] != bin) { /* a slot of an older bin: it is this one's now */
+            d->ring_bin[slot] = bin;
+            d->ring_us[slot] = 0;
+        }
+        d->ring_us[slot] += (uint32_t)((upto - a) / 1000);
+        a = upto;
+    }
+}
+
 static int by_start(const void *a, const void *b) {
     const fw_interval *x = a, *y = b;
     return (x->start > y->start) - (x->start < y->start);
@@ -63,6 +81,7 @@ int fw_add(fw_state *s, unsigned device, const fw_interval *batch, size_t n) {
             if (d->n_open && d->open[d->n_open - 1].end > from) from = d->open[d->n_open - 1].end;
             if (b > from && b > a) {
                 d->committed_ns += b - (a > from ? a : from);
+                bins_add(s, d, a > from ? a : from, b);
                 d->committed_until = b;
             }
         }
@@ -104,6 +123,7 @@ int fw_add(fw_state *s, unsigned device, const fw_interval *batch, size_t n) {
     size_t first_open = 0;
     while (first_open < k && out[first_open].end + s->horizon_ns < newest) {
         d->committed_ns += out[first_open].end - out[first_open].start;
+        bins_add(s, d, out[first_open].start, out[first_open].end);
         d->committed_until = out[first_open].end;
         first_open++;
     }
@@ -204,7 +224,36 @@ int fw_format(const fw_state *s, char *buf, size_t len, long pid, uint64_t pidns
             if (w < 0 || (size_t)w >= len - off) return -1;
             off += (size_t)w;
         }
-        w = snprintf(buf + off, len - off, "]}");
+        w = snprintf(buf + off, len - off, "]");
+        if (w < 0 || (size_t)w >= len - off) return -1;
+        off += (size_t)w;
+        if (s->bin_ns && now_ns >= FW_BINS_SHOWN * s->bin_ns) {
+            /* the last FW_BINS_SHOWN bins up to the one holding now_ns: committed time + open intervals */
+            uint64_t last = now_ns / s->bin_ns, first = last + 1 - FW_BINS_SHOWN;
+            w = snprintf(buf + off, len - off, ",\"bin_ns\":%llu,\"bins_from\":%llu,\"bins_us\":[",
+                         (unsigned long long)s->bin_ns, (unsigned long long)first);
+            if (w < 0 || (size_t)w >= len - off) return -1;
+            off += (size_t)w;
+            size_t next_open = 0;
+            for (uint64_t bin = first; bin <= last; bin++) {
+                unsigned slot = (unsigned)(bin % FW_RING);
+                uint64_t us = d->ring_bin[slot] == bin ? d->ring_us[slot] : 0;
+                uint64_t lo = bin * s->bin_ns, hi = lo + s->bin_ns;
+                while (next_open < d->n_open && d->open[next_open].end <= lo) next_open++;
+                for (size_t j = next_open; j < d->n_open && d->open[j].start < hi; j++) {
+                    uint64_t a = d->open[j].start > lo ? d->open[j].start : lo;
+                    uint64_t b = d->open[j].end < hi ? d->open[j].end : hi;
+                    if (b > a) us += (b - a) / 1000;
+                }
+                w = snprintf(buf + off, len - off, "%s%llu", bin == first ? "" : ",", (unsigned long long)us);
+                if (w < 0 || (size_t)w >= len - off) return -1;
+                off += (size_t)w;
+            }
+            w = snprintf(buf + off, len - off, "]");
+            if (w < 0 || (size_t)w >= len - off) return -1;
+            off += (size_t)w;
+        }
+        w = snprintf(buf + off, len - off, "}");
         if (w < 0 || (size_t)w >= len - off) return -1;
         off += (size_t)w;
     }

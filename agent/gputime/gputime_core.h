@@ -11,6 +11,8 @@
 #define FW_UUID_LEN 48
 #define FW_KERNEL_SLOTS 256 /* distinct kernels kept per device; more are counted as one "other" */
 #define FW_KERNELS_SHOWN 16 /* the busiest, in the state file */
+#define FW_RING 512          /* bins of busy time kept per device (5.12 s of 10 ms bins) */
+#define FW_BINS_SHOWN 300    /* the last bins, in the state file (3 s of 10 ms bins) */
 
 typedef struct {
     uint64_t start;
@@ -42,16 +44,23 @@ typedef struct {
     uint64_t late_clipped_ns; /* time of late records already committed (not counted again) */
     fw_kernel kernels[FW_KERNEL_SLOTS];
     uint64_t other_kernels_ns; /* launches of kernels past the table's room */
+    /* Busy time per bin of CLOCK_REALTIME (bin = t / bin_ns): the committed union's, by absolute bin
+     * number (ring_bin says which bin a slot holds). The open intervals are added when the bins are
+     * written. Several processes' bins line up, so the agent can share time they all claim. */
+    uint32_t ring_us[FW_RING];
+    uint64_t ring_bin[FW_RING];
 } fw_device;
 
 typedef struct {
     fw_device devices[FW_MAX_DEVICES];
     uint64_t horizon_ns;
+    uint64_t bin_ns; /* 0: no bins */
     fw_interval *scratch;
     size_t cap_scratch;
 } fw_state;
 
 void fw_state_init(fw_state *s, uint64_t horizon_ns);
+void fw_set_bins(fw_state *s, uint64_t bin_ns); /* keep busy time per bin of this width (10 ms) */
 size_t fw_state_size(void); /* sizeof(fw_state), for callers that cannot see the struct (the tests) */
 void fw_state_free(fw_state *s);
 

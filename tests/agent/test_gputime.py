@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from fleetwatt_agent.backends.replay import ReplayBackend, read_trace
 from fleetwatt_agent.errors import TraceFormatError
-from fleetwatt_agent.gputime import GpuTimeBackend, GpuTimeReader, parse_state
+from fleetwatt_agent.gputime import GpuCounters, GpuTimeBackend, GpuTimeReader, SharedTime, parse_state, share_bin
 from fleetwatt_agent.model import BackendInfo, GpuReading, JobInfo, ProcessReading
 from fleetwatt_agent.sampler import Sampler, SamplerSettings
 from fleetwatt_agent.server import jobs_document
@@ -443,3 +443,72 @@ def test_kernels_go_through_the_file_the_trace_and_the_replay(proc: FakeProc, fo
     backend = ReplayBackend(trace, speed=0, keep_time=True)
     backend.open()
     assert backend.read(read_energy=True).gpus[0].processes[0].gpu_kernels_ns == (("k", 4),)
+
+
+# -- time two processes both claim is shared -----------------------------------------------------------
+def test_share_bin_keeps_what_fits_and_splits_the_excess() -> None:
+    assert share_bin([3_000, 4_000], 10_000) == [3_000, 4_000]  # fits: each its own
+    assert share_bin([8_000, 6_000], 10_000) == [6_000, 4_000]  # 4 ms claimed twice: 2 ms off each
+    assert share_bin([10_000, 500], 10_000) == [9_750, 250]
+    assert share_bin([10_000, 10_000, 10_000], 10_000) == [3_333, 3_333, 3_333]
+
+
+@given(st.lists(st.integers(0, 10_000), min_size=1, max_size=6))
+def test_shared_bins_never_exceed_the_bin_nor_what_each_claimed(busy: list[int]) -> None:
+    got = share_bin(busy, 10_000)
+    assert all(0 <= g <= b for g, b in zip(got, busy, strict=True))
+    assert min(sum(busy), 10_000) - len(busy) <= sum(got) <= min(sum(busy), 10_000)
+
+
+BIN = 10_000_000  # 10 ms
+
+
+def counters(written_s: float, first_bin: int, bins: list[int], busy: int = 0) -> GpuCounters:
+    return GpuCounters(busy, (), int(written_s * 1e9), BIN, first_bin, tuple(bins))
+
+
+def test_shared_time_takes_each_final_bin_once_in_every_file() -> None:
+    shared = SharedTime()
+    # bins 100..399 (1.00 s to 4.00 s); written at 4.0 s: final up to 2.8 s (bin 280)
+    a = [10_000] * 300
+    b = [10_000 if i % 2 else 0 for i in range(300)]
+    assert shared.advance({1: counters(4.0, 100, a), 2: counters(4.0, 100, b)}) == {1: 0, 2: 0}  # a start
+    # 1 s later, bins 200..499: bins 281..380 are final now; 50 of them claimed by both: 5 ms each
+    a2, b2 = [10_000] * 300, [10_000 if i % 2 else 0 for i in range(300)]
+    got = shared.advance({1: counters(5.0, 200, a2), 2: counters(5.0, 200, b2)})
+    assert got == {1: 50 * 10_000_000 + 50 * 5_000_000, 2: 50 * 5_000_000}
+    # an older library's process on the GPU: nothing shared, the raw counters stand
+    assert shared.advance({1: counters(6.0, 300, a2), 3: GpuCounters(5)}) is None
+
+
+def test_a_stale_file_does_not_hold_the_others_back() -> None:
+    shared = SharedTime()
+    shared.advance({1: counters(10.0, 700, [10_000] * 300), 2: counters(2.0, 0, [0] * 300)})
+    got = shared.advance({1: counters(11.0, 800, [10_000] * 300), 2: counters(2.0, 0, [0] * 300)})
+    assert got is not None and got[1] == 100 * 10_000_000  # 1 s of bins, though 2 stopped writing
+
+
+def test_the_backend_shares_what_two_processes_claim_together(proc: FakeProc, folder: Path) -> None:
+    ns = proc.add(300)
+    proc.add(301)
+    info = BackendInfo(backend="scripted", gpus=gpu_infos(1))
+    procs = (ProcessReading(300, 2**30, 50.0, 10.0), ProcessReading(301, 2**30, 50.0, 10.0))
+    reading = tick(0, [GpuReading(0, 100.0, 0, procs)])
+    backend = GpuTimeBackend(ScriptedBackend([reading, reading], info), GpuTimeReader(folder, proc.root))
+    backend.open()
+
+    def write(pid: int, written_s: float, bins: list[int]) -> None:
+        doc = json.loads(state(pid, ns, {UUID: sum(bins) * 1000}))
+        doc["written_ns"] = int(written_s * 1e9)
+        first = int(written_s * 100) - 299
+        doc["gpus"][0].update({"bin_ns": BIN, "bins_from": first, "bins_us": bins})
+        (folder / f"{ns}-{pid}.json").write_text(json.dumps(doc))
+
+    write(300, 4.0, [10_000] * 300)
+    write(301, 4.0, [10_000] * 300)
+    backend.read(read_energy=False)
+    write(300, 5.0, [10_000] * 300)
+    write(301, 5.0, [10_000] * 300)
+    got = {p.pid: (p.gpu_busy_ns, p.gpu_busy_raw_ns) for p in backend.read(read_energy=False).gpus[0].processes}
+    # 1 s of final bins, every one claimed by both: half each; the union of each alone is 3 s of bins
+    assert got == {300: (500_000_000, 3_000_000_000), 301: (500_000_000, 3_000_000_000)}

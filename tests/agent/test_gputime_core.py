@@ -44,6 +44,7 @@ def core(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
     dll.fw_kernel_id.argtypes = [ctypes.c_char_p]
     dll.fw_kernel_id.restype = ctypes.c_uint64
     dll.fw_kernel_add.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint64, ctypes.c_uint64]
+    dll.fw_set_bins.argtypes = [ctypes.c_void_p, ctypes.c_uint64]
     return dll
 
 
@@ -72,7 +73,7 @@ class State:
             kw.get("pid", 42),
             kw.get("pidns", 7),
             kw.get("start", 99),
-            123,
+            kw.get("now", 123),
             kw.get("final", 0),
             3,
         )
@@ -216,3 +217,31 @@ def test_kernels_past_the_table_are_counted_as_other(state: State) -> None:
         state.core.fw_kernel_add(state.buf, 0, i + 1, 5)
     (gpu,) = state.json()["gpus"]  # type: ignore[misc]
     assert gpu["other_kernels_ns"] == (300 - 256) * 5
+
+
+MS = 1_000_000
+
+
+def test_busy_time_per_bin_committed_and_open(core: ctypes.CDLL) -> None:
+    s = State(core, horizon_ns=100 * MS)
+    core.fw_set_bins(s.buf, 10 * MS)
+    try:
+        t0 = 10_000 * 10 * MS  # bin 10,000
+        s.add(0, [(t0 + 2 * MS, t0 + 15 * MS), (t0 + 14 * MS, t0 + 18 * MS)])  # bins 10000: 8 ms, 10001: 8 ms
+        s.add(0, [(t0 + 500 * MS, t0 + 505 * MS)])  # commits the first (older than 100 ms); bin 10050: 5 ms
+        s.add(0, [(t0 + 507 * MS, t0 + 509 * MS)])  # still open: 10050 gets 2 ms more
+        (gpu,) = s.json(now=t0 + 509 * MS)["gpus"]  # type: ignore[misc]
+        assert gpu["bin_ns"] == 10 * MS
+        first = gpu["bins_from"]
+        assert first == 10_050 + 1 - 300
+        bins = dict(enumerate(gpu["bins_us"], start=first))
+        assert len(gpu["bins_us"]) == 300
+        assert (bins[10_000], bins[10_001], bins[10_050]) == (8_000, 8_000, 7_000)
+        assert sum(gpu["bins_us"]) * 1000 == s.busy()  # the bins add up to the busy time
+    finally:
+        s.close()
+
+
+def test_without_bins_the_state_has_none(state: State) -> None:
+    state.add(0, [(0, 10)])
+    assert "bins_us" not in state.json()["gpus"][0]  # type: ignore[index]

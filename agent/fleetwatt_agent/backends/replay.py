@@ -161,6 +161,9 @@ def _process(p: list[Any]) -> ProcessReading:
         not isinstance(kernels, dict) or not all(isinstance(k, str) and _count(v) for k, v in kernels.items())
     ):
         raise TraceFormatError(f"a process's kernel counters must map ids to non-negative integers, got {kernels!r}")
+    raw = p[6] if len(p) > 6 else None
+    if raw is not None and not _count(raw):
+        raise TraceFormatError(f"a process's raw GPU-time counter must be a non-negative integer, got {raw!r}")
     return ProcessReading(
         int(p[0]),
         int(p[1]),
@@ -168,6 +171,7 @@ def _process(p: list[Any]) -> ProcessReading:
         float(mem) if mem is not None else None,
         gpu_busy_ns=busy,
         gpu_kernels_ns=tuple(kernels.items()) if kernels else None,
+        gpu_busy_raw_ns=raw if raw is not None else busy,
     )
 
 
