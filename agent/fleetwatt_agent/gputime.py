@@ -20,6 +20,7 @@ import logging
 import os
 import stat
 import time
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -224,6 +225,8 @@ def _start_ticks(stat: str) -> int | None:
 BINS_FINAL_NS = 1_200_000_000
 # A file not rewritten for this long does not hold the others back (its process is stuck or gone).
 BINS_STALE_NS = 3_000_000_000
+# The final bins a process's share ratio is taken over (3 s of 10 ms bins).
+RATIO_BINS = 300
 
 
 def share_bin(busy_us: list[int], bin_us: int) -> list[int]:
@@ -248,38 +251,66 @@ def share_bin(busy_us: list[int], bin_us: int) -> list[int]:
 class SharedTime:
     """One GPU's processes' GPU time with the time they claim together shared (share_bin), as counters.
 
-    Bins are taken in clock order once final in every fresh file, each once; a process's counter is
-    the sum of its shares. Returns None while a process on the GPU keeps no bins (an older library):
-    then the raw counters stand for every process, so that all are read the same way."""
+    The bins say what to share, but only once final, about a second late; the union counter says how
+    busy each process was up to the last flush. So each process's counter rises by its union counter's
+    rise x its share ratio: what share_bin left it of what it claimed, over its last RATIO_BINS final
+    bins (1 where it claimed nothing there, or shared nothing). Alone, a process keeps its whole union
+    counter with the union's small delay (its power learned alone is not skewed); shared, the ratio
+    follows within seconds. A process first seen counts its whole counter, as the union does.
+    `counters` returns None while a process on the GPU keeps no bins (an older library): then the
+    union counters stand for every process, so that all are read the same way."""
 
     def __init__(self) -> None:
         self.done_bin: int | None = None
-        self.shared_ns: dict[int, int] = {}
+        self.recent: dict[int, deque[tuple[int, int]]] = {}  # pid -> (shared µs, claimed µs) per final bin
+        self.counter_ns: dict[int, float] = {}
+        self.union_ns: dict[int, int] = {}
 
-    def advance(self, counters: Mapping[int, GpuCounters]) -> dict[int, int] | None:
+    def counters(self, counters: Mapping[int, GpuCounters]) -> dict[int, int] | None:
         if not counters or any(not c.bins_us or c.bin_ns <= 0 for c in counters.values()):
             return None
         bin_ns = next(iter(counters.values())).bin_ns
         if any(c.bin_ns != bin_ns for c in counters.values()):
             return None
+        self._take_final_bins(counters, bin_ns)
+        out: dict[int, int] = {}
+        for pid, c in counters.items():
+            before = self.union_ns.get(pid)
+            if before is None or c.busy_ns < before:
+                self.counter_ns[pid] = float(c.busy_ns)  # first seen (or a counter that went back): as is
+            else:
+                self.counter_ns[pid] += (c.busy_ns - before) * self.ratio(pid)
+            self.union_ns[pid] = c.busy_ns
+            out[pid] = int(self.counter_ns[pid])
+        for gone in [pid for pid in self.union_ns if pid not in counters]:
+            for state in (self.union_ns, self.counter_ns, self.recent):
+                state.pop(gone, None)
+        return out
+
+    def ratio(self, pid: int) -> float:
+        recent = self.recent.get(pid)
+        claimed = sum(c for _, c in recent) if recent else 0
+        return sum(s for s, _ in recent) / claimed if recent and claimed > 0 else 1.0
+
+    def _take_final_bins(self, counters: Mapping[int, GpuCounters], bin_ns: int) -> None:
+        """Share each bin once final in every fresh file, in clock order."""
         newest = max(c.written_ns for c in counters.values())
         fresh = [c for c in counters.values() if newest - c.written_ns <= BINS_STALE_NS]
         final_bin = min(c.written_ns - BINS_FINAL_NS for c in fresh) // bin_ns
         oldest_known = max(c.bins_from for c in counters.values())
-        if self.done_bin is None or self.done_bin < oldest_known - 1:
-            self.done_bin = max(final_bin, oldest_known - 1) if self.done_bin is None else oldest_known - 1
+        if self.done_bin is None:
+            self.done_bin = max(final_bin - RATIO_BINS, oldest_known - 1)
+        self.done_bin = max(self.done_bin, oldest_known - 1)  # past what the files still hold: skipped
         pids = list(counters)
         for b in range(self.done_bin + 1, final_bin + 1):
-            busy = []
+            claimed = []
             for pid in pids:
                 c = counters[pid]
                 i = b - c.bins_from
-                busy.append(c.bins_us[i] if 0 <= i < len(c.bins_us) else 0)
-            for pid, us in zip(pids, share_bin(busy, bin_ns // 1000), strict=True):
-                self.shared_ns[pid] = self.shared_ns.get(pid, 0) + us * 1000
+                claimed.append(c.bins_us[i] if 0 <= i < len(c.bins_us) else 0)
+            for pid, got, want in zip(pids, share_bin(claimed, bin_ns // 1000), claimed, strict=True):
+                self.recent.setdefault(pid, deque(maxlen=RATIO_BINS)).append((got, want))
         self.done_bin = max(self.done_bin, final_bin)
-        self.shared_ns = {pid: self.shared_ns.get(pid, 0) for pid in pids}
-        return dict(self.shared_ns)
 
 
 class GpuTimeBackend:
@@ -334,7 +365,7 @@ def with_gpu_time(
             mine[p.pid] = _on_gpu(counters[p.pid], uuid)
         known = {pid: c for pid, c in mine.items() if c is not None}
         sharing = shared.setdefault(g.index, SharedTime()) if shared is not None else None
-        busy = sharing.advance(known) if sharing is not None and len(known) == len(mine) else None
+        busy = sharing.counters(known) if sharing is not None and len(known) == len(mine) else None
         procs = []
         for p in g.processes:
             c = mine[p.pid]

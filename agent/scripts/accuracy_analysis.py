@@ -154,6 +154,9 @@ def true_shares(run: RunEnergy, idle_w: float, dynamic_j: dict[str, float]) -> d
 
 
 GPU_TIME = "gpu_time"  # a method of the tables: the replay with the processes' exact GPU time
+# The same with each process's union counter where the trace also kept it (the counter the agent uses with
+# a library that keeps no bins, where nothing two processes claim together is shared): to tell the two apart.
+GPU_TIME_UNION = "gpu_time_union"
 
 
 def replay(trace: Path, split: str, sink: Any = None) -> Any:
@@ -169,7 +172,8 @@ def replay(trace: Path, split: str, sink: Any = None) -> Any:
         path = Path(tmp) / "trace.jsonl"
         opener = gzip.open if str(trace).endswith(".gz") else open
         with opener(trace, "rb") as src:
-            path.write_bytes(src.read())
+            raw = src.read()
+        path.write_bytes(_union_counters(raw) if split == GPU_TIME_UNION else raw)
         backend = ReplayBackend(path, speed=0, keep_time=True)
         info = backend.open()
         head = backend.header
@@ -178,8 +182,8 @@ def replay(trace: Path, split: str, sink: Any = None) -> Any:
             interval_s=float(head.get("interval_s", 1.0)),
             energy_interval_s=float(head.get("energy_interval_s", 10.0)),
             linger_s=1e12,  # keep every job's counters to the end
-            split=_split(split) if split != GPU_TIME else "sm_time",
-            gpu_time=split == GPU_TIME,
+            split=_split(split) if split not in (GPU_TIME, GPU_TIME_UNION) else "sm_time",
+            gpu_time=split in (GPU_TIME, GPU_TIME_UNION),
         )
         sampler = Sampler(backend, info, backend.resolver(), settings, sink=sink)
         try:
@@ -191,6 +195,22 @@ def replay(trace: Path, split: str, sink: Any = None) -> Any:
         finally:
             backend.close()
     return sampler
+
+
+def _union_counters(trace: bytes) -> bytes:
+    """The trace with each process's GPU-time counter replaced by its union counter where it kept one."""
+    lines = trace.decode().splitlines()
+    out = lines[:1]
+    for line in lines[1:]:
+        if not line.strip():
+            continue
+        tick = json.loads(line)
+        for g in tick["gpus"]:
+            for p in g["processes"]:
+                if len(p) > 6:
+                    p[4] = p[6]
+        out.append(json.dumps(tick, separators=(",", ":")))
+    return ("\n".join(out) + "\n").encode()
 
 
 def _split(name: str) -> SplitChoice:

@@ -87,7 +87,7 @@ def test_shares_add_up_to_the_whole(run: Any) -> None:
                 assert math.fsum(rep[key]) == pytest.approx(100.0, abs=0.05)
 
 
-@pytest.mark.parametrize("name", [p.name for p in RUNS if "stagger" in p.name])
+@pytest.mark.parametrize("name", ["h200_15s_stagger", "h200_15s_stagger_rev", "h200_55s_stagger"])
 def test_the_driver_samples_five_times_a_second_one_process_each(name: str) -> None:
     """docs/accuracy.md, "The driver's samples": what limits any split of NVML's per-process utilisation."""
     folder = FIXTURES / "accuracy" / name
@@ -130,22 +130,28 @@ class Invariant:
                 self.methods[method] = self.methods.get(method, 0) + 1
 
 
-@pytest.mark.parametrize("split", SPLITS)
+@pytest.mark.parametrize("split", [*SPLITS, analysis.GPU_TIME])
 def test_jobs_and_idle_make_the_gpu_on_every_sample(split: str) -> None:
-    folder = RUNS[0]
+    folder = FIXTURES / "accuracy" / ("h200_7s_gputime" if split == analysis.GPU_TIME else "h200_15s")
     check = Invariant()
     analysis.replay(folder / "trace.jsonl.gz", split, sink=check)
     assert check.samples > 300
     assert check.worst < 1e-9
     if split == "sm_mem":
         assert check.methods.get("sm_mem", 0) > 50  # calibrated from the runs alone, then used
+    elif split == analysis.GPU_TIME:
+        assert check.methods.get("gpu_time", 0) > 50 and "sm_time" not in check.methods  # every job had it
     else:
         assert "sm_mem" not in check.methods
 
 
-def test_replay_is_what_the_agent_computed_live() -> None:
-    """The live agent (sm_time) recorded each sample's split: the replay gives the same joules."""
-    folder = RUNS[0]
+@pytest.mark.parametrize(
+    ("name", "split"),
+    [("h200_15s", "sm_time"), ("h200_7s_gputime", analysis.GPU_TIME), ("h200_10s_gputime_stagger", analysis.GPU_TIME)],
+)
+def test_replay_is_what_the_agent_computed_live(name: str, split: str) -> None:
+    """The live agent recorded each sample's split: the replay gives the same joules."""
+    folder = FIXTURES / "accuracy" / name
     with gzip.open(folder / "trace.jsonl.gz", "rt") as f:
         f.readline()
         live = [json.loads(line)["split"] for line in f]
@@ -155,7 +161,7 @@ def test_replay_is_what_the_agent_computed_live() -> None:
         def write_tick(self, reading: TickReading, new_jobs: dict[int, JobInfo], outputs: list[dict[str, Any]]) -> None:
             replayed.append(outputs)
 
-    analysis.replay(folder / "trace.jsonl.gz", "sm_time", sink=Sink())
+    analysis.replay(folder / "trace.jsonl.gz", split, sink=Sink())
     assert len(replayed) == len(live)
     for a, b in zip(live, replayed, strict=True):
         for x, y in zip(a, b, strict=True):
@@ -258,3 +264,17 @@ def test_the_campaign_runs_end_to_end_without_a_gpu(tmp_path: Path) -> None:
     assert rep["gpu_time"] is not None and rep["time_cupti"] is not None and rep["time_nvml"] is not None
     assert all(v["busy_s"] > 0.1 for v in mix["gputime"]["pids"].values())
     assert set(campaign["overhead"]["kinds"]) == {"mm"} and "overhead_pct" in results["summary"]
+
+
+def test_exact_gpu_time_within_three_points_where_the_time_is_read_without_delay() -> None:
+    """docs/accuracy.md, "Exact GPU time": the first run (live, union counters) within 3.51 points on every
+    mix; the staggered run live (time shared a second late) 10.3 at worst, kept as measured, and the same
+    recording through its union counters 3.32 at worst, 1.37 on average."""
+    first = json.loads((FIXTURES / "accuracy" / "h200_7s_gputime" / "results.json").read_text())
+    assert first["summary"]["gpu_time"]["max_error_points"] <= 3.6
+    folder = FIXTURES / "accuracy" / "h200_10s_gputime_stagger"
+    union = analysis.analyse(folder / "campaign.json.gz", folder / "trace.jsonl.gz", methods=[analysis.GPU_TIME_UNION])
+    assert union["summary"][analysis.GPU_TIME_UNION]["max_error_points"] <= 3.4
+    assert union["summary"][analysis.GPU_TIME_UNION]["mean_abs_error_points"] <= 1.4
+    live = json.loads((folder / "results.json").read_text())
+    assert live["summary"]["gpu_time"]["max_error_points"] > 10  # what the delay cost: kept as measured

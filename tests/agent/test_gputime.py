@@ -467,25 +467,43 @@ def counters(written_s: float, first_bin: int, bins: list[int], busy: int = 0) -
     return GpuCounters(busy, (), int(written_s * 1e9), BIN, first_bin, tuple(bins))
 
 
-def test_shared_time_takes_each_final_bin_once_in_every_file() -> None:
+def test_a_process_alone_keeps_its_union_counter_with_no_delay() -> None:
     shared = SharedTime()
-    # bins 100..399 (1.00 s to 4.00 s); written at 4.0 s: final up to 2.8 s (bin 280)
-    a = [10_000] * 300
-    b = [10_000 if i % 2 else 0 for i in range(300)]
-    assert shared.advance({1: counters(4.0, 100, a), 2: counters(4.0, 100, b)}) == {1: 0, 2: 0}  # a start
-    # 1 s later, bins 200..499: bins 281..380 are final now; 50 of them claimed by both: 5 ms each
-    a2, b2 = [10_000] * 300, [10_000 if i % 2 else 0 for i in range(300)]
-    got = shared.advance({1: counters(5.0, 200, a2), 2: counters(5.0, 200, b2)})
-    assert got == {1: 50 * 10_000_000 + 50 * 5_000_000, 2: 50 * 5_000_000}
-    # an older library's process on the GPU: nothing shared, the raw counters stand
-    assert shared.advance({1: counters(6.0, 300, a2), 3: GpuCounters(5)}) is None
+    assert shared.counters({1: counters(4.0, 100, [10_000] * 300, busy=3_000_000_000)}) == {1: 3_000_000_000}
+    got = shared.counters({1: counters(5.0, 200, [10_000] * 300, busy=3_900_000_000)})
+    assert got == {1: 3_900_000_000}  # nothing claimed by another: its whole rise, at once
+
+
+def test_time_two_processes_claim_together_is_halved() -> None:
+    shared = SharedTime()
+    both = [10_000] * 300  # each claims every 10 ms of the last 3 s
+    assert shared.counters({1: counters(4.0, 100, both, busy=10**9), 2: counters(4.0, 100, both, busy=10**9)}) == {
+        1: 10**9,
+        2: 10**9,
+    }  # first seen: their whole counters
+    got = shared.counters({1: counters(5.0, 200, both, busy=2 * 10**9), 2: counters(5.0, 200, both, busy=2 * 10**9)})
+    assert got == {1: 10**9 + 5 * 10**8, 2: 10**9 + 5 * 10**8}  # each rose 1 s and keeps half
+
+
+def test_a_process_that_claims_less_keeps_what_only_it_ran() -> None:
+    # 1 claims every bin; 2 claims every other bin: bins both claim are halved, the rest is 1's alone
+    shared = SharedTime()
+    a, b = [10_000] * 300, [10_000 if i % 2 else 0 for i in range(300)]
+    shared.counters({1: counters(4.0, 100, a, busy=0), 2: counters(4.0, 100, b, busy=0)})
+    assert shared.ratio(1) == pytest.approx(0.75, abs=0.01) and shared.ratio(2) == pytest.approx(0.5)
+
+
+def test_an_older_library_leaves_every_union_counter_as_it_is() -> None:
+    shared = SharedTime()
+    assert shared.counters({1: counters(6.0, 300, [10_000] * 300), 3: GpuCounters(5)}) is None
 
 
 def test_a_stale_file_does_not_hold_the_others_back() -> None:
     shared = SharedTime()
-    shared.advance({1: counters(10.0, 700, [10_000] * 300), 2: counters(2.0, 0, [0] * 300)})
-    got = shared.advance({1: counters(11.0, 800, [10_000] * 300), 2: counters(2.0, 0, [0] * 300)})
-    assert got is not None and got[1] == 100 * 10_000_000  # 1 s of bins, though 2 stopped writing
+    shared.counters({1: counters(10.0, 700, [10_000] * 300), 2: counters(2.0, 0, [0] * 300)})
+    done = shared.done_bin
+    shared.counters({1: counters(11.0, 800, [10_000] * 300), 2: counters(2.0, 0, [0] * 300)})
+    assert done is not None and shared.done_bin == done + 100  # 1 s more of bins, though 2 stopped writing
 
 
 def test_the_backend_shares_what_two_processes_claim_together(proc: FakeProc, folder: Path) -> None:
@@ -497,18 +515,18 @@ def test_the_backend_shares_what_two_processes_claim_together(proc: FakeProc, fo
     backend = GpuTimeBackend(ScriptedBackend([reading, reading], info), GpuTimeReader(folder, proc.root))
     backend.open()
 
-    def write(pid: int, written_s: float, bins: list[int]) -> None:
-        doc = json.loads(state(pid, ns, {UUID: sum(bins) * 1000}))
+    def write(pid: int, written_s: float, busy_ns: int) -> None:
+        doc = json.loads(state(pid, ns, {UUID: busy_ns}))
         doc["written_ns"] = int(written_s * 1e9)
         first = int(written_s * 100) - 299
-        doc["gpus"][0].update({"bin_ns": BIN, "bins_from": first, "bins_us": bins})
+        doc["gpus"][0].update({"bin_ns": BIN, "bins_from": first, "bins_us": [10_000] * 300})
         (folder / f"{ns}-{pid}.json").write_text(json.dumps(doc))
 
-    write(300, 4.0, [10_000] * 300)
-    write(301, 4.0, [10_000] * 300)
+    write(300, 4.0, 3 * 10**9)
+    write(301, 4.0, 3 * 10**9)
     backend.read(read_energy=False)
-    write(300, 5.0, [10_000] * 300)
-    write(301, 5.0, [10_000] * 300)
+    write(300, 5.0, 4 * 10**9)
+    write(301, 5.0, 4 * 10**9)
     got = {p.pid: (p.gpu_busy_ns, p.gpu_busy_raw_ns) for p in backend.read(read_energy=False).gpus[0].processes}
-    # 1 s of final bins, every one claimed by both: half each; the union of each alone is 3 s of bins
-    assert got == {300: (500_000_000, 3_000_000_000), 301: (500_000_000, 3_000_000_000)}
+    # each claimed every bin with the other: of the 1 s its union rose, half is its own
+    assert got == {300: (3_500_000_000, 4 * 10**9), 301: (3_500_000_000, 4 * 10**9)}
