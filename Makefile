@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 export PYTHONUNBUFFERED := 1
 
-.PHONY: demo test bootstrap lint run worker beat bench stop gpu-two-jobs gpu-accuracy migrate
+.PHONY: demo test bootstrap lint run worker beat bench stop gpu-two-jobs gpu-accuracy gpu-time-campaign migrate
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -59,3 +59,7 @@ gpu-two-jobs:
 # On a GPU node: how right the split is against isolated runs (docs/accuracy.md); results in $$OUT or /tmp.
 gpu-accuracy:
 	python3 agent/scripts/accuracy_campaign.py
+
+# On a GPU node: the same with the exact GPU-time library in every job (docs/accuracy.md, "Exact GPU time").
+gpu-time-campaign:
+	bash agent/scripts/gpu_time_campaign.sh
