@@ -300,6 +300,11 @@ BAD: list[tuple[str, dict[str, Any] | str, str]] = [
         change(lambda d: d["clusters"][0].update(scrape_interval_s=0)),
         "clusters[0].scrape_interval_s: must be between 1 and 3600, got 0",
     ),
+    (
+        "dcgm host label",
+        change(lambda d: d["clusters"][0].update(dcgm_host_label="host name")),
+        "clusters[0].dcgm_host_label:",
+    ),
     # teams
     (
         "rule kind",
@@ -611,6 +616,22 @@ def test_new_default_cluster_takes_the_environment(calls: dict[str, list[Any]], 
     assert (cluster.prometheus_url, cluster.scrape_interval_s, cluster.selector) == (
         settings.FLEETWATT_PROMETHEUS_URL, 30, 'cluster="a"'
     )  # fmt: skip
+
+
+@pytest.mark.django_db
+def test_a_cluster_names_its_dcgm_host_label_and_a_config_without_it_leaves_it(
+    calls: dict[str, list[Any]], settings: Any
+) -> None:
+    settings.FLEETWATT_CLUSTER = "default"
+    named = {"clusters": [{"name": "default", "dcgm_host_label": "hostname"}]}
+    config_apply(config=config_parse(named, known=known_names_read()))
+    assert Cluster.objects.get(name="default").dcgm_host_label == "hostname"
+    config_apply(config=config_parse({"clusters": [{"name": "default"}]}, known=known_names_read()))
+    assert Cluster.objects.get(name="default").dcgm_host_label == "hostname"  # left out: left as it was
+    config_apply(
+        config=config_parse({"clusters": [{"name": "default", "dcgm_host_label": ""}]}, known=known_names_read())
+    )
+    assert Cluster.objects.get(name="default").dcgm_host_label == ""  # empty: Hostname or hostname again
 
 
 @pytest.mark.django_db
