@@ -19,7 +19,7 @@ define LINT_CHECKS
 endef
 
 test:
-	@WANT_CHROMIUM=1 bash scripts/bootstrap.sh
+	@WANT_CHROMIUM=1 WANT_CUDA_HEADERS=1 bash scripts/bootstrap.sh
 	@DJANGO_DEBUG=1 $(PY) manage.py check >/dev/null
 	$(PY) -m pytest -q -p no:cacheprovider --durations=25
 	$(LINT_CHECKS)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install what is missing and start what is not running: the virtual environment and its packages,
-# Debian's prometheus and victoria-metrics (and chromium for the browser tests), apache2-utils (ab), Postgres, Redis, the database.
+# Debian's prometheus and victoria-metrics (and, for the tests, chromium and CUDA's headers), apache2-utils (ab), Postgres, Redis, the database.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 want_chromium=${WANT_CHROMIUM:-0}
@@ -43,7 +43,7 @@ fi
 # GPU-time injection library with agent/gputime/build.sh as a GPU node does (tests/agent/test_gputime_library.py).
 cuda_headers=var/cuda-headers
 cuda_wheels="nvidia-cuda-cupti-cu12==12.9.79 nvidia-cuda-runtime-cu12==12.9.79 nvidia-cuda-nvcc-cu12==12.9.86"
-if [ "$(cat "$cuda_headers/.installed" 2>/dev/null)" != "$cuda_wheels" ]; then
+if [ "${WANT_CUDA_HEADERS:-0}" = 1 ] && [ "$(cat "$cuda_headers/.installed" 2>/dev/null)" != "$cuda_wheels" ]; then
   rm -rf "$cuda_headers"
   # shellcheck disable=SC2086
   .venv/bin/pip install -q --no-deps --target "$cuda_headers" $cuda_wheels

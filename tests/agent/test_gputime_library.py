@@ -18,7 +18,9 @@ HEADERS = REPO / "var" / "cuda-headers" / "nvidia"
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    assert HEADERS.is_dir(), "scripts/bootstrap.sh installs CUDA's headers into var/cuda-headers"
+    assert HEADERS.is_dir(), (
+        "make test installs CUDA's headers into var/cuda-headers (WANT_CUDA_HEADERS=1 scripts/bootstrap.sh)"
+    )
     out = tmp_path_factory.mktemp("gputime")
     env = {**os.environ, "CUDA_HOME": str(HEADERS)}
     proc = subprocess.run(
