@@ -38,6 +38,8 @@ STALE_S = 3600.0
 # Files the library wrote at exit are removed once this old (the agent has read them by then).
 FINAL_KEEP_S = 600.0
 MAX_FILE_BYTES = 256 * 1024
+# A state written later than now by more than this is not believed (the library writes CLOCK_REALTIME).
+FUTURE_SLACK_NS = 10_000_000_000
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,7 @@ class GpuTimeReader:
         return ident
 
     def _read(self, ident: ProcessIdentity) -> dict[str, GpuCounters] | None:
+        """The process's state, if it is its own and written no later than now (by the node's clock)."""
         path = self.directory / f"{ident.pidns}-{ident.nspid}.json"
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
@@ -130,7 +133,11 @@ class GpuTimeReader:
             raw = os.read(fd, MAX_FILE_BYTES)
         finally:
             os.close(fd)
-        return parse_state(raw, ident)
+        state = parse_state(raw, ident)
+        now_ns = time.time_ns()
+        if state is not None and any(c.written_ns > now_ns + FUTURE_SLACK_NS for c in state.values()):
+            return None  # a state from the future would make every other file look stale (SharedTime)
+        return state
 
     def _sweep(self, now: float) -> None:
         try:
@@ -300,15 +307,18 @@ class SharedTime:
         oldest_known = max(c.bins_from for c in counters.values())
         if self.done_bin is None:
             self.done_bin = max(final_bin - RATIO_BINS, oldest_known - 1)
-        self.done_bin = max(self.done_bin, oldest_known - 1)  # past what the files still hold: skipped
+        # past what the files still hold, or older than the ratio's window (an agent that slept, a file's
+        # odd clock): skipped, so a tick never walks more than RATIO_BINS bins
+        self.done_bin = max(self.done_bin, oldest_known - 1, final_bin - RATIO_BINS)
         pids = list(counters)
+        bin_us = bin_ns // 1000
         for b in range(self.done_bin + 1, final_bin + 1):
             claimed = []
             for pid in pids:
                 c = counters[pid]
                 i = b - c.bins_from
-                claimed.append(c.bins_us[i] if 0 <= i < len(c.bins_us) else 0)
-            for pid, got, want in zip(pids, share_bin(claimed, bin_ns // 1000), claimed, strict=True):
+                claimed.append(min(c.bins_us[i], bin_us) if 0 <= i < len(c.bins_us) else 0)
+            for pid, got, want in zip(pids, share_bin(claimed, bin_us), claimed, strict=True):
                 self.recent.setdefault(pid, deque(maxlen=RATIO_BINS)).append((got, want))
         self.done_bin = max(self.done_bin, final_bin)
 

@@ -91,7 +91,7 @@ class JobSolo:
     is what it draws above p0 per point of SM time while it computes, a tensor-core job more than a
     memory-bound one."""
 
-    n: int = 0
+    n: float = 0  # samples (weighted where a kernel takes its part of a sample: solo_add_gpu_time)
     power_w_sum: float = 0.0
     sm_pct_sum: float = 0.0
 
@@ -109,35 +109,18 @@ def solo_add(solo: JobSolo, *, sm_pct: float, power_w: float) -> JobSolo:
     return JobSolo(solo.n + 1, solo.power_w_sum + power_w, solo.sm_pct_sum + sm_pct)
 
 
-def solo_add_gpu_time(solo: JobSolo, *, gpu_time_pct: float, power_w: float) -> JobSolo:
+def solo_add_gpu_time(solo: JobSolo, *, gpu_time_pct: float, power_w: float, weight: float = 1.0) -> JobSolo:
     """One more sample of a job alone with its exact GPU time (the `gpu_time` split), whatever its
     busy share: exact time makes (sum of P - n p0) / sum of GPU time the job's energy above p0 per point
     of its kernels' time, the power that keeps the GPU awake through its pauses included, which is what
-    the job costs alone (docs/accuracy.md's truth)."""
-    return JobSolo(solo.n + 1, solo.power_w_sum + power_w, solo.sm_pct_sum + max(gpu_time_pct, 0.0))
+    the job costs alone (docs/accuracy.md's truth).
 
-
-@dataclass(frozen=True)
-class KernelPower:
-    """One kernel's energy per point of GPU time, learned from the samples where a job running it had a
-    GPU of this model to itself (the `gpu_time` split's figure for a job never seen alone).
-
-    A sample alone gives the job's (P - p0) / GPU time; each of its kernels takes its share f of the
-    job's kernel time in that sample as the weight of that figure, so a job that runs one kernel teaches
-    that kernel exactly, and a mix is spread over its kernels by time. Sums only, like JobSolo."""
-
-    weight: float = 0.0  # sum of f
-    power_w: float = 0.0  # sum of f x P
-    gpu_time_pct: float = 0.0  # sum of f x the job's GPU time in percent
-
-    def dynamic_w_per_pct(self, p0_w: float) -> float | None:
-        if self.weight < SOLO_MIN_SAMPLES or self.gpu_time_pct <= 0.0:
-            return None
-        return max(self.power_w - self.weight * p0_w, 0.0) / self.gpu_time_pct
-
-
-def kernel_power_add(kp: KernelPower, *, share: float, gpu_time_pct: float, power_w: float) -> KernelPower:
-    return KernelPower(kp.weight + share, kp.power_w + share * power_w, kp.gpu_time_pct + share * gpu_time_pct)
+    `weight` < 1: a kernel's part of such a sample (its share of the job's kernel time there), so that a
+    kernel learns the figure of the jobs that ran it alone: one that a job runs alone learns it exactly,
+    a mix is spread over its kernels by time."""
+    return JobSolo(
+        solo.n + weight, solo.power_w_sum + weight * power_w, solo.sm_pct_sum + weight * max(gpu_time_pct, 0.0)
+    )
 
 
 def stats_add(stats: PowerStats, *, sm_pct: float, mem_pct: float, power_w: float) -> PowerStats:

@@ -16,11 +16,9 @@ from fleetwatt_agent.ledger import IDLE, GpuLedger, JobGpuLedger
 from fleetwatt_agent.model import BackendInfo, GpuReading, JobInfo, ProcessReading, TickReading
 from fleetwatt_agent.power_model import (
     JobSolo,
-    KernelPower,
     PowerFit,
     PowerStats,
     calibrated_fit,
-    kernel_power_add,
     solo_add,
     solo_add_gpu_time,
     stats_add,
@@ -127,8 +125,8 @@ class Sampler:
         # Per GPU model: every job's samples alone with its exact GPU time (the `gpu_time` split's figure
         # for jobs never seen alone).
         self.gpu_time_typical: dict[str, JobSolo] = {}
-        # Per GPU model: each kernel's power from jobs seen alone (power_model.KernelPower), by kernel id.
-        self.gpu_time_kernels: dict[str, dict[str, KernelPower]] = {}
+        # Per GPU model: each kernel's power from jobs seen alone (the parts of their samples alone), by id.
+        self.gpu_time_kernels: dict[str, dict[str, JobSolo]] = {}
         self.samples_total = 0
         self.missed_total = 0
         self.gaps_total = 0
@@ -402,8 +400,8 @@ class Sampler:
         table = self.gpu_time_kernels.setdefault(name, {})
         for kernel, ns in ran.items():
             if kernel in table or len(table) < MAX_KERNELS:
-                table[kernel] = kernel_power_add(
-                    table.get(kernel, KernelPower()), share=ns / total, gpu_time_pct=load.gpu_time_pct, power_w=power_w
+                table[kernel] = solo_add_gpu_time(
+                    table.get(kernel, JobSolo()), gpu_time_pct=load.gpu_time_pct, power_w=power_w, weight=ns / total
                 )
 
     @staticmethod
@@ -517,7 +515,7 @@ def kernel_deltas(now: dict[str, int], before: dict[str, int], *, new: bool, dt_
     return out
 
 
-def _from_kernels(ran: dict[str, float], table: dict[str, KernelPower], p0_w: float) -> float | None:
+def _from_kernels(ran: dict[str, float], table: dict[str, JobSolo], p0_w: float) -> float | None:
     """A job's energy per point of GPU time from the kernels it ran in the sample, where kernels known
     from jobs seen alone make enough of its kernel time; None otherwise."""
     total = math.fsum(ran.values())
@@ -526,7 +524,7 @@ def _from_kernels(ran: dict[str, float], table: dict[str, KernelPower], p0_w: fl
     known = {}
     for kernel, ns in ran.items():
         kp = table.get(kernel)
-        w = kp.dynamic_w_per_pct(p0_w) if kp is not None else None
+        w = kp.dynamic_w_per_sm_pct(p0_w) if kp is not None else None
         if w is not None:
             known[kernel] = (ns, w)
     share = math.fsum(ns for ns, _ in known.values()) / total

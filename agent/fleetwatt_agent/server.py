@@ -119,7 +119,7 @@ def jobs_document(snap: Snapshot) -> dict[str, Any]:
                     "last_seen": job.last_seen,
                     "present": job.present,
                     # sm_mem: the job's own power, from its samples alone on this GPU (null until enough)
-                    "alone_samples": job.solo.n,
+                    "alone_samples": int(job.solo.n),
                     "own_power_w_per_sm_pct": job.solo.dynamic_w_per_sm_pct(fit.p0_w) if fit else None,
                     # exact GPU time (the opt-in library): seconds of it, and samples that had it; null
                     # for a job that never reported it

@@ -21,6 +21,7 @@ samples gave it) and CUPTI's (each process's exact GPU time over the run, from t
 from __future__ import annotations
 
 import bisect
+import functools
 import gzip
 import itertools
 import json
@@ -250,36 +251,35 @@ def agent_shares(energy: dict[str, float], pids: Sequence[int]) -> dict[int, flo
     return {p: by_pid[p] / total for p in pids}
 
 
-def has_gpu_time(trace: Path) -> bool:
-    """Whether any process of the recording carries a GPU-time counter."""
+@functools.lru_cache(maxsize=4)
+def trace_ticks(trace: Path) -> tuple[dict[str, Any], ...]:
+    """The recording's ticks, read once however many mixes ask."""
     opener = gzip.open if str(trace).endswith(".gz") else open
     with opener(trace, "rt", encoding="utf-8") as f:
         f.readline()
-        for line in f:
-            if any(len(p) > 4 for g in json.loads(line)["gpus"] for p in g["processes"]):
-                return True
-    return False
+        return tuple(json.loads(line) for line in f if line.strip())
+
+
+def has_gpu_time(trace: Path) -> bool:
+    """Whether any process of the recording carries a GPU-time counter."""
+    return any(len(p) > 4 for tick in trace_ticks(trace) for g in tick["gpus"] for p in g["processes"])
 
 
 def nvml_time(trace: Path, pids: Sequence[int], t0: float, t1: float) -> dict[int, float] | None:
     """Each pid's share of the SM time NVML gave the run's processes within [t0, t1] (the driver's
     per-process samples as the agent read them, x each tick's length)."""
-    opener = gzip.open if str(trace).endswith(".gz") else open
     sm = dict.fromkeys(pids, 0.0)
     last: float | None = None
-    with opener(trace, "rt", encoding="utf-8") as f:
-        f.readline()
-        for line in f:
-            tick = json.loads(line)
-            mono, t = float(tick["mono"]), float(tick["t"])
-            dt = mono - last if last is not None else 0.0
-            last = mono
-            if not t0 <= t <= t1 + 1.0:
-                continue
-            for g in tick["gpus"]:
-                for p in g["processes"]:
-                    if int(p[0]) in sm and p[2] is not None:
-                        sm[int(p[0])] += float(p[2]) * dt
+    for tick in trace_ticks(trace):
+        mono, t = float(tick["mono"]), float(tick["t"])
+        dt = mono - last if last is not None else 0.0
+        last = mono
+        if not t0 <= t <= t1 + 1.0:
+            continue
+        for g in tick["gpus"]:
+            for p in g["processes"]:
+                if int(p[0]) in sm and p[2] is not None:
+                    sm[int(p[0])] += float(p[2]) * dt
     total = math.fsum(sm.values())
     return {p: v / total for p, v in sm.items()} if total > 0 else None
 
@@ -292,6 +292,26 @@ def cupti_time(run: dict[str, Any], pids: Sequence[int]) -> dict[int, float] | N
         return None
     total = math.fsum(float(v) for v in busy.values() if v is not None)
     return {p: float(busy[p] or 0.0) / total for p in pids} if total > 0 else None
+
+
+def shared_busy_s(run: dict[str, Any]) -> dict[int, float] | None:
+    """Each process's GPU time in a run with what several claim in the same bin of the campaign's
+    reduced intervals shared among them, as the agent shares its 10 ms bins (gputime.share_bin)."""
+    from fleetwatt_agent.gputime import share_bin
+
+    reduced = run.get("gputime") or {}
+    pids = [int(j["pid"]) for j in run["jobs"]]
+    per_pid = [(reduced.get("pids") or {}).get(str(p)) for p in pids]
+    if not per_pid or any(v is None for v in per_pid):
+        return None
+    bins = [v["bins_ms"] for v in per_pid if v is not None]
+    bin_us = int(float(reduced["bin_s"]) * 1e6)
+    busy = dict.fromkeys(pids, 0.0)
+    for i in range(max(len(b) for b in bins)):
+        claimed = [int(b[i] * 1000) if i < len(b) else 0 for b in bins]
+        for pid, us in zip(pids, share_bin(claimed, bin_us), strict=True):
+            busy[pid] += us / 1e6
+    return busy
 
 
 def load_campaign(path: Path) -> dict[str, Any]:

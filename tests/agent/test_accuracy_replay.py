@@ -278,3 +278,21 @@ def test_exact_gpu_time_within_three_points_where_the_time_is_read_without_delay
     assert union["summary"][analysis.GPU_TIME_UNION]["mean_abs_error_points"] <= 1.4
     live = json.loads((folder / "results.json").read_text())
     assert live["summary"]["gpu_time"]["max_error_points"] > 10  # what the delay cost: kept as measured
+
+
+def test_time_slicing_inflates_kernel_intervals_and_sharing_each_bin_undoes_it() -> None:
+    """docs/accuracy.md, "Time slicing": in run 7 a bursty job's intervals cover 2.5 times its time alone
+    when it shares; shared per 100 ms bin (the agent's share_bin), each job is near its time alone."""
+    campaign = analysis.load_campaign(FIXTURES / "accuracy" / "h200_7s_gputime" / "campaign.json.gz")
+    runs = {r["label"]: r for r in campaign["runs"]}
+    alone = {r["jobs"][0]["kind"]: r["gputime"]["pids"][str(r["jobs"][0]["pid"])]["busy_s"] for r in campaign["runs"]
+             if r["label"].startswith("alone:")}  # fmt: skip
+    mix = runs["mix:mm+duty"]
+    mm, duty = (mix["gputime"]["pids"][str(j["pid"])]["busy_s"] for j in mix["jobs"])
+    assert duty > 2.5 * alone["duty"] and mm > 1.4 * alone["mm"]
+    shared = analysis.shared_busy_s(mix)
+    assert shared is not None
+    assert list(shared.values()) == [pytest.approx(7.27, abs=0.01), pytest.approx(3.14, abs=0.01)]
+    trio = analysis.shared_busy_s(runs["mix:mm+copy+duty"])
+    assert trio is not None
+    assert list(trio.values()) == [pytest.approx(v, abs=0.01) for v in (8.21, 7.49, 1.94)]

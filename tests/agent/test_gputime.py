@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -226,15 +227,13 @@ def test_a_process_new_in_the_sample_counts_its_whole_counter_one_seen_before_st
         tick(3, [g(p(1, 1_000_000_000), p(2, 1_700_000_000))]),
     ]
     sampler, _ = make_sampler(ticks, jobs={1: "slurm/1", 2: "slurm/2"})
-    pcts = []
-    for _ in ticks:
-        sampler.tick()
-        pcts.append(sampler.gpus[0].prev_gpu_busy_ns.copy())
+    run_all(sampler)
     got = methods_and_joules(sampler)
     assert got["slurm/1"].keys() == {"sm_time", "gpu_time"}  # sm_time while 1 had no counter, then exact
-    # in the last sample: 1 busy 0.1 s, 2 busy 0.5 s
-    last = sampler.gpus[0]
-    assert last.prev_gpu_busy_ns == {1: 1_000_000_000, 2: 1_700_000_000}
+    jobs = sampler.gpus[0].jobs
+    # 2: 0.6 s in the sample it appeared in (its whole counter), then 0.6 and 0.5; 1: only the last 0.1 s
+    assert jobs["slurm/2"].gpu_time_s == pytest.approx(1.7) and jobs["slurm/2"].gpu_time_samples == 3
+    assert jobs["slurm/1"].gpu_time_s == pytest.approx(0.1) and jobs["slurm/1"].gpu_time_samples == 1
 
 
 def test_a_counter_that_goes_back_is_not_trusted_for_that_sample() -> None:
@@ -392,8 +391,8 @@ def test_a_job_never_seen_alone_takes_the_power_of_the_kernels_it_runs() -> None
     sampler, _ = make_sampler(ticks, jobs={1: "slurm/1", 2: "slurm/2", 3: "slurm/3", 4: "slurm/4"})
     run_all(sampler)
     table = sampler.gpu_time_kernels["Test GPU"]
-    assert table["mm"].dynamic_w_per_pct(80.0) == pytest.approx(6.0)
-    assert table["copy"].dynamic_w_per_pct(80.0) == pytest.approx(3.0)
+    assert table["mm"].dynamic_w_per_sm_pct(80.0) == pytest.approx(6.0)
+    assert table["copy"].dynamic_w_per_sm_pct(80.0) == pytest.approx(3.0)
     got = methods_and_joules(sampler)
     # each shared second: 80 W static, 40 each; 450 W dynamic, 2 : 1 -> 300 and 150
     assert got["slurm/2"]["gpu_time"] == pytest.approx(4 * 340.0)
@@ -530,3 +529,20 @@ def test_the_backend_shares_what_two_processes_claim_together(proc: FakeProc, fo
     got = {p.pid: (p.gpu_busy_ns, p.gpu_busy_raw_ns) for p in backend.read(read_energy=False).gpus[0].processes}
     # each claimed every bin with the other: of the 1 s its union rose, half is its own
     assert got == {300: (3_500_000_000, 4 * 10**9), 301: (3_500_000_000, 4 * 10**9)}
+
+
+def test_a_file_from_the_future_or_with_huge_bins_cannot_stall_the_agent(proc: FakeProc, folder: Path) -> None:
+    # a state dated a day ahead is not believed
+    ns = proc.add(300)
+    doc = json.loads(state(300, ns, {UUID: 5}))
+    doc["written_ns"] = time.time_ns() + 86_400 * 10**9
+    (folder / f"{ns}-300.json").write_text(json.dumps(doc))
+    assert GpuTimeReader(folder, proc.root).counters(300) is None
+    # and however far apart two readings' clocks are, one tick walks at most RATIO_BINS bins, a claim at
+    # most a whole bin
+    shared = SharedTime()
+    shared.counters({1: counters(4.0, 100, [10**12] * 300)})
+    started = time.monotonic()
+    shared.counters({1: counters(4.0e8, 200, [10**12] * 300)})  # a reading whose clock says 12 years later
+    assert time.monotonic() - started < 1.0
+    assert all(claimed <= 10_000 for _, claimed in shared.recent[1])
