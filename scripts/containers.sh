@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# Podman for the container tests: no Docker engine and no image
+# Podman for the container tests (tests/deploy/test_container_image.py): no Docker engine and no image
 # registry are needed.
 #
 #   scripts/containers.sh install          Debian's podman, runc, debootstrap and podman-compose, where missing
 #   scripts/containers.sh base             install, then the base image the Dockerfile names, built once from
 #                                          Debian's archive with debootstrap and kept in podman's store
+#   scripts/containers.sh build TAG [DIR]  base, then the app's image from the Dockerfile of DIR (default: this
+#                                          checkout), tagged TAG, in one layer over the base (vfs keeps each
+#                                          layer whole); pip gets the CA bundle pip's own configuration names
+#                                          (or PIP_CERT) as a build secret, never copied into the image
 #   scripts/containers.sh podman ARGS      podman with the tests' settings and store (e.g. `podman images`)
 #
 # The settings are scripts/podman/{containers,storage}.conf: runc on cgroupfs, the vfs driver in a store of
 # its own (/var/lib/fleetwatt/containers). The base image is rebuilt only when it is missing or its recipe
 # (BASE_RECIPE below) changed; `scripts/containers.sh podman rmi debian:bookworm-slim` forces a rebuild.
 set -euo pipefail
+[ "${1:-}" != build ] || [ -z "${3:-}" ] || set -- build "$2" "$(realpath "$3")"
 cd "$(dirname "$0")/.."
 export CONTAINERS_CONF="$PWD/scripts/podman/containers.conf"
 export CONTAINERS_STORAGE_CONF="$PWD/scripts/podman/storage.conf"
@@ -78,9 +83,29 @@ EOF
   echo "built $BASE_IMAGE: $(podman image inspect --format '{{.Size}}' "$BASE_IMAGE") bytes"
 }
 
+# The CA bundle this machine's pip is told to trust (a TLS-inspecting proxy's, say): PIP_CERT, else pip's
+# own configuration (`pip config list`: /etc/pip.conf and the like); none: pip's own bundle.
+pip_cert() {
+  if [ -n "${PIP_CERT:-}" ]; then echo "$PIP_CERT"; return; fi
+  python3 -m pip config list 2>/dev/null | sed -n "s/^[^ ]*\.cert='\(.*\)'$/\1/p" | tail -1
+}
+
+# --layers=false: the steps are committed as one layer, so that vfs keeps the base and one copy of the
+# image, not one copy per step; --force-rm: no build container is left behind, even when a step fails.
+app_build() {
+  local tag=$1 context=${2:-.} cert args=()
+  cert=$(pip_cert)
+  if [ -n "$cert" ] && [ -f "$cert" ]; then
+    args+=(--secret "id=pip-ca,src=$cert")
+  fi
+  podman build --quiet --layers=false --force-rm --pull=never --network host "${args[@]}" --tag "$tag" "$context"
+}
+
 case "${1:-}" in
   install) containers_install ;;
   base) containers_install; base_build ;;
+  build) [ -n "${2:-}" ] || { echo "usage: $0 build TAG [DIR]" >&2; exit 2; }
+    containers_install; base_build; shift; app_build "$@" ;;
   podman) shift; exec podman "$@" ;;
-  *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
