@@ -22,10 +22,9 @@ RUN --mount=type=bind,source=requirements.txt,target=/tmp/requirements.txt \
 ENV PATH=/opt/venv/bin:$PATH DJANGO_SETTINGS_MODULE=fleetwatt.settings PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 WORKDIR /app
 COPY . .
-# Static files are collected into the image (whitenoise serves them). var/ stays the app user's, for
-# docker-compose's `collectstatic` at start. The key is a placeholder for this step only.
-RUN DJANGO_DEBUG=0 DJANGO_SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput \
-    && chown -R 10001:10001 var
+# Static files are collected into the image (whitenoise serves them). The key is a placeholder for this
+# step only.
+RUN DJANGO_DEBUG=0 DJANGO_SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput
 USER 10001:10001
 EXPOSE 8000
 CMD ["gunicorn", "fleetwatt.wsgi", "-c", "gunicorn.conf.py"]

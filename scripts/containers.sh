@@ -2,7 +2,9 @@
 # Podman for the container tests (tests/deploy/test_container_image.py): no Docker engine and no image
 # registry are needed.
 #
-#   scripts/containers.sh install          Debian's podman, runc, debootstrap and podman-compose, where missing
+#   scripts/containers.sh install          Debian's podman, runc and debootstrap, where missing (podman-compose
+#                                          is requirements-dev.txt's: Debian 12's 1.0.3 ignores --no-deps and
+#                                          network_mode: host)
 #   scripts/containers.sh base             install, then the base image the Dockerfile names, built once from
 #                                          Debian's archive with debootstrap and kept in podman's store
 #   scripts/containers.sh build TAG [DIR]  base, then the app's image from the Dockerfile of DIR (default: this
@@ -32,7 +34,6 @@ containers_install() {
   command -v podman >/dev/null || pkgs+=(podman)
   command -v runc >/dev/null || pkgs+=(runc)
   command -v debootstrap >/dev/null || pkgs+=(debootstrap)
-  command -v podman-compose >/dev/null || pkgs+=(podman-compose)
   [ ${#pkgs[@]} -eq 0 ] && return 0
   if [ "$(id -u)" != 0 ]; then echo "need root to apt-get install ${pkgs[*]}" >&2; exit 1; fi
   echo "installing ${pkgs[*]}"
@@ -107,5 +108,5 @@ case "${1:-}" in
   build) [ -n "${2:-}" ] || { echo "usage: $0 build TAG [DIR]" >&2; exit 2; }
     containers_install; base_build; shift; app_build "$@" ;;
   podman) shift; exec podman "$@" ;;
-  *) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
