@@ -18,6 +18,7 @@ import yaml
 from apps.simulator.exposition import openmetrics_write
 from apps.simulator.local_prometheus import PROMTOOL, LocalPrometheus, blocks_create, config_write, free_port
 from tests.conftest import SIM_LABELS, LoadedHistory
+from tests.deploy.containers import BuiltImage, app_image_build, build_context_copy
 from tests.scenarios import spine_scenario
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -141,3 +142,11 @@ def deploy_prometheus(
         yield DeployPrometheus(history, prometheus)
     finally:
         prometheus.stop()
+
+
+@pytest.fixture(scope="session")
+def app_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BuiltImage]:
+    """The app's image, built from the Dockerfile by podman over the debootstrapped base
+    (scripts/containers.sh, which installs podman first where it is missing), from a copy of the checkout
+    with secrets planted in it; removed at the end."""
+    yield from app_image_build(build_context_copy(tmp_path_factory.mktemp("image-context")))
