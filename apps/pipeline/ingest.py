@@ -94,6 +94,7 @@ def hour_fetch_shard(*, cluster: Cluster, hour: datetime, reader: PrometheusRead
         windows_open_left=reader.windows_open_left(),
         node_match=node_match,
         dcgm_host_label=cluster.dcgm_host_label,
+        pod_claims=Cluster.Scheduler.KUBERNETES in cluster.scheduler_sources(),
     )
     data = hour_fetch(reader=reader, queries=queries, hour_start=hour.timestamp())
     if node_match and not cluster.dcgm_host_label:
@@ -183,6 +184,7 @@ def hour_write(
             derive_steps_s=derive_steps_s,
             rows=written.rows,
             meterless=result.meterless,
+            unclaimed=result.unclaimed,
         )
         telemetry.ingested_hour_record(
             cluster=cluster, hour=hour, report=report, pending_job_ids=None if derive_now else job_ids

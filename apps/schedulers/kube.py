@@ -40,11 +40,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from apps.telemetry.promql import TAG, selector
+from apps.telemetry.promql import KSM_GPU_REQUEST, KSM_POD_INFO, KSM_POD_REQUESTS, TAG, selector
 
 from .slurm import FINAL_STATES, JobState, SchedulerDataError, SchedulerJob
 
-POD_INFO = "kube_pod_info"
+POD_INFO = KSM_POD_INFO
 POD_LABELS = "kube_pod_labels"
 POD_OWNER = "kube_pod_owner"
 POD_PHASE = "kube_pod_status_phase"
@@ -52,9 +52,7 @@ POD_TERMINATED_REASON = "kube_pod_container_status_terminated_reason"
 POD_CREATED = "kube_pod_created"
 POD_START_TIME = "kube_pod_start_time"
 POD_COMPLETION_TIME = "kube_pod_completion_time"
-POD_REQUESTS = "kube_pod_container_resource_requests"
-GPU_RESOURCE = "nvidia_com_gpu"  # `nvidia.com/gpu` as kube-state-metrics writes a resource name
-GPU_UNIT = "integer"  # the unit of an extended resource
+POD_REQUESTS = KSM_POD_REQUESTS
 
 NONE = "<none>"  # kube-state-metrics' value for a pod without an owner or controller
 OOM_KILLED = "OOMKilled"
@@ -123,7 +121,7 @@ class KubeQueries:
             "phases": self._over("last_over_time", POD_PHASE) + " == 1",
             "terminated": self._over("last_over_time", POD_TERMINATED_REASON) + " == 1",
             "times": " or ".join(f'label_replace({q}, "{TAG}", "{tag}", "", "")' for tag, q in times.items()),
-            "gpu_requests": self._over("max_over_time", POD_REQUESTS, f'resource="{GPU_RESOURCE}",unit="{GPU_UNIT}"'),
+            "gpu_requests": self._over("max_over_time", POD_REQUESTS, KSM_GPU_REQUEST),
         }
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from . import promql
 from .counters import CounterWindow
-from .hour import HourInput, SeriesWindow, dcgm_uuid
+from .hour import HourInput, PodClaims, SeriesWindow, dcgm_uuid
 from .prometheus import PrometheusReader
 
 _DROP = {"__name__", promql.TAG}
@@ -102,6 +102,8 @@ def hour_fetch(*, reader: PrometheusReader, queries: promql.HourQueries, hour_st
         "info": (queries.job_info(), _info_labels),
         "dcgm": (queries.dcgm_series(), parse_tagged),
     }
+    if queries.pod_claims:
+        batch["claims"] = (queries.pod_gpu_claims(), lambda result: PodClaims.from_answer(parse_tagged(result)))
 
     def answer(name: str) -> Any:
         query, parse = batch[name]
@@ -125,6 +127,7 @@ def hour_fetch(*, reader: PrometheusReader, queries: promql.HourQueries, hour_st
     data.job_info = [labels for labels in infos if "job_key" in labels]
     data.agent_info = [labels for labels in infos if "job_key" not in labels]
     data.dcgm_series = answers["dcgm"]
+    data.pod_claims = answers.get("claims")
     unread = not data.dcgm_series and not any(sw.window.last is not None for ws in data.counters.values() for sw in ws)
     # Nothing fleetwatt reads: ask what is there instead, so that an unknown exporter is named, not a zero. Of a
     # sharded cluster only the `rest` shard asks (the question has no node matcher): a named shard may be empty.

@@ -51,6 +51,39 @@ class SeriesWindow:
     window: CounterWindow
 
 
+@dataclass(frozen=True)
+class PodClaims:
+    """kube-state-metrics' word on the hour's pods: those it listed, and the GPUs each requested."""
+
+    known: frozenset[tuple[str, str]]  # (namespace, pod)
+    gpus: Mapping[tuple[str, str], float]
+
+    def holds_no_gpu(self, job_key: str) -> bool:
+        """A pod kube-state-metrics listed that requested no GPU: dcgm-exporter's label on a GPU is then the
+        scrape target's (the exporter, whatever its name), never a claim. A pod it did not list keeps the
+        label's word: kube-state-metrics missing a pod (down, lagging) is no evidence against it."""
+        if not job_key.startswith("k8s/"):
+            return False
+        namespace, _, pod = job_key.removeprefix("k8s/").partition("/")
+        return (namespace, pod) in self.known and self.gpus.get((namespace, pod), 0.0) <= 0.0
+
+    @classmethod
+    def from_answer(cls, answer: list[tuple[str, dict[str, str], float]]) -> PodClaims:
+        """From HourQueries.pod_gpu_claims' answer, parsed by tag."""
+        known: set[tuple[str, str]] = set()
+        gpus: dict[tuple[str, str], float] = {}
+        for tag, labels, value in answer:
+            pod = (
+                labels.get("exported_namespace") or labels.get("namespace", ""),
+                labels.get("exported_pod") or labels.get("pod", ""),
+            )
+            if tag == "known":
+                known.add(pod)
+            elif tag == "gpus":
+                gpus[pod] = max(gpus.get(pod, 0.0), value)
+        return cls(known=frozenset(known), gpus=gpus)
+
+
 @dataclass
 class HourInput:
     """Everything the queries returned for one cluster-hour, parsed."""
@@ -66,6 +99,7 @@ class HourInput:
     # Asked only of an hour none of the series above answered: the GPU metric names the endpoint holds
     # instead (dcgm-exporter 1.x's `dcgm_*`, another exporter's), so that the ingest names them.
     foreign_names: list[str] = field(default_factory=list)
+    pod_claims: PodClaims | None = None  # where the cluster's Prometheus holds kube-state-metrics
 
 
 @dataclass(frozen=True)
@@ -138,6 +172,14 @@ class MeterlessGpu:
     missing: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class UnclaimedPod:
+    """A pod dcgm-exporter's labels put on GPUs, that kube-state-metrics says requested no GPU: not charged."""
+
+    job_key: str
+    uuids: tuple[str, ...]
+
+
 @dataclass
 class HourResult:
     gpus: dict[str, GpuRef]
@@ -145,6 +187,7 @@ class HourResult:
     job_hours: list[JobGpuHourRow]
     jobs: dict[str, JobMeta]
     meterless: list[MeterlessGpu] = field(default_factory=list)
+    unclaimed: list[UnclaimedPod] = field(default_factory=list)
 
 
 def _first(labels: Labels, *names: str) -> str:
@@ -312,7 +355,7 @@ def hour_compute(data: HourInput, *, dcgm_host_label: str = "") -> HourResult:
         dcgm_energy[uuid] = counter_increase(merged, hour_start=t0, new_series_from_zero=False) / 1000.0
         dcgm_resets[uuid] = int(merged.resets > 0 or merged.needs_raw_samples())
 
-    dcgm_rows, dcgm_gpu = _dcgm_attribution(data, dcgm_energy, exclude=agent_uuids)
+    dcgm_rows, dcgm_gpu, unclaimed = _dcgm_attribution(data, dcgm_energy, exclude=agent_uuids)
 
     jobs_j_by_gpu: dict[str, float] = defaultdict(float)
     occupied_by_gpu: dict[str, float] = defaultdict(float)
@@ -370,7 +413,9 @@ def hour_compute(data: HourInput, *, dcgm_host_label: str = "") -> HourResult:
             f"{promql.GPU_ENERGY} from fleetwatt-agent (docs/metrics.md); dcgm-exporter 1.x's dcgm_* names are "
             "not read: upgrade the exporter. Nothing was written for this hour."
         )
-    return HourResult(gpus=gpus, gpu_hours=gpu_hours, job_hours=job_rows, jobs=jobs, meterless=meterless)
+    return HourResult(
+        gpus=gpus, gpu_hours=gpu_hours, job_hours=job_rows, jobs=jobs, meterless=meterless, unclaimed=unclaimed
+    )
 
 
 def _dcgm_hosts_check(labels: list[dict[str, str]], host_label: str) -> None:
@@ -479,16 +524,21 @@ class _PodStats:
 
 def _dcgm_attribution(
     data: HourInput, energy_j: dict[str, float], *, exclude: set[str]
-) -> tuple[list[JobGpuHourRow], dict[str, GpuHourRow]]:
-    """Split each dcgm-only GPU-hour's energy between the jobs labelled on it, once."""
+) -> tuple[list[JobGpuHourRow], dict[str, GpuHourRow], list[UnclaimedPod]]:
+    """Split each dcgm-only GPU-hour's energy between the jobs labelled on it, once. A pod that requested no
+    GPU (kube-state-metrics) is no job: its series are the GPU's own, as an unlabelled one is."""
     t0, step = data.hour_start, float(data.scrape_interval_s)
     pods: dict[str, dict[str, _PodStats]] = defaultdict(lambda: defaultdict(_PodStats))
     gpu_level: dict[str, _PodStats] = defaultdict(_PodStats)
+    unclaimed: dict[str, set[str]] = defaultdict(set)
     for tag, labels, value in data.dcgm_series:
         uuid = dcgm_uuid(labels)
         if not uuid or uuid in exclude:
             continue
         job_key = dcgm_job_key(labels)
+        if job_key and data.pod_claims is not None and data.pod_claims.holds_no_gpu(job_key):
+            unclaimed[job_key].add(uuid)
+            job_key = ""
         stats = pods[uuid][job_key] if job_key else gpu_level[uuid]
         match tag:
             case "samples":
@@ -553,7 +603,7 @@ def _dcgm_attribution(
         gpu_row.jobs_energy_j = jobs_j
         gpu_row.idle_energy_j = total_j - jobs_j
         gpu_row.occupied_s = union_s
-    return job_rows, gpu_rows
+    return job_rows, gpu_rows, [UnclaimedPod(key, tuple(sorted(uuids))) for key, uuids in sorted(unclaimed.items())]
 
 
 def _presence(p: _PodStats, t0: float, step: float) -> tuple[float, float]:

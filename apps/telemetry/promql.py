@@ -46,6 +46,11 @@ DCGM_POWER = "DCGM_FI_DEV_POWER_USAGE"
 DCGM_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 DCGM_FB_USED = "DCGM_FI_DEV_FB_USED"  # MiB
 
+# kube-state-metrics (apps.schedulers.kube): every pod it knows, and the GPUs a pod's containers request.
+KSM_POD_INFO = "kube_pod_info"
+KSM_POD_REQUESTS = "kube_pod_container_resource_requests"
+KSM_GPU_REQUEST = 'resource="nvidia_com_gpu",unit="integer"'  # `nvidia.com/gpu` as kube-state-metrics writes it
+
 # Labels by which dcgm-exporter ties a series to a job (Kubernetes pod mapping, HPC job mapping).
 DCGM_JOB_LABELS = ("pod", "exported_pod", "hpc_job")
 
@@ -90,6 +95,9 @@ class HourQueries:
     # The label naming a dcgm-exporter series' node (Cluster.dcgm_host_label): `Hostname`, `hostname` (4.8.3+),
     # or a relabelled `node`/`instance`; empty: dcgm-exporter's `Hostname`, the label a shard matches then.
     dcgm_host_label: str = ""
+    # Whether the cluster's Prometheus holds kube-state-metrics (Cluster.scheduler_sources): then a pod that
+    # dcgm-exporter's labels name is checked against the GPUs it requested (pod_gpu_claims).
+    pod_claims: bool = False
 
     def _sel(self, metric: str, extra: str = "") -> str:
         """The metric's selector: the cluster's matchers, the shard's node matcher, and `extra`."""
@@ -167,6 +175,20 @@ class HourQueries:
                 "util": each("avg_over_time({s}[{hour}])", DCGM_UTIL),
                 "fb_avg": each("avg_over_time({s}[{hour}])", DCGM_FB_USED),
                 "fb_max": each("max_over_time({s}[{hour}])", DCGM_FB_USED),
+            }
+        )
+
+    def pod_gpu_claims(self) -> str:
+        """kube-state-metrics' word on the hour's pods, whole cluster (its series name no GPU node): every pod it
+        listed (`known`) and the most GPUs each requested (`gpus`), by namespace and pod, under either the
+        pod's labels or their `exported_` names (a scrape without honor_labels)."""
+        by = "namespace, pod, exported_namespace, exported_pod"
+        info = selector(KSM_POD_INFO, self.cluster_selector)
+        requests = selector(KSM_POD_REQUESTS, self.cluster_selector, KSM_GPU_REQUEST)
+        return _tagged_union(
+            {
+                "known": f"max by ({by}) (max_over_time({info}[{self.hour}]))",
+                "gpus": f"max by ({by}) (max_over_time({requests}[{self.hour}]))",
             }
         )
 

@@ -24,7 +24,7 @@ from apps.jobs.methods import Method
 from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy, Source
 
 from .guard import HourTotals
-from .hour import HourResult, JobMeta, MeterlessGpu
+from .hour import HourResult, JobMeta, MeterlessGpu, UnclaimedPod
 from .models import GpuHour, IngestedHour, IngestWatermark
 from .unobserved import GpuHourGap, SeenPart, gap_estimates, gap_totals, held_seconds
 
@@ -54,6 +54,7 @@ class HourReport:
     derive_steps_s: dict[str, float] = field(default_factory=dict)
     rows: dict[str, int] = field(default_factory=dict)  # rows written, per table (fleetwatt_ingest_last_rows)
     meterless: list[MeterlessGpu] = field(default_factory=list)  # GPUs seen with no energy meter: no energy stored
+    unclaimed: list[UnclaimedPod] = field(default_factory=list)  # pods on GPUs that requested none: not charged
 
 
 def _ts(dt: datetime) -> float:
@@ -374,6 +375,7 @@ def ingested_hour_record(
                 "no_energy_meter": [
                     {"uuid": g.uuid, "hostname": g.hostname, "missing": list(g.missing)} for g in report.meterless
                 ],
+                "pods_without_gpu_request": [{"job_key": p.job_key, "gpus": list(p.uuids)} for p in report.unclaimed],
             },
             "derived": pending_job_ids is None,
             "pending_job_ids": sorted(pending_job_ids or ()),

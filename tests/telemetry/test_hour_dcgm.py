@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from apps.telemetry.counters import CounterWindow
-from apps.telemetry.hour import HourInput, SeriesWindow, hour_compute
+from apps.telemetry.hour import HourInput, PodClaims, SeriesWindow, UnclaimedPod, hour_compute
 
 T0 = 1_793_577_600.0  # an hour's start
 S = 15
@@ -54,6 +54,46 @@ def test_pods_after_a_relabel_collision_split_by_their_own_utilisation() -> None
     (gpu_hour,) = result.gpu_hours
     assert gpu_hour.device_energy_j == pytest.approx(2e6)  # once, not twice
     assert sum(r.occupancy_s for r in result.job_hours) == pytest.approx(3600)
+
+
+def test_a_pod_that_requested_no_gpu_is_the_gpus_own_time_and_the_workload_keeps_its_share() -> None:
+    # given a workload for the hour's first half and, after it, the scrape target's own pod on the GPU's series
+    work = _gpu("UUID", "Hostname", {"pod": "train-0", "namespace": "ml"})
+    monitor = _gpu("UUID", "Hostname", {"pod": "gpu-monitor-x", "namespace": "monitoring", "container": "agent"})
+    data = HourInput(hour_start=T0, scrape_interval_s=S)
+    data.dcgm_energy = [_energy(work, 1e9, 1e9 + 1.5e9, 1e9)]  # 1.5 MJ
+    data.dcgm_series = [
+        ("samples", work, 120), ("power_sum", work, 120 * 600.0), ("first", work, T0), ("last", work, T0 + 1785),
+        ("samples", monitor, 120), ("power_sum", monitor, 120 * 150.0), ("first", monitor, T0 + 1800),
+        ("last", monitor, T0 + 3585),
+    ]  # fmt: skip
+    # and kube-state-metrics listing both pods, the monitor requesting no GPU; a pod it does not list is believed
+    data.pod_claims = PodClaims(
+        known=frozenset({("ml", "train-0"), ("monitoring", "gpu-monitor-x")}), gpus={("ml", "train-0"): 1.0}
+    )
+    assert not data.pod_claims.holds_no_gpu("k8s/other/unlisted") and not data.pod_claims.holds_no_gpu("slurm/1")
+    # when
+    result = hour_compute(data)
+    # then the workload takes its power's share, the rest is the GPU's idle energy, and the monitor is named
+    (row,) = result.job_hours
+    assert row.job_key == "k8s/ml/train-0"
+    assert row.energy_by_method == {"whole_gpu": pytest.approx(1.5e6 * 600 / 750)}
+    (gpu_hour,) = result.gpu_hours
+    assert gpu_hour.idle_energy_j == pytest.approx(1.5e6 * 150 / 750)
+    assert result.unclaimed == [UnclaimedPod("k8s/monitoring/gpu-monitor-x", ("GPU-1",))]
+
+
+def test_pod_claims_read_exported_labels_and_keep_the_largest_request() -> None:
+    claims = PodClaims.from_answer(
+        [
+            ("known", {"exported_namespace": "ml", "exported_pod": "a", "namespace": "kube-system"}, 1.0),
+            ("gpus", {"exported_namespace": "ml", "exported_pod": "a"}, 2.0),
+            ("gpus", {"exported_namespace": "ml", "exported_pod": "a"}, 0.0),  # the series before scheduling
+            ("known", {"namespace": "ml", "pod": "b"}, 1.0),
+        ]
+    )
+    assert claims.known == {("ml", "a"), ("ml", "b")} and claims.gpus == {("ml", "a"): 2.0}
+    assert claims.holds_no_gpu("k8s/ml/b") and not claims.holds_no_gpu("k8s/ml/a")
 
 
 def test_mig_instance_series_repeat_the_parent_energy_and_count_once() -> None:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -40,6 +41,16 @@ OPERATOR_TARGET = {
     "service": "nvidia-dcgm-exporter",
 }
 PLAIN_TARGET = {"instance": "gpu-node:9400", "job": "dcgm-exporter"}
+# A dcgm-exporter of a site's own, which dcgm_job_key's rule for the GPU Operator's and the Helm chart's does not know.
+OWN_EXPORTER_TARGET = {
+    "container": "exporter",
+    "instance": "10.244.7.4:9400",
+    "job": "gpu-telemetry",
+    "namespace": "monitoring",
+    "pod": "gpu-telemetry-5vq8d",
+}
+# kube-prometheus-stack scrapes kube-state-metrics with honorLabels: true: a pod's labels are its own.
+KSM_TARGET = {"instance": "10.244.1.9:8080", "job": "kube-state-metrics"}
 
 Served = Callable[..., AbstractContextManager[Cluster]]
 
@@ -51,8 +62,13 @@ def served(tmp_path: Path) -> Iterator[Served]:
     from contextlib import contextmanager
 
     @contextmanager
-    def serve(name: str, *, target: dict[str, str], honor_labels: bool = True, **fields: str) -> Iterator[Cluster]:
+    def serve(
+        name: str, *, target: dict[str, str], honor_labels: bool = True, kube: bool = False, **fields: Any
+    ) -> Iterator[Cluster]:
         series = stored(scrape_read(name), target=target, honor_labels=honor_labels)
+        if kube:  # kube-state-metrics beside it, and the cluster reading pods
+            series += stored(scrape_read("kube_state_metrics.prom"), target=KSM_TARGET, honor_labels=True)
+            fields["kube_pods"] = True
         with prometheus_with(series, tmp_path, hour_start=HOUR.timestamp(), scrape_s=SCRAPE_S) as url:
             yield Cluster.objects.create(name="k8s", prometheus_url=url, scrape_interval_s=SCRAPE_S, **fields)
 
@@ -88,6 +104,41 @@ def test_an_idle_gpu_is_never_charged_to_the_exporters_own_pod(served: Served) -
     (gpu_hour,) = GpuHour.objects.all()
     assert gpu_hour.jobs_energy_j == 0.0
     assert gpu_hour.unobserved_j == pytest.approx(302.206 * 3600, rel=1e-6)
+
+
+def test_a_pod_that_requests_no_gpu_is_not_charged_where_kube_state_metrics_says_so(
+    served: Served, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given an idle GPU under a dcgm-exporter of the site's own, whose series carry its own pod's labels
+    with served("gpu_operator_idle.prom", target=OWN_EXPORTER_TARGET, kube=True) as cluster:
+        # when the hour is ingested, kube-state-metrics saying that pod requests no GPU
+        call_command("ingest", start=HOUR.isoformat(), end="2026-11-02T11:00:00Z", cluster="k8s", verbosity=0)
+    # then the pod is no job: the hour's energy is the GPU's, unobserved, and the ingest says why
+    assert not Job.objects.exists()
+    gpu_hour = GpuHour.objects.get()
+    assert gpu_hour.jobs_energy_j == 0.0
+    assert gpu_hour.unobserved_j == pytest.approx(302.206 * 3600, rel=1e-6)
+    assert "monitoring/gpu-telemetry-5vq8d, which requests no GPU" in capsys.readouterr().err
+    assert IngestedHour.objects.get(cluster=cluster).stats["pods_without_gpu_request"] == [
+        {"job_key": "k8s/monitoring/gpu-telemetry-5vq8d", "gpus": ["GPU-6bf47ca9-ad3e-15db-beed-1079a7d74116"]}
+    ]
+
+
+def test_without_kube_state_metrics_the_label_keeps_its_word(served: Served) -> None:
+    # given the same GPU on a cluster that reads no pods: nothing says the pod holds no GPU
+    with served("gpu_operator_idle.prom", target=OWN_EXPORTER_TARGET):
+        _ingest()
+    # then the label is believed (docs/deploy.md: read kube-state-metrics, or name the exporter's container)
+    assert list(Job.objects.values_list("job_key", flat=True)) == ["k8s/monitoring/gpu-telemetry-5vq8d"]
+
+
+def test_a_workload_that_requests_a_gpu_is_charged_beside_kube_state_metrics(served: Served) -> None:
+    with served("gpu_operator_exported.prom", target=OPERATOR_TARGET, honor_labels=False, kube=True) as cluster:
+        _ingest()
+    (job,) = Job.objects.all()
+    assert job.job_key == "k8s/kserve-lab/qwen3-next-80b-kserve-f7bdf9b9b-7ngnd"
+    assert JobGpuHour.objects.get(job=job).energy_j == pytest.approx(312.4 * 3600, rel=1e-6)
+    assert IngestedHour.objects.get(cluster=cluster).stats["pods_without_gpu_request"] == []
 
 
 def test_a_relabelled_node_label_names_the_node_where_the_cluster_says_so(served: Served) -> None:

@@ -53,6 +53,14 @@ class Command(BaseCommand):
                         )
                     )
                 meterless.update(f"{report.cluster}/{gpu.uuid}" for gpu in report.meterless)
+                for pod in report.unclaimed:  # the GPU's energy went to idle or to the workload that held it
+                    self.stderr.write(
+                        self.style.WARNING(
+                            f"{report.cluster} {report.hour:%Y-%m-%d %H}:00: dcgm-exporter labels GPU(s) "
+                            f"{', '.join(pod.uuids)} with {pod.job_key}, which requests no GPU "
+                            "(kube-state-metrics): not charged"
+                        )
+                    )
 
             reports = range_ingest(
                 clusters=clusters, start=start, end=end, progress=progress, force=bool(options["force"])
