@@ -128,6 +128,12 @@ def hour_fetch(*, reader: PrometheusReader, queries: promql.HourQueries, hour_st
     data.agent_info = [labels for labels in infos if "job_key" not in labels]
     data.dcgm_series = answers["dcgm"]
     data.pod_claims = answers.get("claims")
+    # GPUs dcgm-exporter shows with no energy meter: what is known of them (utilisation, memory, who held them).
+    metered = {dcgm_uuid(sw.labels) for sw in data.dcgm_energy if sw.window.last is not None}
+    metered |= {sw.labels.get("uuid", "") for sw in data.counters.get(promql.GPU_ENERGY, [])}
+    unmetered = sorted({dcgm_uuid(labels) for tag, labels, _ in data.dcgm_series if tag == "present"} - metered - {""})
+    if unmetered:
+        data.unmetered_signals = parse_tagged(reader.instant(queries.unmetered_signals(unmetered), at=at))
     unread = not data.dcgm_series and not any(sw.window.last is not None for ws in data.counters.values() for sw in ws)
     # Nothing fleetwatt reads: ask what is there instead, so that an unknown exporter is named, not a zero. Of a
     # sharded cluster only the `rest` shard asks (the question has no node matcher): a named shard may be empty.

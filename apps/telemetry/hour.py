@@ -100,6 +100,8 @@ class HourInput:
     # instead (dcgm-exporter 1.x's `dcgm_*`, another exporter's), so that the ingest names them.
     foreign_names: list[str] = field(default_factory=list)
     pod_claims: PodClaims | None = None  # where the cluster's Prometheus holds kube-state-metrics
+    # Asked only of GPUs with no energy meter (HourQueries.unmetered_signals): (tag, labels, value).
+    unmetered_signals: list[tuple[str, dict[str, str], float]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -165,11 +167,16 @@ class JobMeta:
 @dataclass(frozen=True)
 class MeterlessGpu:
     """A GPU dcgm-exporter reports without an energy meter (a vGPU guest, or an exporter configured without
-    the field): what is missing, so that the ingest says it rather than store a zero."""
+    the field): what is missing, so that the ingest says it rather than store a zero, and what is known."""
 
     uuid: str
     hostname: str
     missing: tuple[str, ...]
+    utilisation_pct: float | None = None  # mean of the hour's samples
+    memory_used_mib: float | None = None  # mean framebuffer used
+    memory_peak_mib: float | None = None
+    seen_s: float = 0.0  # seconds of the hour its series were there
+    jobs_s: tuple[tuple[str, float], ...] = ()  # (job key, seconds held) of the jobs labelled on it
 
 
 @dataclass(frozen=True)
@@ -432,7 +439,7 @@ def _dcgm_hosts_check(labels: list[dict[str, str]], host_label: str) -> None:
 
 def meterless_gpus(data: HourInput, *, metered: set[str], dcgm_host_label: str = "") -> list[MeterlessGpu]:
     """GPUs dcgm-exporter reports (framebuffer or power seen in the hour) with no energy counter: no energy
-    can be stored for them, and the ingest names them with the fields they lack."""
+    can be stored for them; the ingest names them with the fields they lack, and keeps what is known of them."""
     seen: dict[str, str] = {}
     powered: set[str] = set()
     for tag, labels, _ in data.dcgm_series:
@@ -441,14 +448,62 @@ def meterless_gpus(data: HourInput, *, metered: set[str], dcgm_host_label: str =
             seen.setdefault(uuid, dcgm_host(labels, dcgm_host_label))
             if tag == "power_sum":
                 powered.add(uuid)
-    return [
-        MeterlessGpu(
-            uuid=uuid,
-            hostname=host,
-            missing=(promql.DCGM_ENERGY,) if uuid in powered else (promql.DCGM_ENERGY, promql.DCGM_POWER),
+    signals = _unmetered_signals(data, step=float(data.scrape_interval_s))
+    gpus = []
+    for uuid, host in sorted(seen.items()):
+        known = signals.get(uuid, _UnmeteredSignals())
+        gpus.append(
+            MeterlessGpu(
+                uuid=uuid,
+                hostname=host,
+                missing=(promql.DCGM_ENERGY,) if uuid in powered else (promql.DCGM_ENERGY, promql.DCGM_POWER),
+                utilisation_pct=known.mean(known.util),
+                memory_used_mib=known.mean(known.fb),
+                memory_peak_mib=known.fb_peak,
+                seen_s=min(3600.0, sum(known.samples.values()) * float(data.scrape_interval_s)),
+                jobs_s=tuple(sorted(known.jobs_s.items())),
+            )
         )
-        for uuid, host in sorted(seen.items())
-    ]
+    return gpus
+
+
+@dataclass
+class _UnmeteredSignals:
+    """One unmetered GPU's series (its own, and each job's over its part of the hour), summed."""
+
+    samples: dict[tuple[tuple[str, str], ...], float] = field(default_factory=dict)  # per series: samples
+    util: dict[tuple[tuple[str, str], ...], float] = field(default_factory=dict)  # per series: mean
+    fb: dict[tuple[tuple[str, str], ...], float] = field(default_factory=dict)
+    fb_peak: float | None = None
+    jobs_s: dict[str, float] = field(default_factory=dict)
+
+    def mean(self, means: dict[tuple[tuple[str, str], ...], float]) -> float | None:
+        """The mean of the series' means, each weighted by its samples (the series follow one another)."""
+        weights = {series: self.samples.get(series, 0.0) for series in means}
+        total = sum(weights.values())
+        return sum(means[s] * w for s, w in weights.items()) / total if total > 0 else None
+
+
+def _unmetered_signals(data: HourInput, *, step: float) -> dict[str, _UnmeteredSignals]:
+    out: dict[str, _UnmeteredSignals] = defaultdict(_UnmeteredSignals)
+    for tag, labels, value in data.unmetered_signals:
+        uuid = dcgm_uuid(labels)
+        if not uuid:
+            continue
+        gpu, series = out[uuid], tuple(sorted(labels.items()))
+        match tag:
+            case "samples":
+                gpu.samples[series] = value
+                job_key = dcgm_job_key(labels)
+                if job_key and not (data.pod_claims is not None and data.pod_claims.holds_no_gpu(job_key)):
+                    gpu.jobs_s[job_key] = min(3600.0, gpu.jobs_s.get(job_key, 0.0) + value * step)
+            case "util":
+                gpu.util[series] = value
+            case "fb_avg":
+                gpu.fb[series] = value
+            case "fb_max":
+                gpu.fb_peak = value if gpu.fb_peak is None else max(gpu.fb_peak, value)
+    return out
 
 
 # Seconds of an hour the agent may miss before the meter's difference counts as unobserved energy: below

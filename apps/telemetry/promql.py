@@ -192,6 +192,27 @@ class HourQueries:
             }
         )
 
+    def unmetered_signals(self, uuids: list[str]) -> str:
+        """What is known of GPUs without an energy meter (asked only of them, rarely): per series (the GPU's
+        own, or a job's) the mean utilisation, the mean and peak framebuffer used, and how many samples of it
+        there were (the time the series was there)."""
+        pattern = "|".join(_regex_escape(u) for u in sorted(set(uuids)))
+        hour = self.hour
+
+        def each(function: str, metric: str) -> str:
+            # dcgm-exporter names the GPU `UUID`, or `uuid` in some releases: a series has one of them.
+            selectors = [self._sel(metric, label + '=~"' + pattern + '"') for label in ("UUID", "uuid")]
+            return " or ".join(f"{function}({s}[{hour}])" for s in selectors)
+
+        return _tagged_union(
+            {
+                "util": each("avg_over_time", DCGM_UTIL),
+                "fb_avg": each("avg_over_time", DCGM_FB_USED),
+                "fb_max": each("max_over_time", DCGM_FB_USED),
+                "samples": each("count_over_time", DCGM_FB_USED),
+            }
+        )
+
     def foreign_names(self) -> str:
         """The GPU metric names the hour holds (asked only when none the ingest reads answered)."""
         names = self._sel_any('__name__=~"(?i)(dcgm|nvidia)_.+"')

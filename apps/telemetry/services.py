@@ -372,9 +372,7 @@ def ingested_hour_record(
                 "gpus": report.gpus,
                 "jobs": report.jobs,
                 "rows": report.rows,
-                "no_energy_meter": [
-                    {"uuid": g.uuid, "hostname": g.hostname, "missing": list(g.missing)} for g in report.meterless
-                ],
+                "no_energy_meter": [_meterless_stats(g) for g in report.meterless],
                 "pods_without_gpu_request": [{"job_key": p.job_key, "gpus": list(p.uuids)} for p in report.unclaimed],
             },
             "derived": pending_job_ids is None,
@@ -383,6 +381,20 @@ def ingested_hour_record(
     )
     if pending_job_ids is None:
         watermark_advance(cluster)
+
+
+def _meterless_stats(gpu: MeterlessGpu) -> dict[str, Any]:
+    """What an unmetered GPU's hour keeps: what it lacks, and what is known of it (no energy)."""
+    return {
+        "uuid": gpu.uuid,
+        "hostname": gpu.hostname,
+        "missing": list(gpu.missing),
+        "utilisation_pct": gpu.utilisation_pct,
+        "memory_used_mib": gpu.memory_used_mib,
+        "memory_peak_mib": gpu.memory_peak_mib,
+        "seen_s": gpu.seen_s,
+        "jobs_s": dict(gpu.jobs_s),
+    }
 
 
 def pending_job_ids(*, cluster: Cluster, hour: datetime) -> set[int]:

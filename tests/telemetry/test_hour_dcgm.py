@@ -96,6 +96,27 @@ def test_pod_claims_read_exported_labels_and_keep_the_largest_request() -> None:
     assert claims.holds_no_gpu("k8s/ml/b") and not claims.holds_no_gpu("k8s/ml/a")
 
 
+def test_a_gpu_without_an_energy_meter_keeps_its_utilisation_memory_and_who_held_it() -> None:
+    # given a vGPU guest: a pod's series for the first 20 minutes, then the GPU's own; no power, no energy
+    pod = _gpu("UUID", "Hostname", {"pod": "notebook-1", "namespace": "lab"})
+    own = _gpu("UUID", "Hostname")
+    data = HourInput(hour_start=T0, scrape_interval_s=S)
+    data.dcgm_series = [("present", pod, 80), ("present", own, 160)]
+    data.unmetered_signals = [
+        ("samples", pod, 80), ("util", pod, 90.0), ("fb_avg", pod, 30_000.0), ("fb_max", pod, 38_000.0),
+        ("samples", own, 160), ("util", own, 0.0), ("fb_avg", own, 0.0), ("fb_max", own, 0.0),
+    ]  # fmt: skip
+    # when
+    result = hour_compute(data)
+    # then no energy row, and what is known: the hour's mean utilisation and memory, the pod's 20 minutes
+    assert result.gpu_hours == [] and result.job_hours == []
+    (gpu,) = result.meterless
+    assert gpu.missing == ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_POWER_USAGE")
+    assert gpu.utilisation_pct == pytest.approx(30.0) and gpu.memory_used_mib == pytest.approx(10_000.0)
+    assert gpu.memory_peak_mib == 38_000.0
+    assert gpu.seen_s == pytest.approx(3600.0) and gpu.jobs_s == (("k8s/lab/notebook-1", 1200.0),)
+
+
 def test_mig_instance_series_repeat_the_parent_energy_and_count_once() -> None:
     parent = _gpu("UUID", "Hostname")
     instance = _gpu("UUID", "Hostname", {"GPU_I_ID": "1", "GPU_I_PROFILE": "1g.5gb"})

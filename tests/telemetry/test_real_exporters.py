@@ -203,6 +203,12 @@ def test_a_vgpu_guest_without_an_energy_meter_is_said_by_the_ingest_the_status_a
             "uuid": "GPU-0946f70c-659b-4c39-8b78-7e7600000000",
             "hostname": "test-ai-1-node-pool-40c-d5ds8-br9r6-9tb2c",
             "missing": ["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_POWER_USAGE"],
+            # what is known of it is kept: the scrape's utilisation and framebuffer, there the whole hour
+            "utilisation_pct": 0.0,
+            "memory_used_mib": 0.0,
+            "memory_peak_mib": 0.0,
+            "seen_s": 3600.0,
+            "jobs_s": {},
         }
     ]
     assert not GpuHour.objects.exists()
