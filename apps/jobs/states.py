@@ -7,6 +7,7 @@ the scheduler was not read, or has no record of it).
 
 from __future__ import annotations
 
+import signal as signals
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -93,3 +94,46 @@ STATES = tuple(s.value for s in JobState)
 def state_help() -> str:
     """One line per state, for the API's description of the field and its filter."""
     return "; ".join(f"{s.value}: {s.info.meaning.rstrip('.')}" for s in JobState) + "."
+
+
+# Slurm ends an out-of-memory run with its own code, SIG_OOM (253), which sacct shows as the signal
+# 253 & 0x7f = 125 (`0:125`): no signal of the operating system.
+SLURM_OOM_SIGNAL = 125
+# What the state alone says of how a run ended, where the exit code and signal would mislead: a timed-out
+# run's script often "exited 0" after Slurm's SIGTERM, a lost node's job has no exit of its own.
+_ENDED_BY_STATE = {
+    JobState.OUT_OF_MEMORY: "ran out of memory (killed)",
+    JobState.TIMEOUT: "killed at its time limit",
+    JobState.NODE_FAIL: "ended by the failure of its node",
+    JobState.PREEMPTED: "preempted (stopped for a job of higher priority)",
+}
+
+
+def exit_text(state: str, exit_code: int | None, signal: int | None) -> str:
+    """How a run ended, in words: `failed`, 3 → "exit code 3"; `failed`, signal 9 → "killed by signal 9
+    (Killed)"; `out_of_memory`, 0:125 → "ran out of memory (killed)"; `timeout` → "killed at its time limit"."""
+    try:
+        known = JobState(state)
+    except ValueError:
+        known = JobState.UNKNOWN
+    if known in (JobState.RUNNING, JobState.PENDING):
+        return "none yet"
+    if known in _ENDED_BY_STATE:
+        return _ENDED_BY_STATE[known]
+    if signal == SLURM_OOM_SIGNAL:
+        return _ENDED_BY_STATE[JobState.OUT_OF_MEMORY]
+    if signal:
+        name = _signal_name(signal)
+        return f"{'cancelled, ' if known is JobState.CANCELLED else ''}killed by signal {signal}" + (
+            f" ({name})" if name else ""
+        )
+    if known is JobState.CANCELLED:
+        return "cancelled" + (f", exit code {exit_code}" if exit_code else "")
+    return f"exit code {exit_code}" if exit_code is not None else "unknown"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signals.strsignal(number) or ""
+    except ValueError:
+        return ""

@@ -65,9 +65,9 @@ def test_a_job_s_page_shows_its_scheduler_record(world: OutcomesWorld) -> None:
     assert "1 requested, 1 allocated" in record and "c1-n0" in record
     assert failed.submitted_at.strftime("%Y-%m-%d %H:%M:%S") in record
     assert "Not in the scheduler" not in record
-    # a run killed by a signal says which; a running one has no end nor exit yet
+    # a run out of memory says so (not "signal 125"); a running one has no end nor exit yet
     oom = _text(_section(_client(world.admin).get(f"/jobs/{world.jobs['slurm/21'].pk}/").content.decode(), "job-exit"))
-    assert oom == "killed by signal 125"
+    assert oom == "ran out of memory (killed)"
     running = _client(world.member).get(f"/jobs/{world.jobs['slurm/15'].pk}/").content.decode()
     assert "none yet" in _section(running, "job-exit") and "Ended not yet" in _text(
         _section(running, "scheduler-record")

@@ -3,11 +3,9 @@ one vocabulary (apps.jobs.states, with its OUTCOMES)."""
 
 from __future__ import annotations
 
-import signal as signals
-
 from django import template
 
-from apps.jobs.states import OUTCOMES, JobState
+from apps.jobs.states import OUTCOMES, JobState, exit_text
 
 register = template.Library()
 
@@ -40,11 +38,6 @@ def state_outcome(value: object) -> str:
 
 
 @register.filter
-def signal_name(number: object) -> str:
-    """A signal's number with its name, as strsignal(3) says it: 15 -> "15 (Terminated)"."""
-    try:
-        value = int(str(number))
-        name = signals.strsignal(value)
-    except ValueError:
-        return str(number)
-    return f"{value} ({name})" if name else str(value)
+def job_exit(job: object) -> str:
+    """How the job ended, in words (apps.jobs.states.exit_text)."""
+    return exit_text(str(getattr(job, "state", "")), getattr(job, "exit_code", None), getattr(job, "signal", None))

@@ -15,7 +15,7 @@ from apps.core.serializers import PlannedRepresentationMixin
 from apps.fleet.models import Cluster, Team
 from apps.jobs.methods import METHODS
 from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy
-from apps.jobs.states import STATE_CHOICES, state_help
+from apps.jobs.states import STATE_CHOICES, exit_text, state_help
 
 
 class JobSerializer(PlannedRepresentationMixin, serializers.ModelSerializer):
@@ -66,6 +66,10 @@ class JobSerializer(PlannedRepresentationMixin, serializers.ModelSerializer):
     signal = serializers.IntegerField(
         allow_null=True, help_text="Number of the signal that ended it (e.g. 9: SIGKILL); 0: none; null: unknown."
     )
+    exit_text = serializers.SerializerMethodField(
+        help_text="How it ended, in words, from its state, exit code and signal: Slurm's out-of-memory (0:125), "
+        "time limit, node failure and preemption read as what happened, not as a signal or exit code."
+    )
     partition = serializers.CharField(help_text="Scheduler partition it ran in; empty: no scheduler record.")
     qos = serializers.CharField(help_text="Scheduler quality of service; empty: no scheduler record.")
     display_id = serializers.CharField(
@@ -87,7 +91,7 @@ class JobSerializer(PlannedRepresentationMixin, serializers.ModelSerializer):
             "server_kwh", "facility_kwh", "attribution", "attribution_j", "coverage", "sampled_s", "expected_s",
             "sm_s", "peak_memory_bytes", "operational_kg", "embodied_kg", "sci_kg", "functional_unit", "cost",
             "cost_exact", "energy_kwh", "currency", "intensity_basis", "intensity_source", "intensity_estimated",
-            "shift_saving_kg", "flags", "state", "exit_code", "signal", "partition", "qos", "display_id",
+            "shift_saving_kg", "flags", "state", "exit_code", "signal", "exit_text", "partition", "qos", "display_id",
             "gpus_requested", "gpus_allocated",
         ]  # fmt: skip
         read_only_fields = fields
@@ -98,6 +102,7 @@ class JobSerializer(PlannedRepresentationMixin, serializers.ModelSerializer):
         "cost": ("cost", "currency"),
         "sci_kg": ("operational_kg", "embodied_kg", "work_units"),
         "functional_unit": ("work_unit", "work_units"),
+        "exit_text": ("state", "exit_code", "signal"),
     }
 
     @extend_schema_field(serializers.FloatField())
@@ -115,6 +120,10 @@ class JobSerializer(PlannedRepresentationMixin, serializers.ModelSerializer):
     @extend_schema_field(serializers.CharField())
     def get_functional_unit(self, job: Job) -> str:
         return job.work_unit if job.work_units else "run"
+
+    @extend_schema_field(serializers.CharField())
+    def get_exit_text(self, job: Job) -> str:
+        return exit_text(job.state, job.exit_code, job.signal)
 
 
 class JobGpuHourSerializer(serializers.ModelSerializer):
