@@ -103,3 +103,12 @@ def shift_saving_kg(
         if all(h in intensity for h, _ in moved):
             best = min(best, sum(kwh * intensity[h] for h, kwh in moved))
     return actual - best
+
+
+def tdp_estimate_j(held: Sequence[tuple[float, float | None]]) -> float | None:
+    """What a TDP-based tool would claim for a job: each GPU's seconds held (occupancy) x its model's thermal
+    design power, summed (J). `held`: (seconds, TDP in W or None where the model has none). None where a GPU
+    it held has no TDP: a guessed wattage would be a number nobody measured or configured."""
+    if any(tdp is None for seconds, tdp in held if seconds > 0):
+        return None
+    return sum(seconds * (tdp or 0.0) for seconds, tdp in held)

@@ -29,7 +29,7 @@ from apps.sso.mapping import SsoMappingConfig
 from apps.sso.models import SsoGroupRule, SsoSettings
 from apps.telemetry.models import ClusterShard, GpuHour
 
-from .arithmetic import HOUR, HourFactors, footprint, intensity_fill, shift_saving_kg
+from .arithmetic import HOUR, HourFactors, footprint, intensity_fill, shift_saving_kg, tdp_estimate_j
 from .config import (
     BASES,
     CLUSTER_ENDPOINT_KEYS,
@@ -47,7 +47,7 @@ from .models import GpuModel, IntensityHour, JobGroup, ServerType, ServerTypeRul
 
 JOB_FOOTPRINT_FIELDS = [
     "server_kwh", "facility_kwh", "operational_kg", "embodied_kg", "cost", "currency", "intensity_source",
-    "intensity_basis", "intensity_estimated", "shift_saving_kg",
+    "intensity_basis", "intensity_estimated", "shift_saving_kg", "tdp_estimate_j",
 ]  # fmt: skip
 ROW_FIELDS = [
     "server_kwh", "facility_kwh", "intensity_kg_per_kwh", "intensity_estimated", "operational_kg", "embodied_kg",
@@ -217,8 +217,10 @@ def jobs_footprint_sum(
     if not jobs:
         return
     deadline_h = settings.FLEETWATT_SHIFT_DEADLINE_H
+    tdp_by_gpu = _gpus_tdp_w({t.gpu_id for per_gpu in totals.values() for t in per_gpu})
     for job in jobs:
         per_gpu = totals.get(job.pk, [])
+        job.tdp_estimate_j = tdp_estimate_j([(t.occupancy_s, tdp_by_gpu.get(t.gpu_id)) for t in per_gpu])
         total = Footprint.total(t.footprint for t in per_gpu)
         site = job.cluster.site
         job.server_kwh = total.server_kwh
@@ -234,6 +236,13 @@ def jobs_footprint_sum(
         job.shift_saving_kg = None
         if job.job_group and job.job_group.flexible and site and site.grid_zone and per_gpu:
             job.shift_saving_kg = _shift_hint(job, site, deadline_h)
+
+
+def _gpus_tdp_w(gpu_ids: set[int]) -> dict[int, float]:
+    """{GPU id: its model's TDP (W)} for the GPUs whose model the fleet config names."""
+    tdp = dict(GpuModel.objects.values_list("name", "tdp_w"))
+    models = Gpu.objects.filter(pk__in=sorted(gpu_ids)).values_list("pk", "model_name")
+    return {pk: tdp[name] for pk, name in models if name in tdp}
 
 
 def _shift_hint(job: Job, site: Site, deadline_h: int) -> float | None:

@@ -13,7 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_safe
 
-from apps.carbon.models import GpuModel, JobGroup
+from apps.carbon.models import JobGroup
 from apps.core.access import user_sees_all_teams
 from apps.core.footprint import S_PER_HOUR, Footprint, kwh
 from apps.core.query import QueryError, bad_query_is_400, date_param
@@ -209,8 +209,6 @@ def job(request: HttpRequest, job_id: int) -> HttpResponse:
     energy: dict[tuple[int, datetime], dict[str, float]] = {}
     for e in job.energy_rows.all():
         energy.setdefault((e.gpu_id, e.hour), {})[e.method] = e.energy_j
-    tdp = {m.name: m.tdp_w for m in GpuModel.objects.all()}
-    tdp_estimate_j = sum(r.occupancy_s * tdp.get(r.gpu.model_name, 700.0) for r in rows)
     gaps = job_hour_gaps(job=job)
     estimated = [r for r in rows if r.source == "estimated"]
     context = {
@@ -230,8 +228,8 @@ def job(request: HttpRequest, job_id: int) -> HttpResponse:
         "flags": job.flag_rows.order_by("kind"),
         "gpu_hour_kinds": [k for k in job.flags if k in GPU_HOUR_KINDS],
         "trail": job.audit_entries.select_related("actor").order_by("at", "id"),
-        "tdp_estimate_kwh": kwh(tdp_estimate_j),
-        "tdp_ratio": (tdp_estimate_j / job.energy_j) if job.energy_j else None,
+        "tdp_estimate_kwh": kwh(job.tdp_estimate_j) if job.tdp_estimate_j is not None else None,
+        "tdp_ratio": (job.tdp_estimate_j / job.energy_j) if job.tdp_estimate_j is not None and job.energy_j else None,
         "teams": Team.objects.order_by("name") if request.user.is_staff else [],
         "groups": JobGroup.objects.order_by("name") if request.user.is_staff else [],
     }

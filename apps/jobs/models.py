@@ -155,6 +155,12 @@ class Job(models.Model):
     work_units = models.FloatField(null=True, blank=True, help_text="Work the job reports, for SCI.")
     work_unit = models.CharField(max_length=30, blank=True, help_text='e.g. "1k_tokens", "request"; empty: a run.')
     shift_saving_kg = models.FloatField(null=True, blank=True, help_text="Carbon hint: kg a shift could save.")
+    tdp_estimate_j = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="What a TDP-based tool would claim: GPU-seconds held x the GPU model's TDP (J). Empty where a GPU's "
+        "model has no TDP in the fleet config, or not yet derived.",
+    )
 
     objects = JobQuerySet.as_manager()
 

@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from apps.carbon.arithmetic import HourFactors, footprint, intensity_fill, sci_kg, shift_saving_kg
+from apps.carbon.arithmetic import HourFactors, footprint, intensity_fill, sci_kg, shift_saving_kg, tdp_estimate_j
 from apps.carbon.models import JobGroup, Site
 from apps.carbon.services import job_groups_assign
 from apps.jobs.models import Job
@@ -278,3 +278,10 @@ def test_daily_energy_by_team_and_method_is_the_team_rollups_and_leaves_excluded
     ]
     by_method = team_rollup(team=fleet.team, **DAY)["periods"][0]["energy_by_method_j"]
     assert by_method == {"whole_gpu": rows[0]["energy_j"]}
+
+
+def test_tdp_estimate_is_seconds_held_times_tdp_and_none_where_a_gpu_has_no_tdp() -> None:
+    assert tdp_estimate_j([(3600.0, 700.0), (1800.0, 400.0)]) == 3600 * 700 + 1800 * 400
+    assert tdp_estimate_j([(3600.0, 700.0), (900.0, None)]) is None
+    assert tdp_estimate_j([(3600.0, 700.0), (0.0, None)]) == 3600 * 700  # a GPU not held: no matter
+    assert tdp_estimate_j([]) == 0.0

@@ -78,6 +78,8 @@ def test_worked_example_through_the_commands(tmp_path: Path) -> None:
     assert round(job.operational_kg) == 577
     assert round(job.embodied_kg) == 16
     assert round(sci_kg(operational_kg=job.operational_kg, embodied_kg=job.embodied_kg, work_units=None)) == 593
+    # and what a TDP-based tool would claim: 1,920 GPU-hours x 700 W = 1,344 kWh, 1.27 x the 1,056 kWh measured
+    assert job.tdp_estimate_j == pytest.approx(64 * 30 * 3600 * 700.0)
     assert (job.intensity_basis, job.intensity_source, job.currency) == ("location", "grid-op", "EUR")
     assert not job.intensity_estimated
     # a newer version of the same hours replaces them, and the footprint follows
@@ -86,3 +88,17 @@ def test_worked_example_through_the_commands(tmp_path: Path) -> None:
     )
     job.refresh_from_db()
     assert round(job.operational_kg) == 82
+
+
+def test_the_tdp_estimate_follows_the_model_s_tdp_and_is_empty_without_one(tmp_path: Path) -> None:
+    job = _measured_run()
+    (tmp_path / "fleet.yaml").write_text(CONFIG.replace("tdp_w: 700", "tdp_w: 600"))
+    call_command("apply_config", str(tmp_path / "fleet.yaml"), verbosity=0)
+    job.refresh_from_db()
+    assert job.tdp_estimate_j == pytest.approx(64 * 30 * 3600 * 600.0)
+    # a GPU of a model the config does not name: no guessed wattage
+    Gpu.objects.filter(uuid="GPU-0-0").update(model_name="NVIDIA B200")
+    (tmp_path / "fleet.yaml").write_text(CONFIG)
+    call_command("apply_config", str(tmp_path / "fleet.yaml"), verbosity=0)
+    job.refresh_from_db()
+    assert job.tdp_estimate_j is None

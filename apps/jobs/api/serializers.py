@@ -66,6 +66,11 @@ class JobSerializer(PlannedRepresentationMixin, serializers.ModelSerializer):
     signal = serializers.IntegerField(
         allow_null=True, help_text="Number of the signal that ended it (e.g. 9: SIGKILL); 0: none; null: unknown."
     )
+    tdp_estimate_j = serializers.FloatField(
+        allow_null=True,
+        help_text="What a TDP-based tool would claim: GPU-seconds held x the GPU model's TDP (J), beside the "
+        "measured energy_j (docs/arithmetic.md). Null where a GPU's model has no TDP in the fleet config.",
+    )
     exit_text = serializers.SerializerMethodField(
         help_text="How it ended, in words, from its state, exit code and signal: Slurm's out-of-memory (0:125), "
         "time limit, node failure and preemption read as what happened, not as a signal or exit code."
@@ -91,8 +96,8 @@ class JobSerializer(PlannedRepresentationMixin, serializers.ModelSerializer):
             "server_kwh", "facility_kwh", "attribution", "attribution_j", "coverage", "sampled_s", "expected_s",
             "sm_s", "peak_memory_bytes", "operational_kg", "embodied_kg", "sci_kg", "functional_unit", "cost",
             "cost_exact", "energy_kwh", "currency", "intensity_basis", "intensity_source", "intensity_estimated",
-            "shift_saving_kg", "flags", "state", "exit_code", "signal", "exit_text", "partition", "qos", "display_id",
-            "gpus_requested", "gpus_allocated",
+            "shift_saving_kg", "tdp_estimate_j", "flags", "state", "exit_code", "signal", "exit_text", "partition",
+            "qos", "display_id", "gpus_requested", "gpus_allocated",
         ]  # fmt: skip
         read_only_fields = fields
 
