@@ -4,10 +4,14 @@ the footprints."""
 
 from __future__ import annotations
 
+import csv
+import io
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
+from rest_framework.test import APIClient
 
 from apps.carbon.arithmetic import sci_kg
 from apps.fleet.models import Cluster, Gpu, Node, Team
@@ -80,6 +84,13 @@ def test_worked_example_through_the_commands(tmp_path: Path) -> None:
     assert round(sci_kg(operational_kg=job.operational_kg, embodied_kg=job.embodied_kg, work_units=None)) == 593
     # and what a TDP-based tool would claim: 1,920 GPU-hours x 700 W = 1,344 kWh, 1.27 x the 1,056 kWh measured
     assert job.tdp_estimate_j == pytest.approx(64 * 30 * 3600 * 700.0)
+    # in /api/jobs/ and its CSV
+    admin = APIClient()
+    admin.force_authenticate(User.objects.create_superuser("fin", "f@example.org", "x"))
+    (row,) = admin.get("/api/jobs/").json()["results"]
+    assert row["tdp_estimate_j"] == pytest.approx(64 * 30 * 3600 * 700.0)
+    (csv_row,) = csv.DictReader(io.StringIO(b"".join(admin.get("/api/jobs/?format=csv").streaming_content).decode()))
+    assert float(csv_row["tdp_estimate_j"]) == pytest.approx(64 * 30 * 3600 * 700.0)
     assert (job.intensity_basis, job.intensity_source, job.currency) == ("location", "grid-op", "EUR")
     assert not job.intensity_estimated
     # a newer version of the same hours replaces them, and the footprint follows
