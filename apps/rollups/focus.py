@@ -1,5 +1,5 @@
-"""A month of the teams' daily sums as FOCUS 1.2 charges (pure: rows from plain inputs; docs/api.md, "FOCUS
-export").
+"""A month of the teams' daily sums as FOCUS 1.2 charges, with FOCUS 1.3's split cost allocation columns beside
+them (pure: rows from plain inputs; docs/api.md, "FOCUS export").
 
 One row per team x cluster x UTC day x charge: the GPU-hours charge (GPU-hours x the GPU models' rates) and
 the facility energy charge (facility kWh x the site's price). A day's cost is split between the two by the
@@ -11,6 +11,13 @@ Money is booked as the rollups book it (apps/core/money.py): a team's day in a c
 jobs' rounded costs (`targets`, the rollup's day), and that amount is apportioned over the day's charges in
 proportion to their exact costs by largest remainder. So the rows of a team-day add up to the rollup's day
 to the cent, and a team's month to its rollup's `totals.cost`.
+
+FOCUS 1.3's allocation columns say how each row was allocated from its origin charge, a cluster's charge of
+that kind on that day to every team: `AllocatedMethodId` (GPU-hours by the time each job held each GPU, or
+facility energy by each job's measured share of each GPU's energy), `AllocatedMethodDetails` (the row's share of
+the origin charge, with its quantity, and the split methods of its GPU energy), `AllocatedResourceId`/`Name`
+and `AllocatedTags` (the team it went to). The origin charge's other parts are other teams' figures: a
+viewer who may not see every team gets the method but no ratio (`origin_totals` None).
 """
 
 from __future__ import annotations
@@ -32,8 +39,10 @@ from apps.core.footprint import J_PER_KWH
 from apps.core.money import minor_exponent
 from apps.jobs.methods import Method
 
-FOCUS_VERSION = "1.2"
+FOCUS_VERSION = "1.2"  # every 1.2 column, and 1.3's allocation columns (ALLOCATION_COLUMNS) after the others
 GPU_HOURS, ENERGY = "gpu-hours", "facility-energy"
+# AllocatedMethodId of each charge (docs/api.md, "FOCUS export", documents both).
+ALLOCATED_METHOD = {GPU_HOURS: "fleetwatt-gpu-hours-held-v1", ENERGY: "fleetwatt-gpu-energy-split-v1"}
 # ServiceCategory: "Compute" is the allowed value for "virtual, containerized, serverless, or high-performance
 # computing infrastructure": what a GPU-hour of a cluster is (the workloads' purpose is not ours to say).
 SERVICE_CATEGORY = "Compute"
@@ -91,7 +100,10 @@ COLUMNS: tuple[str, ...] = (
     "ServiceCategory", "ServiceName", "SkuId", "SkuPriceId", "SubAccountId", "SubAccountName", "Tags",
     "x_EnergyKWh", "x_GpuEnergyKWh", "x_OperationalKgCO2e", "x_EmbodiedKgCO2e", "x_IntensityBasis",
     "x_SplitMethod", "x_Coverage",
+    # FOCUS 1.3, last: a reader of the 1.2 columns by position reads what it read before.
+    "AllocatedMethodId", "AllocatedMethodDetails", "AllocatedResourceId", "AllocatedResourceName", "AllocatedTags",
 )  # fmt: skip
+ALLOCATION_COLUMNS = COLUMNS[-5:]
 MONEY_COLUMNS = ("BilledCost", "ContractedCost", "EffectiveCost", "ListCost")
 QUANTITY_COLUMNS = ("ConsumedQuantity", "PricingQuantity")
 FLOAT_COLUMNS = (
@@ -167,12 +179,47 @@ def _charges(usage: TeamClusterDay) -> list[_Charge]:
     return [_Charge(usage, GPU_HOURS, usage.cost - energy), _Charge(usage, ENERGY, energy)]
 
 
+# (cluster, day, charge kind) -> the origin charge's BilledCost: every team's rows of that cluster, day and kind.
+OriginTotals = Mapping[tuple[str, date, str], Decimal]
+
+
+def origin_totals(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, date, str], Decimal]:
+    """Each origin charge's amount, from the rows of every team (focus_rows' rows)."""
+    totals: dict[tuple[str, date, str], Decimal] = defaultdict(Decimal)
+    for row in rows:
+        if row["x_Origin"] is not None:
+            totals[row["x_Origin"]] += row["BilledCost"]
+    return totals
+
+
+def allocation_apply(rows: Iterable[dict[str, Any]], totals: OriginTotals | None) -> Iterator[dict[str, Any]]:
+    """FOCUS 1.3's allocation columns of each row (`totals`: origin_totals over every team; None where the viewer
+    may not see every team: the method, no ratio). An origin charge of nothing is split equally."""
+    counts: dict[tuple[str, date, str], int] = defaultdict(int)
+    listed = list(rows)
+    for row in listed:
+        if row["x_Origin"] is not None:
+            counts[row["x_Origin"]] += 1
+    for row in listed:
+        origin = row.pop("x_Origin")
+        if origin is not None and totals is not None:
+            whole = totals.get(origin, Decimal(0))
+            ratio = float(row["BilledCost"] / whole) if whole else 1.0 / max(1, counts[origin])
+            details = json.loads(row["AllocatedMethodDetails"])
+            details["Elements"][0] = {"AllocatedRatio": ratio, **details["Elements"][0]}
+            row["AllocatedMethodDetails"] = json.dumps(details, sort_keys=False)
+        elif origin is not None:
+            row["AllocatedMethodDetails"] = None
+        yield row
+
+
 def focus_rows(
     usages: Iterable[TeamClusterDay], targets: Targets, *, month: date, names: FocusNames
 ) -> Iterator[dict[str, Any]]:
     """The month's FOCUS rows, ordered by team, day, cluster and charge. A team-day with a booked amount and
     no daily sums (sums not rebuilt yet) still books it, on a GPU-hours charge without quantities, so the
-    totals equal the rollups'."""
+    totals equal the rollups'. Each row carries `x_Origin` (its origin charge: cluster, day, kind; None for such
+    a bare row) until allocation_apply fills the 1.3 columns from it and drops it."""
     period_start, period_end = month_bounds(month)
     groups: dict[tuple[int, date, str], list[_Charge]] = defaultdict(list)
     for usage in usages:
@@ -248,8 +295,25 @@ def _row(charge: _Charge, amount: Decimal, *, names: FocusNames) -> dict[str, An
             "x_IntensityBasis": u.intensity_basis,
             "x_SplitMethod": methods,
             "x_Coverage": coverage,
+            "x_Origin": (u.cluster, u.day, charge.kind) if u.cluster else None,
         }
     )
+    if u.cluster:
+        row.update(
+            {
+                "AllocatedMethodId": ALLOCATED_METHOD[charge.kind],
+                # The ratio goes first, by allocation_apply, once the origin charge's whole is known.
+                "AllocatedMethodDetails": json.dumps(
+                    {
+                        "Elements": [{"UsageUnit": unit, "UsageQuantity": float(_quantity(quantity))}],
+                        **({"x_SplitMethods": methods} if methods and not gpu else {}),
+                    }
+                ),
+                "AllocatedResourceId": f"team-{u.team_id}",
+                "AllocatedResourceName": u.team,
+                "AllocatedTags": json.dumps({"fleetwatt/team": u.team}, sort_keys=True),
+            }
+        )
     return row
 
 

@@ -25,7 +25,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from apps.core.money import minor_exponent
-from apps.rollups.focus import COLUMNS, MANDATORY_1_2, apportion
+from apps.rollups.focus import ALLOCATED_METHOD, ALLOCATION_COLUMNS, COLUMNS, MANDATORY_1_2, apportion
 from tests.rollups.outcomes_world import OutcomesWorld, outcomes_world_build
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,6 +96,36 @@ def test_every_amount_is_in_the_minor_unit_and_each_quantity_is_on_one_charge(wo
         assert r["x_SplitMethod"] == "whole_gpu" and float(r["x_Coverage"]) == 1.0
         assert r["x_IntensityBasis"] == "location"
         assert json.loads(r["Tags"])["fleetwatt/cluster"] == world.fleet.cluster.name
+
+
+def test_focus_1_3_allocation_columns_split_each_cluster_day_between_the_teams(world: OutcomesWorld) -> None:
+    # given finance's file, its 1.2 columns first and 1.3's allocation columns after them
+    rows = _csv(_client(world.finance).get("/api/focus/", MONTH))
+    assert list(rows[0])[: len(COLUMNS) - len(ALLOCATION_COLUMNS)] == list(COLUMNS[: -len(ALLOCATION_COLUMNS)])
+    origins: dict[tuple[str, str, str], list[dict[str, str]]] = {}
+    for r in rows:
+        origins.setdefault((r["ResourceId"], r["ChargePeriodStart"], r["PricingUnit"]), []).append(r)
+    for (cluster, _, unit), parts in origins.items():
+        whole = sum(Decimal(r["BilledCost"]) for r in parts)
+        for r in parts:
+            # each row names the method of its charge and the team it went to (FOCUS 1.3, "Allocated*")
+            assert r["AllocatedMethodId"] == ALLOCATED_METHOD["gpu-hours" if unit == "GPU-Hours" else "facility-energy"]
+            assert r["AllocatedResourceName"] == r["SubAccountName"] and r["AllocatedResourceId"] == r["SubAccountId"]
+            assert json.loads(r["AllocatedTags"]) == {"fleetwatt/team": r["SubAccountName"]}
+            (element,) = json.loads(r["AllocatedMethodDetails"])["Elements"]
+            # its ratio is its share of the cluster-day's charge, its quantity the row's own
+            assert element["AllocatedRatio"] == pytest.approx(float(Decimal(r["BilledCost"]) / whole))
+            assert element["UsageUnit"] == unit and element["UsageQuantity"] == pytest.approx(float(r["ConsumedQuantity"]))
+        # and the ratios of one origin charge add up to 1 (FOCUS 1.3: AllocatedRatio over the allocated charges)
+        ratios = [json.loads(r["AllocatedMethodDetails"])["Elements"][0]["AllocatedRatio"] for r in parts]
+        assert sum(ratios) == pytest.approx(1.0, abs=1e-12)
+    assert {len(parts) for parts in origins.values()} >= {2}  # both teams on one cluster-day: a real split
+
+
+def test_a_member_gets_the_allocation_method_but_not_the_ratio_of_other_teams_charges(world: OutcomesWorld) -> None:
+    rows = _csv(_client(world.member).get("/api/focus/", MONTH))
+    assert rows and all(r["AllocatedMethodId"] and r["AllocatedResourceName"] == "vision" for r in rows)
+    assert all(r["AllocatedMethodDetails"] == "" for r in rows)
 
 
 def test_a_member_gets_their_teams_rows_only(world: OutcomesWorld) -> None:

@@ -16,7 +16,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.rollups.focus import csv_chunks, focus_rows, parquet_bytes
+from apps.core.access import user_sees_all_teams
+from apps.rollups.focus import allocation_apply, csv_chunks, focus_rows, origin_totals, parquet_bytes
 from apps.rollups.focus_selectors import focus_names, focus_targets, focus_team_days
 
 _MONTH = re.compile(r"^(\d{4})-(\d{2})$")
@@ -85,12 +86,15 @@ class FocusExportView(APIView):
         query.is_valid(raise_exception=True)
         month: date = query.validated_data["month"]
         user = request.user
-        rows = focus_rows(
-            focus_team_days(user=user, month=month),
-            focus_targets(user=user, month=month),
-            month=month,
-            names=focus_names(),
+        names = focus_names()
+        rows = list(
+            focus_rows(
+                focus_team_days(user=user, month=month), focus_targets(user=user, month=month), month=month, names=names
+            )
         )
+        # FOCUS 1.3's ratios need each origin charge's whole: every team's rows, which only those who see every
+        # team see (they are the rows above then).
+        rows = list(allocation_apply(rows, origin_totals(rows) if user_sees_all_teams(user) else None))
         name = f"focus-{month:%Y-%m}"
         if request.accepted_renderer.format == "parquet":
             response: HttpResponseBase = HttpResponse(parquet_bytes(rows), content_type=PARQUET)
