@@ -105,7 +105,7 @@ def test_focus_1_3_allocation_columns_split_each_cluster_day_between_the_teams(w
     origins: dict[tuple[str, str, str], list[dict[str, str]]] = {}
     for r in rows:
         origins.setdefault((r["ResourceId"], r["ChargePeriodStart"], r["PricingUnit"]), []).append(r)
-    for (cluster, _, unit), parts in origins.items():
+    for (_, _, unit), parts in origins.items():
         whole = sum(Decimal(r["BilledCost"]) for r in parts)
         for r in parts:
             # each row names the method of its charge and the team it went to (FOCUS 1.3, "Allocated*")
@@ -115,7 +115,8 @@ def test_focus_1_3_allocation_columns_split_each_cluster_day_between_the_teams(w
             (element,) = json.loads(r["AllocatedMethodDetails"])["Elements"]
             # its ratio is its share of the cluster-day's charge, its quantity the row's own
             assert element["AllocatedRatio"] == pytest.approx(float(Decimal(r["BilledCost"]) / whole))
-            assert element["UsageUnit"] == unit and element["UsageQuantity"] == pytest.approx(float(r["ConsumedQuantity"]))
+            assert element["UsageUnit"] == unit
+            assert element["UsageQuantity"] == pytest.approx(float(r["ConsumedQuantity"]))
         # and the ratios of one origin charge add up to 1 (FOCUS 1.3: AllocatedRatio over the allocated charges)
         ratios = [json.loads(r["AllocatedMethodDetails"])["Elements"][0]["AllocatedRatio"] for r in parts]
         assert sum(ratios) == pytest.approx(1.0, abs=1e-12)
