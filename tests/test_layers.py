@@ -32,6 +32,7 @@ PURE = {
     "apps.jobs.methods",
     "apps.jobs.states",
     "apps.jobs.summary",
+    "apps.jobs.uncertainty",
     "apps.waste.kinds",
     "apps.waste.findings",
     "apps.carbon.arithmetic",

@@ -112,6 +112,10 @@ class Job(models.Model):
     expected_s = models.FloatField(default=0.0)
     coverage = models.FloatField(default=0.0)
     gpu_hours = models.FloatField(default=0.0)
+    # The interval of energy_j where part of it was split on a shared GPU (apps.jobs.uncertainty); empty where all
+    # of it is exact (one job on its GPUs) or estimated.
+    energy_low_j = models.FloatField(null=True, blank=True)
+    energy_high_j = models.FloatField(null=True, blank=True)
     sm_s = models.FloatField(default=0.0)
     peak_memory_bytes = models.BigIntegerField(default=0)
     gpu_count = models.PositiveIntegerField(default=0)

@@ -10,6 +10,7 @@ from apps.core.generation import data_changed
 
 from .models import Job
 from .summary import JobGpuTotals, SchedulerSpan, job_summarize
+from .uncertainty import BandRow, job_energy_band
 
 SUMMARY_FIELDS = [
     "energy_j",
@@ -28,6 +29,8 @@ SUMMARY_FIELDS = [
     "first_day",
     "last_day",
 ]
+# The interval of a job's energy, refreshed with its summary (apps.jobs.uncertainty).
+BAND_FIELDS = ["energy_low_j", "energy_high_j"]
 
 
 def scheduler_span(job: Job) -> SchedulerSpan | None:
@@ -50,12 +53,15 @@ def jobs_summary_refresh(
     gpu_sampled: Mapping[tuple[int, datetime], float],
     ingested_through: datetime | None,
     cluster_ingested_through: Mapping[int, datetime] | None = None,
+    band_rows: Mapping[int, Sequence[BandRow]] | None = None,
 ) -> None:
     """Recompute the summary of each job from the sums of all its hour rows (so the order of ingest never
     matters): energy and split, coverage, GPU-hours, span; in place on `jobs` (their cluster loaded), stored
     by `jobs_fields_write` with the run's other figures (SUMMARY_FIELDS). `gpu_sampled`: the agent's sampled seconds per
     (GPU, hour) over the jobs' spans (apps.telemetry.selectors.gpu_sampled_seconds). `ingested_through`: how
-    far the ingest of the jobs' cluster has gone (an ingest knows it), else `cluster_ingested_through`."""
+    far the ingest of the jobs' cluster has gone (an ingest knows it), else `cluster_ingested_through`.
+    `band_rows`: each job's rows on shared GPUs (apps.telemetry.selectors.job_band_rows), for the interval of its
+    energy (BAND_FIELDS); without them a job has none."""
     if not jobs:
         return
     for job in jobs:
@@ -69,6 +75,8 @@ def jobs_summary_refresh(
         )
         for name in SUMMARY_FIELDS:
             setattr(job, name, getattr(s, name))
+        band = job_energy_band(job.energy_j, (band_rows or {}).get(job.pk, ()))
+        job.energy_low_j, job.energy_high_j = band if band is not None else (None, None)
 
 
 def job_work_record(*, job: Job, work_units: float, work_unit: str) -> None:

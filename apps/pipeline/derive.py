@@ -211,8 +211,9 @@ def _job_summaries(run: DeriveRun) -> None:
         cluster_ingested_through=telemetry_reads.clusters_ingested_through(
             cluster_ids={job.cluster_id for job in run.jobs()}
         ),
+        band_rows=telemetry_reads.job_band_rows(job_ids=run.job_ids),
     )
-    run.job_fields |= set(jobs.SUMMARY_FIELDS)
+    run.job_fields |= set(jobs.SUMMARY_FIELDS) | set(jobs.BAND_FIELDS)
     # A job within one day has its rounded cost in its team's sums of that day (TeamDay.cost_units), one across
     # days not: where a job came into one day or left it (a job running past midnight), that day is summed again.
     for job in run.jobs():

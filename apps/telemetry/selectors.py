@@ -7,10 +7,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import DatabaseError, connection
-from django.db.models import Max
+from django.db.models import Max, OuterRef, Subquery
 
 from apps.core.metrics import ClusterIngest
 from apps.fleet.models import Cluster
+from apps.jobs.methods import Method
+from apps.jobs.models import JobGpuHour, JobGpuHourEnergy, Source
+from apps.jobs.uncertainty import NO_BAND, BandRow
 
 from .models import GpuHour, IngestedHour
 
@@ -74,6 +77,25 @@ def gpu_sampled_seconds(*, spans: Mapping[int, tuple[datetime, datetime]]) -> Sa
         )
         short = {(gpu_id, hour): float(sampled) for gpu_id, hour, sampled in cursor.fetchall()}
     return SampledSeconds(short, spans)
+
+
+def job_band_rows(*, job_ids: Iterable[int]) -> dict[int, list[BandRow]]:
+    """Each job's energy on shared GPUs, per GPU-hour and split method, with the energy of every job on that GPU-hour
+    and the job's seconds sampled in it (apps.jobs.uncertainty): one query; whole-GPU and estimated rows left out."""
+    gpu_jobs_j = GpuHour.objects.filter(gpu_id=OuterRef("gpu_id"), hour=OuterRef("hour")).values("jobs_energy_j")[:1]
+    sampled = JobGpuHour.objects.filter(
+        job_id=OuterRef("job_id"), gpu_id=OuterRef("gpu_id"), hour=OuterRef("hour")
+    ).exclude(source=Source.ESTIMATED)
+    rows = (
+        JobGpuHourEnergy.objects.filter(job_id__in=sorted(set(job_ids)))
+        .exclude(method__in=[Method(m).value for m in NO_BAND])
+        .annotate(gpu_jobs_j=Subquery(gpu_jobs_j), samples=Subquery(sampled.values("sampled_s")[:1]))
+        .values_list("job_id", "method", "energy_j", "gpu_jobs_j", "samples")
+    )
+    out: dict[int, list[BandRow]] = {}
+    for job_id, method, energy_j, jobs_j, samples in rows:
+        out.setdefault(job_id, []).append(BandRow(method, energy_j, jobs_j or 0.0, samples or 0.0))
+    return out
 
 
 def clusters_ingested_through(*, cluster_ids: Iterable[int]) -> dict[int, datetime]:

@@ -9,6 +9,7 @@ import pytest
 
 from apps.jobs.methods import Method
 from apps.jobs.models import Job, JobGpuHourEnergy
+from apps.jobs.uncertainty import energy_band
 from apps.pipeline.ingest import Fetched, hour_write
 from apps.telemetry import promql
 from apps.telemetry.counters import CounterWindow
@@ -96,3 +97,24 @@ def test_every_method_the_agent_emits_is_known_to_the_app() -> None:
 
     assert set(METHODS) == promql.AGENT_METHODS
     assert {m.value for m in Method} >= promql.AGENT_METHODS
+
+
+def test_a_job_on_a_shared_gpu_gets_the_interval_of_its_split_and_one_alone_none() -> None:
+    # given two jobs splitting one GPU by SM time for the hour (1.2 MJ: 0.9 and 0.3), and a job alone on another
+    fleet = fleet_build(servers=1, gpus_per_server=2)
+    shared, alone = fleet.gpus
+    hour = _agent_hour(shared.uuid, shared.node.hostname, {("slurm/1", "sm_time"): 9e5, ("slurm/2", "sm_time"): 3e5})
+    other = _agent_hour(alone.uuid, alone.node.hostname, {("slurm/3", "whole_gpu"): 7e5})
+    for metric, series in other.counters.items():
+        hour.counters[metric] = [*hour.counters.get(metric, []), *series]
+    hour.job_gauges += other.job_gauges
+    # when the hour is ingested (and derived)
+    hour_write(cluster=fleet.cluster, hour=HOUR, fetched=Fetched(hour, None, 0, 0.0))
+    # then each shared job's energy has the SM time split's band of the GPU's 1.2 MJ, in the API too
+    for key, energy in (("slurm/1", 9e5), ("slurm/2", 3e5)):
+        job = Job.objects.get(job_key=key)
+        expected = energy_band(energy_j=energy, gpu_jobs_j=1.2e6, method=Method.SM_TIME, samples=3600.0)
+        assert (job.energy_low_j, job.energy_high_j) == pytest.approx(expected)
+        assert job.energy_low_j < job.energy_j < job.energy_high_j
+    # and the job alone on its GPU is exact: no band
+    assert Job.objects.values_list("energy_low_j", "energy_high_j").get(job_key="slurm/3") == (None, None)

@@ -27,6 +27,13 @@ class JobSerializer(PlannedRepresentationMixin, serializers.ModelSerializer):
     )
     gpu_hours = serializers.FloatField(help_text="GPU-hours occupied, shared with jobs present at the same time (h).")
     energy_j = serializers.FloatField(help_text="GPU energy measured for the job (J).")
+    energy_low_j = serializers.FloatField(
+        allow_null=True,
+        help_text="Low end of energy_j's interval where part of it was split on a shared GPU: the split method's "
+        "error measured on the H200 (at least 90 % of measurements inside; docs/accuracy.md, 'Error bars') and the "
+        "hours' sampling (J). Null where every joule is exact (one job on its GPUs) or estimated.",
+    )
+    energy_high_j = serializers.FloatField(allow_null=True, help_text="High end of energy_j's interval (J).")
     server_kwh = serializers.FloatField(help_text="GPU energy x the server type's node overhead (kWh).")
     facility_kwh = serializers.FloatField(help_text="Server energy x the site's PUE for each hour's month (kWh).")
     attribution = serializers.CharField(help_text="Dominant split method: " + ", ".join(METHODS) + ".")
@@ -96,8 +103,10 @@ class JobSerializer(PlannedRepresentationMixin, serializers.ModelSerializer):
             "server_kwh", "facility_kwh", "attribution", "attribution_j", "coverage", "sampled_s", "expected_s",
             "sm_s", "peak_memory_bytes", "operational_kg", "embodied_kg", "sci_kg", "functional_unit", "cost",
             "cost_exact", "energy_kwh", "currency", "intensity_basis", "intensity_source", "intensity_estimated",
-            "shift_saving_kg", "tdp_estimate_j", "flags", "state", "exit_code", "signal", "exit_text", "partition",
-            "qos", "display_id", "gpus_requested", "gpus_allocated",
+            "shift_saving_kg", "flags", "state", "exit_code", "signal", "partition", "qos", "display_id",
+            "gpus_requested", "gpus_allocated",
+            # Added later, last: a CSV read by column position reads what it read before.
+            "exit_text", "tdp_estimate_j", "energy_low_j", "energy_high_j",
         ]  # fmt: skip
         read_only_fields = fields
 
