@@ -94,7 +94,8 @@ class DeriveRun:
     refreshed: FootprintRefresh | None = None
     factor_book: FactorBook | None = None
     regrouped_job_ids: set[int] = field(default_factory=set)  # jobs whose group changed
-    window: tuple[datetime, datetime] | None = None  # hours whose estimates changed (a scheduler sync's jobs)
+    # Hours whose estimates changed beyond the scope's: a scheduler sync's jobs, or the gap an hour's sightings closed.
+    window: tuple[datetime, datetime] | None = None
     timings_s: dict[str, float] = field(default_factory=dict)
     job_fields: set[str] = field(default_factory=set)  # fields of `jobs()` the steps changed, not yet stored
     days_moved: set[tuple[int, date]] = field(default_factory=set)  # (cluster, day): a job came into or left it
@@ -173,6 +174,8 @@ def _unobserved_estimates(run: DeriveRun) -> None:
     """The hours to re-derive: the scope's (an ingested hour), else those a scheduler sync's jobs held or
     held before (their spans now, and their estimated rows so far)."""
     start, end = run.scope.start, run.scope.end
+    # An ingest's hour (Scope.hour): its rows are written, its record not yet (a batch's hours have theirs).
+    writing = start is not None and end is not None and end - start == HOUR and Fact.JOB_ROWS in run.changed
     if start is None or end is None:
         span = job_reads.scheduler_hours(job_ids=run.scope.job_ids)
         if span is None:
@@ -181,16 +184,22 @@ def _unobserved_estimates(run: DeriveRun) -> None:
         run.window = span
     clusters = Cluster.objects.all() if run.cluster_ids is None else Cluster.objects.filter(pk__in=run.cluster_ids)
     for cluster in clusters.order_by("pk"):
-        refreshed = telemetry.unobserved_estimates_refresh(cluster=cluster, start=start, end=end)
+        refreshed = telemetry.unobserved_estimates_refresh(cluster=cluster, start=start, end=end, writing=writing)
         run.job_ids |= refreshed.job_ids
+        if refreshed.start < start:  # the hour's sightings closed a gap before it: its hours are priced again too
+            earliest = refreshed.start if run.window is None else min(run.window[0], refreshed.start)
+            run.window = (earliest, end)
 
 
 def _row_footprints(run: DeriveRun) -> None:
     if run.cluster_ids is not None and not run.cluster_ids:
         return
     start, end = run.scope.start, run.scope.end
-    if start is None and end is None and run.window is not None and Fact.FACTORS not in run.changed:
-        start, end = run.window  # a scheduler sync: the hours its jobs' estimates moved in
+    if run.window is not None and Fact.FACTORS not in run.changed:
+        if start is None and end is None:
+            start, end = run.window  # a scheduler sync: the hours its jobs' estimates moved in
+        elif start is not None and end is not None:
+            start, end = min(start, run.window[0]), max(end, run.window[1])  # an hour that closed an earlier gap
     window = {k: v for k, v in (("start", start), ("end", end)) if v is not None}
     run.refreshed = carbon.footprints_refresh(
         cluster_ids=None if run.cluster_ids is None else sorted(run.cluster_ids), **window

@@ -5,7 +5,7 @@ one transaction, with the derivations that follow."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -26,7 +26,17 @@ from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy, Source
 from .guard import HourTotals
 from .hour import HourResult, JobMeta, MeterlessGpu, UnclaimedPod
 from .models import GpuHour, IngestedHour, IngestWatermark
-from .unobserved import GpuHourGap, SeenPart, gap_estimates, gap_totals, held_seconds
+from .unobserved import (
+    MIN_CLAIM_S,
+    GpuHourGap,
+    SeenPart,
+    Sighting,
+    agent_span,
+    bridged_gap,
+    gap_estimates,
+    gap_totals,
+    held_seconds,
+)
 
 log = logging.getLogger(__name__)
 
@@ -460,6 +470,7 @@ class EstimatesRefresh:
 
     job_ids: set[int]  # jobs with an estimate in the window, before or after
     rows: int  # estimated job-GPU-hour rows written
+    start: datetime  # where the window began: earlier than asked where its sightings closed a gap before it
 
 
 def _held_gpus(cluster: Cluster, jobs: list[Job]) -> dict[int, set[int]]:
@@ -497,13 +508,65 @@ def _held_gpus(cluster: Cluster, jobs: list[Job]) -> dict[int, set[int]]:
     return held
 
 
-def unobserved_estimates_refresh(*, cluster: Cluster, start: datetime, end: datetime) -> EstimatesRefresh:
+# How far from a window the agent's sightings of a job are read: a gap longer than this is not bridged.
+BRIDGE_LOOKBACK = timedelta(hours=24)
+
+
+def _agent_sightings(
+    cluster: Cluster, start: datetime, end: datetime
+) -> dict[tuple[int, int], list[tuple[datetime, Sighting]]]:
+    """The measured rows near [start, end) of the jobs no scheduler record describes, per (job, GPU), by hour."""
+    out: dict[tuple[int, int], list[tuple[datetime, Sighting]]] = {}
+    for job_id, gpu_id, hour, first_seen, last_seen, job_start in (
+        JobGpuHour.objects.filter(
+            gpu__node__cluster=cluster,
+            hour__gte=start - BRIDGE_LOOKBACK,
+            hour__lt=end + BRIDGE_LOOKBACK,
+            job__scheduler_start__isnull=True,
+        )
+        .exclude(source=Source.ESTIMATED)
+        .values_list("job_id", "gpu_id", "hour", "first_seen", "last_seen", "job_start")
+        .order_by("hour")
+    ):
+        out.setdefault((job_id, gpu_id), []).append((hour, Sighting(hour, first_seen, last_seen, job_start)))
+    return out
+
+
+def _bridge_start(sightings: Mapping[tuple[int, int], list[tuple[datetime, Sighting]]], start: datetime) -> datetime:
+    """Where a window's re-derivation must begin so that a gap its new sightings close is charged: the hour of
+    a job's sighting before the window, where the agent then lost it (a missing hour, or an hour it was not
+    seen to the end of)."""
+    first = start
+    for rows in sightings.values():
+        before = [(hour, s) for hour, s in rows if hour < start]
+        if not before or not any(hour >= start for hour, _ in rows):
+            continue
+        hour, last = before[-1]
+        lost = hour + HOUR < start or (
+            last.last_seen is not None and (hour + HOUR - last.last_seen).total_seconds() >= MIN_CLAIM_S
+        )
+        if lost:
+            first = min(first, hour)
+    return first
+
+
+def unobserved_estimates_refresh(
+    *, cluster: Cluster, start: datetime, end: datetime, writing: bool = False
+) -> EstimatesRefresh:
     """Re-derive the estimates of the cluster's ingested hours in [start, end) (apps.telemetry.unobserved):
     the estimated job-GPU-hour rows and their `estimated` energy, and each GPU-hour's estimated_j/_s.
-    Replaces what was there; the same inputs give the same rows."""
+    Replaces what was there; the same inputs give the same rows. `writing`: [start, end) are the hours an ingest
+    is writing (their rows are there, their record not yet). Where the window's sightings close a gap the agent
+    lost a job in before it, the window reaches back to that gap (`EstimatesRefresh.start`)."""
     cluster_write_lock(cluster=cluster)
+    sightings = _agent_sightings(cluster, start, end)
+    written = set(hours_between(start, end)) if writing else set()
+    start = _bridge_start(sightings, start)
     hours = sorted(
-        IngestedHour.objects.filter(cluster=cluster, hour__gte=start, hour__lt=end).values_list("hour", flat=True)
+        written
+        | set(
+            IngestedHour.objects.filter(cluster=cluster, hour__gte=start, hour__lt=end).values_list("hour", flat=True)
+        )
     )
     in_cluster = {"gpu__node__cluster": cluster}
     old_rows = JobGpuHour.objects.filter(**in_cluster, hour__gte=start, hour__lt=end, source=Source.ESTIMATED)
@@ -517,7 +580,7 @@ def unobserved_estimates_refresh(*, cluster: Cluster, start: datetime, end: date
         estimated_j=0.0, estimated_s=0.0
     )
     if not hours:
-        return EstimatesRefresh(job_ids=touched, rows=0)
+        return EstimatesRefresh(job_ids=touched, rows=0, start=start)
     first, last = hours[0], hours[-1] + HOUR
     holders = list(
         Job.objects.filter(cluster=cluster, scheduler_start__lt=last)
@@ -526,34 +589,7 @@ def unobserved_estimates_refresh(*, cluster: Cluster, start: datetime, end: date
             "pk", "scheduler_start", "scheduler_end", "scheduler_seen_at", "gpu_indices", "node_list", "gpus_allocated"
         )
     )
-    if not holders:  # most hours of a cluster whose scheduler is not read: nothing to look up
-        return EstimatesRefresh(job_ids=touched, rows=0)
-    held_gpus = _held_gpus(cluster, holders)
-    gpu_ids = set().union(*held_gpus.values()) if held_gpus else set()
-    if not gpu_ids:
-        return EstimatesRefresh(job_ids=touched, rows=0)
-    gaps = {
-        (g.gpu_id, g.hour): g
-        for g in GpuHour.objects.filter(gpu_id__in=gpu_ids, hour__in=hours).only(
-            "pk", "gpu_id", "hour", "occupied_s", "unobserved_s", "unobserved_j"
-        )
-    }
-    seen: dict[tuple[int, datetime], dict[int, SeenPart]] = {}
-    for job_id, gpu_id, hour, sampled_s, occupancy_s, energy_j in (
-        JobGpuHour.objects.filter(gpu_id__in=gpu_ids, hour__in=hours)
-        .exclude(source=Source.ESTIMATED)
-        .values_list("job_id", "gpu_id", "hour", "sampled_s", "occupancy_s", "energy_j")
-    ):
-        seen.setdefault((gpu_id, hour), {})[job_id] = SeenPart(sampled_s, occupancy_s, energy_j)
-    seen_power_w = {
-        r["job_id"]: r["energy"] / r["occupancy"]
-        for r in JobGpuHour.objects.filter(job_id__any=[j.pk for j in holders])
-        .exclude(source=Source.ESTIMATED)
-        .values("job_id")
-        .annotate(energy=exact_sum("energy_j"), occupancy=exact_sum("occupancy_s"))
-        .order_by()
-        if r["occupancy"]
-    }
+    held_gpus = _held_gpus(cluster, holders) if holders else {}
     held: dict[tuple[int, datetime], dict[int, float]] = {}
     for job in holders:
         until = job.scheduler_end or job.scheduler_seen_at
@@ -564,8 +600,44 @@ def unobserved_estimates_refresh(*, cluster: Cluster, start: datetime, end: date
             if seconds > 0:
                 for gpu_id in held_gpus[job.pk]:
                     held.setdefault((gpu_id, hour), {})[job.pk] = seconds
+    # The agent's own word where no scheduler's is: a job seen on a GPU before and after a gap held it between.
+    bridged: dict[tuple[int, datetime], dict[int, float]] = {}
+    for (job_id, gpu_id), by_hour in sightings.items():
+        span = agent_span([sighting for _, sighting in by_hour])
+        if span is None:
+            continue
+        for hour in hours:
+            seconds = held_seconds(start=span[0], end=span[1], hour=hour)
+            if seconds > 0 and (gpu_id, hour) not in held:
+                bridged.setdefault((gpu_id, hour), {})[job_id] = seconds
+    if not held and not bridged:  # most hours of a cluster whose scheduler is not read and whose agents saw all
+        return EstimatesRefresh(job_ids=touched, rows=0, start=start)
+    gpu_ids = {gpu_id for gpu_id, _ in held} | {gpu_id for gpu_id, _ in bridged}
+    gaps = {
+        (g.gpu_id, g.hour): g
+        for g in GpuHour.objects.filter(gpu_id__in=gpu_ids, hour__in=hours).only(
+            "pk", "gpu_id", "hour", "occupied_s", "unobserved_s", "unobserved_j", "contract_gaps"
+        )
+    }
+    seen: dict[tuple[int, datetime], dict[int, SeenPart]] = {}
+    for job_id, gpu_id, hour, sampled_s, occupancy_s, energy_j in (
+        JobGpuHour.objects.filter(gpu_id__in=gpu_ids, hour__in=hours)
+        .exclude(source=Source.ESTIMATED)
+        .values_list("job_id", "gpu_id", "hour", "sampled_s", "occupancy_s", "energy_j")
+    ):
+        seen.setdefault((gpu_id, hour), {})[job_id] = SeenPart(sampled_s, occupancy_s, energy_j)
+    claimants = {j.pk for j in holders} | {job_id for holds in bridged.values() for job_id in holds}
+    seen_power_w = {
+        r["job_id"]: r["energy"] / r["occupancy"]
+        for r in JobGpuHour.objects.filter(job_id__any=sorted(claimants))
+        .exclude(source=Source.ESTIMATED)
+        .values("job_id")
+        .annotate(energy=exact_sum("energy_j"), occupancy=exact_sum("occupancy_s"))
+        .order_by()
+        if r["occupancy"]
+    }
     rows, energy_rows, gpu_hours = [], [], []
-    for (gpu_id, hour), holds in sorted(held.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+    for (gpu_id, hour), holds in sorted((held | bridged).items(), key=lambda kv: (kv[0][1], kv[0][0])):
         record = gaps.get((gpu_id, hour))
         gap = (
             GpuHourGap(
@@ -576,6 +648,10 @@ def unobserved_estimates_refresh(*, cluster: Cluster, start: datetime, end: date
             if record is not None
             else GpuHourGap.unmeasured()
         )
+        if (gpu_id, hour) in bridged:
+            if record is None or record.contract_gaps:
+                continue  # an older agent's sampled time is itself an estimate: no gap to tell from it
+            gap = bridged_gap(gap)
         estimates = gap_estimates(gap=gap, held_s=holds, seen=seen.get((gpu_id, hour), {}), seen_power_w=seen_power_w)
         for e in estimates:
             rows.append(
@@ -600,4 +676,4 @@ def unobserved_estimates_refresh(*, cluster: Cluster, start: datetime, end: date
     JobGpuHour.objects.bulk_create(rows, batch_size=2000)
     JobGpuHourEnergy.objects.bulk_create(energy_rows, batch_size=2000)
     rows_update(gpu_hours, ["estimated_s", "estimated_j"])
-    return EstimatesRefresh(job_ids=touched | {r.job_id for r in rows}, rows=len(rows))
+    return EstimatesRefresh(job_ids=touched | {r.job_id for r in rows}, rows=len(rows), start=start)

@@ -13,6 +13,11 @@ dcgm-exporter job label) sees it. For each GPU-hour and each job the scheduler s
   was never seen drawing power. Between the jobs it is split by their seen power x claimed time (a job
   alone takes it whole). The rest stays the GPU-hour's unobserved remainder.
 
+A job no scheduler record describes is held, on a GPU, from the first to the last time the agent saw it there,
+where every sighting reports the same start (one run, not a key used again): a gap the agent saw it on both
+sides of is charged to it the same way (`agent_span`), from the time nobody saw only (`bridged_gap`): the
+agent saw the rest of the hour, and it was not the job's.
+
 Claims under `MIN_CLAIM_S` are left out: the scheduler's and the agent's clocks and the moment a job's first
 process appears disagree by seconds, and those are not time anybody missed.
 """
@@ -124,6 +129,41 @@ def _seen_power(
         else:
             return None
     return power
+
+
+@dataclass(frozen=True)
+class Sighting:
+    """One measured row of a job on a GPU: the hour, when the agent saw it in it, and the start it reported."""
+
+    hour: datetime
+    first_seen: datetime | None
+    last_seen: datetime | None
+    job_start: datetime | None
+
+    @property
+    def seen_from(self) -> datetime:
+        """The row's first sighting; the agent reports none, only the job's start: the later of it and the hour."""
+        if self.first_seen is not None:
+            return self.first_seen
+        return max(self.hour, self.job_start) if self.job_start is not None else self.hour
+
+
+def agent_span(sightings: Sequence[Sighting]) -> tuple[datetime, datetime] | None:
+    """The span a job held a GPU by the agent's sightings alone: from its first to its last, where they report
+    one start (or none); None where they report two (the same key for another run) or say no time."""
+    starts = {s.job_start for s in sightings if s.job_start is not None}
+    lasts = [s.last_seen for s in sightings if s.last_seen is not None]
+    if len(starts) > 1 or not sightings or not lasts:
+        return None
+    first, last = min(s.seen_from for s in sightings), max(lasts)
+    return (first, last) if last > first else None
+
+
+def bridged_gap(gap: GpuHourGap) -> GpuHourGap:
+    """A GPU-hour's gap as a job held only by the agent's sightings may claim it: the unseen seconds only."""
+    return GpuHourGap(
+        unoccupied_s=min(gap.unoccupied_s, gap.unseen_s), unseen_s=gap.unseen_s, unobserved_j=gap.unobserved_j
+    )
 
 
 def gap_totals(estimates: Sequence[Estimate]) -> tuple[float, float]:

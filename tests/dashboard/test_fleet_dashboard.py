@@ -76,7 +76,7 @@ def test_dashboard_renders_chart_and_flagged_jobs(history_loader, cluster_for, l
     assert (
         {"whole_gpu", "sm_time"}
         <= set(traces)
-        <= {"whole_gpu", "gpu_time", "sm_time", "sm_mem", "busy_time", "memory", "equal"}
+        <= {"whole_gpu", "gpu_time", "sm_time", "sm_mem", "busy_time", "memory", "equal", "estimated"}
     )
     total_kwh = page.evaluate(
         "document.getElementById('energy-chart').data.reduce((s, t) => s + t.y.reduce((a, b) => a + b, 0), 0)"
