@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 from urllib.parse import urlsplit, urlunsplit
@@ -16,22 +17,23 @@ from django.views.decorators.http import require_safe
 from apps.carbon.models import JobGroup
 from apps.core.access import user_sees_all_teams
 from apps.core.footprint import S_PER_HOUR, Footprint, kwh
+from apps.core.money import round_minor
 from apps.core.query import QueryError, bad_query_is_400, date_param
 from apps.fleet.models import Cluster, Gpu, Team
 from apps.jobs.methods import method_legend
 from apps.jobs.models import Job, JobQuerySet
-from apps.jobs.selectors import low_coverage_jobs
+from apps.jobs.selectors import jobs_in_period_footprints, low_coverage_jobs
 from apps.jobs.states import OUTCOMES
 from apps.reports.selectors import REPORTED_STATUSES
+from apps.rollups import documents
 from apps.rollups.api.serializers import MAX_ROLLUP_DAYS
 from apps.rollups.selectors import (
     MixedBasisError,
-    cluster_rollup_cached,
     failed_run_jobs,
     failed_run_totals,
     job_group_outcomes,
+    job_groups_outcome_costs_minor,
     team_idle,
-    team_rollup_cached,
 )
 from apps.telemetry.models import IngestedHour
 from apps.waste.kinds import GPU_HOUR_KINDS, WASTE_KINDS, FlagStatus
@@ -114,8 +116,9 @@ def team(request: HttpRequest, team_id: int) -> HttpResponse:
     team = get_object_or_404(Team.objects.visible_to(request.user), pk=team_id)
     start, end = _period(request)
     try:
-        # The cached rollup: the page's script asks the API for this same one right after.
-        rollup = team_rollup_cached(team=team, start=start, end=end, granularity="day")
+        # The API's own document (kept rendered): the page's script asks for this same one right after, so the
+        # headline and the charts show the bill as finance tools read it.
+        rollup = _finance_document(documents.Ask("team", team.pk, start, end, "day"), team)
         error = ""
     except MixedBasisError as exc:
         rollup, error = None, str(exc)
@@ -128,8 +131,8 @@ def team(request: HttpRequest, team_id: int) -> HttpResponse:
         "end": end.date(),
         "rollup": rollup,
         "error": error,
-        "totals": _totals(rollup["periods"]) if rollup else {},
-        "top_jobs": [_with_split(job) for job in jobs.order_by("-cost", "id")[:10]],
+        "totals": _billed_totals(rollup["totals"]) if rollup else {},
+        "top_jobs": _with_period([_with_split(job) for job in jobs.order_by("-cost", "id")[:10]], start, end),
         "low_coverage": [
             _with_split(job)
             for job in low_coverage_jobs(user=request.user, start=start, end=end, threshold=threshold, team=team)
@@ -143,6 +146,15 @@ def team(request: HttpRequest, team_id: int) -> HttpResponse:
         **_failed_runs(request, start, end, team=team),
     }
     return render(request, "dashboard/team.html", context)
+
+
+def _with_period(jobs: list[Job], start: datetime, end: datetime) -> list[Job]:
+    """Each job's part inside the period (`period`: its GPU-hours, energy, CO2e and cost there), beside its whole
+    run's, in one aggregate query for the list."""
+    parts = jobs_in_period_footprints(job_ids=[j.pk for j in jobs], start=start, end=end)
+    for job in jobs:
+        job.period = parts.get(job.pk, Footprint())  # type: ignore[attr-defined]
+    return jobs
 
 
 def _team_waste(request: HttpRequest, jobs: JobQuerySet) -> dict:
@@ -173,8 +185,21 @@ def _team_waste(request: HttpRequest, jobs: JobQuerySet) -> dict:
     }
 
 
-def _totals(periods: list[dict]) -> dict:
-    return Footprint.total(Footprint.from_sums(p) for p in periods).as_dict()
+def _finance_document(ask: documents.Ask, subject: Team | Cluster) -> dict:
+    """The rollup as the API answers it (costs in minor units: the bill), from the document it keeps."""
+    value, _generation = documents.kept(ask, subject)
+    return json.loads(value)
+
+
+def _billed_totals(totals: dict) -> dict:
+    """A finance document's totals as the page shows them: `cost` the bill (the sum of the jobs' rounded costs),
+    `cost_exact` the unrounded sum beside it, and CO2e added up."""
+    return {
+        **totals,
+        "cost": Decimal(totals["cost"]),
+        "cost_exact": Decimal(totals["cost_exact"]),
+        "co2e_kg": totals["operational_kg"] + totals["embodied_kg"],
+    }
 
 
 def _failed_runs(request: HttpRequest, start: datetime, end: datetime, team: Team | None = None) -> dict:
@@ -241,7 +266,7 @@ def _clusters_overview(start: datetime, end: datetime) -> dict:
     clusters = []
     for cluster in Cluster.objects.select_related("site").order_by("name"):
         try:
-            doc = cluster_rollup_cached(cluster=cluster, start=start, end=end, granularity="month")
+            doc = _finance_document(documents.Ask("cluster", cluster.pk, start, end, "month"), cluster)
         except MixedBasisError:
             continue
         used = sum(p["gpu_hours"] for p in doc["periods"])
@@ -253,7 +278,8 @@ def _clusters_overview(start: datetime, end: datetime) -> dict:
                 "gpu_hours_idle": idle,
                 "utilisation": used / (used + idle) if used + idle else None,
                 "idle_energy_kwh": kwh(sum((p["idle"] or {}).get("energy_j", 0.0) for p in doc["periods"])),
-                "idle_cost": sum(((p["idle"] or {}).get("cost", Decimal(0)) for p in doc["periods"]), Decimal(0)),
+                # Each period's idle line rounded, added up (the API's `totals.idle.cost`).
+                "idle_cost": Decimal((doc["totals"]["idle"] or {}).get("cost", "0")),
                 "embodied_per_useful_gpu_hour": doc["embodied_kg_per_useful_gpu_hour"],
                 "currency": doc["currency"],
             }
@@ -365,6 +391,7 @@ def groups(request: HttpRequest) -> HttpResponse:
     except MixedBasisError as exc:
         doc, error = {"groups": [], "currency": ""}, str(exc)
     shown = [g for g in doc["groups"] if g["total"]["jobs"]]
+    _outcomes_billed(request, start, end, shown, currency=doc["currency"])
     context = {
         "start": start.date(),
         "end": end.date(),
@@ -378,6 +405,27 @@ def groups(request: HttpRequest) -> HttpResponse:
         "chart": _outcomes_chart(shown, currency=doc["currency"]),
     }
     return render(request, "dashboard/groups.html", context)
+
+
+def _outcomes_billed(
+    request: HttpRequest, start: datetime, end: datetime, groups: list[dict], *, currency: str
+) -> None:
+    """Each outcome's cost as the API's `/api/job-groups/{id}/outcomes/` books it (the sum of its runs' rounded
+    costs; the total the sum of the outcomes'), the exact one kept as `cost_exact`."""
+    billed = job_groups_outcome_costs_minor(
+        user=request.user, start=start, end=end, groups=[g["id"] for g in groups], currency=currency
+    )
+    zero = round_minor(Decimal(0), currency)
+    for g in groups:
+        for o in g["outcomes"]:
+            o["cost_exact"], o["cost"] = o["cost"], billed.get((g["id"], o["outcome"]), zero)
+        g["total"]["cost_exact"] = g["total"]["cost"]
+        g["total"]["cost"] = sum((o["cost"] for o in g["outcomes"]), zero)
+        g["failed_cost_share"] = (
+            float(next(o["cost"] for o in g["outcomes"] if o["outcome"] == "failed") / g["total"]["cost"])
+            if g["total"]["cost"]
+            else None
+        )
 
 
 def _outcomes_chart(groups: list[dict], *, currency: str) -> dict:

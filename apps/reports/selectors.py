@@ -397,7 +397,7 @@ def fleet_summary_build(*, week_start: date) -> FleetSummary:
             continue
         lines.append(
             FleetTeamLine(
-                team_id=team.pk, team_name=team.name, team_label=str(team), week=_totals(rollup["periods"]),
+                team_id=team.pk, team_name=team.name, team_label=str(team), week=_billed(team, start, end, rollup),
                 waste_total=_waste(team, start, end, tz).total, currency=rollup["currency"],
                 intensity_basis=rollup["intensity_basis"],
             )
