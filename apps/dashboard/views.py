@@ -38,13 +38,14 @@ from apps.rollups.selectors import (
 from apps.telemetry.models import IngestedHour
 from apps.waste.kinds import GPU_HOUR_KINDS, WASTE_KINDS, FlagStatus
 from apps.waste.models import Flag
+from apps.waste.selectors import period_waste
 
 from .selectors import RECENT, job_hour_gaps, scheduler_sync_status
 
 FAILED_RUNS_LISTED = 20  # the costliest failed runs a page lists; its totals count them all
 
 
-def _period(request: HttpRequest) -> tuple[datetime, datetime]:
+def page_period(request: HttpRequest) -> tuple[datetime, datetime]:
     """?start=YYYY-MM-DD&end=YYYY-MM-DD (end exclusive); by default the last 7 days of ingested data. A day
     the page cannot read, a start not before the end, or more days than a rollup covers: QueryError (400)."""
     start_day, end_day = date_param(request.GET, "start"), date_param(request.GET, "end")
@@ -82,7 +83,7 @@ def _with_split(job: Job) -> Job:
 @bad_query_is_400
 @login_required
 def fleet(request: HttpRequest) -> HttpResponse:
-    start, end = _period(request)
+    start, end = page_period(request)
     threshold = settings.FLEETWATT_COVERAGE_THRESHOLD
     context = {
         "start": start.date(),
@@ -114,7 +115,7 @@ def team(request: HttpRequest, team_id: int) -> HttpResponse:
     """One team over a period: cost, energy and carbon side by side. The charts load the same rollup
     the API serves (`/api/teams/{id}/rollup/`); the tables are the team's jobs, waste and gaps."""
     team = get_object_or_404(Team.objects.visible_to(request.user), pk=team_id)
-    start, end = _period(request)
+    start, end = page_period(request)
     try:
         # The API's own document (kept rendered): the page's script asks for this same one right after, so the
         # headline and the charts show the bill as finance tools read it.
@@ -137,7 +138,7 @@ def team(request: HttpRequest, team_id: int) -> HttpResponse:
             _with_split(job)
             for job in low_coverage_jobs(user=request.user, start=start, end=end, threshold=threshold, team=team)
         ],
-        **_team_waste(request, jobs),
+        **_team_waste(request, jobs, start, end),
         "idle": team_idle(team=team, start=start, end=end),
         "threshold_pct": round(threshold * 100),
         "sources": sorted(set(jobs.order_by().values_list("intensity_source", flat=True).distinct()) - {""}),
@@ -157,28 +158,28 @@ def _with_period(jobs: list[Job], start: datetime, end: datetime) -> list[Job]:
     return jobs
 
 
-def _team_waste(request: HttpRequest, jobs: JobQuerySet) -> dict:
-    """Every waste finding of the team's jobs with its status, and the sums of those counted as waste: open
-    and disputed ones of jobs on the team's bill, as the weekly report counts them
-    (apps.reports.selectors.REPORTED_STATUSES); an acknowledged or resolved one, or one of a job an admin
-    excluded from the bill, is shown, not counted."""
-    found = list(
-        Flag.objects.visible_to(request.user)
-        .filter(job__in=jobs, kind__in=WASTE_KINDS)
-        .select_related("job")
-        .order_by("kind", "-created_at")
-    )
+def _team_waste(request: HttpRequest, jobs: JobQuerySet, start: datetime, end: datetime) -> dict:
+    """The waste findings of the team's jobs worth something in the period (apps.waste.selectors.period_waste:
+    each clipped to the period), with their status, and the waste counted: open and disputed findings of jobs on
+    the team's bill, a GPU-hour two of them share counted once, as the weekly report and the audit queue count
+    them; an acknowledged or resolved one, or one of a job an admin excluded from the bill, is shown, not
+    counted."""
+    flags = Flag.objects.visible_to(request.user).filter(job__in=jobs, kind__in=WASTE_KINDS)
+    worth = period_waste(flags=flags, start=start, end=end).per_flag
+    found = list(flags.filter(pk__in=list(worth)).select_related("job").order_by("kind", "-created_at"))
     for f in found:
+        f.worth = worth[f.pk]  # type: ignore[attr-defined]
         f.counted = f.status in REPORTED_STATUSES and not f.job.excluded_from_bill  # type: ignore[attr-defined,union-attr]
     counted = [f for f in found if f.counted]  # type: ignore[attr-defined]
+    total = period_waste(flags=Flag.objects.filter(pk__in=[f.pk for f in counted]), start=start, end=end).total
     return {
         "waste": found,
         "waste_counted": {
             "findings": len(counted),
-            "gpu_hours_blocked": sum(float(f.evidence.get("gpu_hours_blocked") or 0.0) for f in counted),
-            "facility_kwh": sum(float(f.evidence.get("facility_kwh") or 0.0) for f in counted),
-            "co2e_kg": sum(float(f.evidence.get("co2e_kg") or 0.0) for f in counted),
-            "cost": sum((Decimal(str(f.evidence.get("cost") or 0)) for f in counted), Decimal(0)),
+            "gpu_hours_blocked": total.gpu_hours,
+            "facility_kwh": total.facility_kwh,
+            "co2e_kg": total.co2e_kg,
+            "cost": total.cost,
         },
         "waste_not_counted": len(found) - len(counted),
         "reported_statuses": [FlagStatus(s).label for s in REPORTED_STATUSES],
@@ -295,7 +296,7 @@ def gpu(request: HttpRequest, gpu_id: int) -> HttpResponse:
     if not user_sees_all_teams(request.user):
         raise PermissionDenied("The fleet's GPUs are for admins and finance.")
     gpu = get_object_or_404(Gpu.objects.select_related("node__cluster"), pk=gpu_id)
-    start, end = _period(request)
+    start, end = page_period(request)
     hours = list(gpu.hours.filter(hour__gte=start, hour__lt=end).order_by("hour"))
     rows = (
         gpu.job_hours.filter(hour__gte=start, hour__lt=end)
@@ -385,7 +386,7 @@ def job_by_scheduler_id(request: HttpRequest, scheduler: str, scheduler_job_id: 
 def groups(request: HttpRequest) -> HttpResponse:
     """Each job group's runs of the period by how they ended: what the delivered model cost, failures
     included. The API's `/api/job-groups/{id}/outcomes/` per group; a member counts their teams' runs only."""
-    start, end = _period(request)
+    start, end = page_period(request)
     try:
         doc, error = job_group_outcomes(user=request.user, start=start, end=end), ""
     except MixedBasisError as exc:
