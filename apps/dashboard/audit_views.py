@@ -16,12 +16,15 @@ from apps.core.query import bad_query_is_400, filters_checked
 from apps.fleet.models import Cluster, Team
 from apps.jobs.models import Job
 from apps.pipeline import decisions
+from apps.reports.selectors import REPORTED_STATUSES
 from apps.waste import audit
 from apps.waste.filtersets import FlagFilterSet
-from apps.waste.kinds import KIND_CHOICES, STATUS_CHOICES
+from apps.waste.kinds import KIND_CHOICES, STATUS_CHOICES, WASTE_KINDS
 from apps.waste.models import Flag
+from apps.waste.selectors import period_waste
 
 from .selectors import gpu_hour_flag_jobs
+from .views import page_period
 
 QUEUE_LISTED = 500
 
@@ -38,11 +41,27 @@ def queue(request: HttpRequest) -> HttpResponse:
     flags = Flag.objects.select_related("job__team", "cluster", "gpu__node").order_by("created_at", "id")
     filterset = FlagFilterSet(params, queryset=flags)
     filters_checked(filterset)
+    start, end = page_period(request)
     listed = list(filterset.qs[:QUEUE_LISTED])
     jobs_in_hour = gpu_hour_flag_jobs(listed)
+    # The waste the filtered findings count in the period, as the team page and the weekly report count it:
+    # open and disputed findings of jobs on the bill, each clipped to the period, a shared GPU-hour once.
+    counted = filterset.qs.filter(kind__in=WASTE_KINDS, status__in=REPORTED_STATUSES, job__excluded_from_bill=False)
+    waste = period_waste(flags=counted, start=start, end=end)
     for flag in listed:
         flag.hour_jobs = jobs_in_hour.get(flag.pk, [])
+        flag.worth = waste.per_flag.get(flag.pk)
     context = {
+        "start": start.date(),
+        "end": end.date(),
+        "waste_counted": {
+            "findings": len(waste.per_flag),
+            "gpu_hours_blocked": waste.total.gpu_hours,
+            "facility_kwh": waste.total.facility_kwh,
+            "co2e_kg": waste.total.co2e_kg,
+            "cost": waste.total.cost,
+            "currency": ",".join(sorted(set(counted.values_list("job__currency", flat=True).distinct().order_by()))),
+        },
         "filter": filterset,
         "flags": listed,
         "listed": QUEUE_LISTED,

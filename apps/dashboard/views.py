@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 from urllib.parse import urlsplit, urlunsplit
@@ -16,33 +17,35 @@ from django.views.decorators.http import require_safe
 from apps.carbon.models import JobGroup
 from apps.core.access import user_sees_all_teams
 from apps.core.footprint import S_PER_HOUR, Footprint, kwh
+from apps.core.money import round_minor
 from apps.core.query import QueryError, bad_query_is_400, date_param
 from apps.fleet.models import Cluster, Gpu, Team
 from apps.jobs.methods import method_legend
 from apps.jobs.models import Job, JobQuerySet
-from apps.jobs.selectors import low_coverage_jobs
+from apps.jobs.selectors import jobs_in_period_footprints, low_coverage_jobs
 from apps.jobs.states import OUTCOMES
 from apps.reports.selectors import REPORTED_STATUSES
+from apps.rollups import documents
 from apps.rollups.api.serializers import MAX_ROLLUP_DAYS
 from apps.rollups.selectors import (
     MixedBasisError,
-    cluster_rollup_cached,
     failed_run_jobs,
     failed_run_totals,
     job_group_outcomes,
+    job_groups_outcome_costs_minor,
     team_idle,
-    team_rollup_cached,
 )
 from apps.telemetry.models import IngestedHour
 from apps.waste.kinds import GPU_HOUR_KINDS, WASTE_KINDS, FlagStatus
 from apps.waste.models import Flag
+from apps.waste.selectors import period_waste
 
 from .selectors import RECENT, job_hour_gaps, scheduler_sync_status
 
 FAILED_RUNS_LISTED = 20  # the costliest failed runs a page lists; its totals count them all
 
 
-def _period(request: HttpRequest) -> tuple[datetime, datetime]:
+def page_period(request: HttpRequest) -> tuple[datetime, datetime]:
     """?start=YYYY-MM-DD&end=YYYY-MM-DD (end exclusive); by default the last 7 days of ingested data. A day
     the page cannot read, a start not before the end, or more days than a rollup covers: QueryError (400)."""
     start_day, end_day = date_param(request.GET, "start"), date_param(request.GET, "end")
@@ -80,7 +83,7 @@ def _with_split(job: Job) -> Job:
 @bad_query_is_400
 @login_required
 def fleet(request: HttpRequest) -> HttpResponse:
-    start, end = _period(request)
+    start, end = page_period(request)
     threshold = settings.FLEETWATT_COVERAGE_THRESHOLD
     context = {
         "start": start.date(),
@@ -112,10 +115,11 @@ def team(request: HttpRequest, team_id: int) -> HttpResponse:
     """One team over a period: cost, energy and carbon side by side. The charts load the same rollup
     the API serves (`/api/teams/{id}/rollup/`); the tables are the team's jobs, waste and gaps."""
     team = get_object_or_404(Team.objects.visible_to(request.user), pk=team_id)
-    start, end = _period(request)
+    start, end = page_period(request)
     try:
-        # The cached rollup: the page's script asks the API for this same one right after.
-        rollup = team_rollup_cached(team=team, start=start, end=end, granularity="day")
+        # The API's own document (kept rendered): the page's script asks for this same one right after, so the
+        # headline and the charts show the bill as finance tools read it.
+        rollup = _finance_document(documents.Ask("team", team.pk, start, end, "day"), team)
         error = ""
     except MixedBasisError as exc:
         rollup, error = None, str(exc)
@@ -128,13 +132,13 @@ def team(request: HttpRequest, team_id: int) -> HttpResponse:
         "end": end.date(),
         "rollup": rollup,
         "error": error,
-        "totals": _totals(rollup["periods"]) if rollup else {},
-        "top_jobs": [_with_split(job) for job in jobs.order_by("-cost", "id")[:10]],
+        "totals": _billed_totals(rollup["totals"]) if rollup else {},
+        "top_jobs": _with_period([_with_split(job) for job in jobs.order_by("-cost", "id")[:10]], start, end),
         "low_coverage": [
             _with_split(job)
             for job in low_coverage_jobs(user=request.user, start=start, end=end, threshold=threshold, team=team)
         ],
-        **_team_waste(request, jobs),
+        **_team_waste(request, jobs, start, end),
         "idle": team_idle(team=team, start=start, end=end),
         "threshold_pct": round(threshold * 100),
         "sources": sorted(set(jobs.order_by().values_list("intensity_source", flat=True).distinct()) - {""}),
@@ -145,36 +149,58 @@ def team(request: HttpRequest, team_id: int) -> HttpResponse:
     return render(request, "dashboard/team.html", context)
 
 
-def _team_waste(request: HttpRequest, jobs: JobQuerySet) -> dict:
-    """Every waste finding of the team's jobs with its status, and the sums of those counted as waste: open
-    and disputed ones of jobs on the team's bill, as the weekly report counts them
-    (apps.reports.selectors.REPORTED_STATUSES); an acknowledged or resolved one, or one of a job an admin
-    excluded from the bill, is shown, not counted."""
-    found = list(
-        Flag.objects.visible_to(request.user)
-        .filter(job__in=jobs, kind__in=WASTE_KINDS)
-        .select_related("job")
-        .order_by("kind", "-created_at")
-    )
+def _with_period(jobs: list[Job], start: datetime, end: datetime) -> list[Job]:
+    """Each job's part inside the period (`period`: its GPU-hours, energy, CO2e and cost there), beside its whole
+    run's, in one aggregate query for the list."""
+    parts = jobs_in_period_footprints(job_ids=[j.pk for j in jobs], start=start, end=end)
+    for job in jobs:
+        job.period = parts.get(job.pk, Footprint())  # type: ignore[attr-defined]
+    return jobs
+
+
+def _team_waste(request: HttpRequest, jobs: JobQuerySet, start: datetime, end: datetime) -> dict:
+    """The waste findings of the team's jobs worth something in the period (apps.waste.selectors.period_waste:
+    each clipped to the period), with their status, and the waste counted: open and disputed findings of jobs on
+    the team's bill, a GPU-hour two of them share counted once, as the weekly report and the audit queue count
+    them; an acknowledged or resolved one, or one of a job an admin excluded from the bill, is shown, not
+    counted."""
+    flags = Flag.objects.visible_to(request.user).filter(job__in=jobs, kind__in=WASTE_KINDS)
+    worth = period_waste(flags=flags, start=start, end=end).per_flag
+    found = list(flags.filter(pk__in=list(worth)).select_related("job").order_by("kind", "-created_at"))
     for f in found:
+        f.worth = worth[f.pk]  # type: ignore[attr-defined]
         f.counted = f.status in REPORTED_STATUSES and not f.job.excluded_from_bill  # type: ignore[attr-defined,union-attr]
     counted = [f for f in found if f.counted]  # type: ignore[attr-defined]
+    total = period_waste(flags=Flag.objects.filter(pk__in=[f.pk for f in counted]), start=start, end=end).total
     return {
         "waste": found,
         "waste_counted": {
             "findings": len(counted),
-            "gpu_hours_blocked": sum(float(f.evidence.get("gpu_hours_blocked") or 0.0) for f in counted),
-            "facility_kwh": sum(float(f.evidence.get("facility_kwh") or 0.0) for f in counted),
-            "co2e_kg": sum(float(f.evidence.get("co2e_kg") or 0.0) for f in counted),
-            "cost": sum((Decimal(str(f.evidence.get("cost") or 0)) for f in counted), Decimal(0)),
+            "gpu_hours_blocked": total.gpu_hours,
+            "facility_kwh": total.facility_kwh,
+            "co2e_kg": total.co2e_kg,
+            "cost": total.cost,
         },
         "waste_not_counted": len(found) - len(counted),
         "reported_statuses": [FlagStatus(s).label for s in REPORTED_STATUSES],
     }
 
 
-def _totals(periods: list[dict]) -> dict:
-    return Footprint.total(Footprint.from_sums(p) for p in periods).as_dict()
+def _finance_document(ask: documents.Ask, subject: Team | Cluster) -> dict:
+    """The rollup as the API answers it (costs in minor units: the bill), from the document it keeps."""
+    value, _generation = documents.kept(ask, subject)
+    return json.loads(value)
+
+
+def _billed_totals(totals: dict) -> dict:
+    """A finance document's totals as the page shows them: `cost` the bill (the sum of the jobs' rounded costs),
+    `cost_exact` the unrounded sum beside it, and CO2e added up."""
+    return {
+        **totals,
+        "cost": Decimal(totals["cost"]),
+        "cost_exact": Decimal(totals["cost_exact"]),
+        "co2e_kg": totals["operational_kg"] + totals["embodied_kg"],
+    }
 
 
 def _failed_runs(request: HttpRequest, start: datetime, end: datetime, team: Team | None = None) -> dict:
@@ -241,7 +267,7 @@ def _clusters_overview(start: datetime, end: datetime) -> dict:
     clusters = []
     for cluster in Cluster.objects.select_related("site").order_by("name"):
         try:
-            doc = cluster_rollup_cached(cluster=cluster, start=start, end=end, granularity="month")
+            doc = _finance_document(documents.Ask("cluster", cluster.pk, start, end, "month"), cluster)
         except MixedBasisError:
             continue
         used = sum(p["gpu_hours"] for p in doc["periods"])
@@ -253,7 +279,8 @@ def _clusters_overview(start: datetime, end: datetime) -> dict:
                 "gpu_hours_idle": idle,
                 "utilisation": used / (used + idle) if used + idle else None,
                 "idle_energy_kwh": kwh(sum((p["idle"] or {}).get("energy_j", 0.0) for p in doc["periods"])),
-                "idle_cost": sum(((p["idle"] or {}).get("cost", Decimal(0)) for p in doc["periods"]), Decimal(0)),
+                # Each period's idle line rounded, added up (the API's `totals.idle.cost`).
+                "idle_cost": Decimal((doc["totals"]["idle"] or {}).get("cost", "0")),
                 "embodied_per_useful_gpu_hour": doc["embodied_kg_per_useful_gpu_hour"],
                 "currency": doc["currency"],
             }
@@ -269,7 +296,7 @@ def gpu(request: HttpRequest, gpu_id: int) -> HttpResponse:
     if not user_sees_all_teams(request.user):
         raise PermissionDenied("The fleet's GPUs are for admins and finance.")
     gpu = get_object_or_404(Gpu.objects.select_related("node__cluster"), pk=gpu_id)
-    start, end = _period(request)
+    start, end = page_period(request)
     hours = list(gpu.hours.filter(hour__gte=start, hour__lt=end).order_by("hour"))
     rows = (
         gpu.job_hours.filter(hour__gte=start, hour__lt=end)
@@ -359,12 +386,13 @@ def job_by_scheduler_id(request: HttpRequest, scheduler: str, scheduler_job_id: 
 def groups(request: HttpRequest) -> HttpResponse:
     """Each job group's runs of the period by how they ended: what the delivered model cost, failures
     included. The API's `/api/job-groups/{id}/outcomes/` per group; a member counts their teams' runs only."""
-    start, end = _period(request)
+    start, end = page_period(request)
     try:
         doc, error = job_group_outcomes(user=request.user, start=start, end=end), ""
     except MixedBasisError as exc:
         doc, error = {"groups": [], "currency": ""}, str(exc)
     shown = [g for g in doc["groups"] if g["total"]["jobs"]]
+    _outcomes_billed(request, start, end, shown, currency=doc["currency"])
     context = {
         "start": start.date(),
         "end": end.date(),
@@ -378,6 +406,27 @@ def groups(request: HttpRequest) -> HttpResponse:
         "chart": _outcomes_chart(shown, currency=doc["currency"]),
     }
     return render(request, "dashboard/groups.html", context)
+
+
+def _outcomes_billed(
+    request: HttpRequest, start: datetime, end: datetime, groups: list[dict], *, currency: str
+) -> None:
+    """Each outcome's cost as the API's `/api/job-groups/{id}/outcomes/` books it (the sum of its runs' rounded
+    costs; the total the sum of the outcomes'), the exact one kept as `cost_exact`."""
+    billed = job_groups_outcome_costs_minor(
+        user=request.user, start=start, end=end, groups=[g["id"] for g in groups], currency=currency
+    )
+    zero = round_minor(Decimal(0), currency)
+    for g in groups:
+        for o in g["outcomes"]:
+            o["cost_exact"], o["cost"] = o["cost"], billed.get((g["id"], o["outcome"]), zero)
+        g["total"]["cost_exact"] = g["total"]["cost"]
+        g["total"]["cost"] = sum((o["cost"] for o in g["outcomes"]), zero)
+        g["failed_cost_share"] = (
+            float(next(o["cost"] for o in g["outcomes"] if o["outcome"] == "failed") / g["total"]["cost"])
+            if g["total"]["cost"]
+            else None
+        )
 
 
 def _outcomes_chart(groups: list[dict], *, currency: str) -> dict:

@@ -5,17 +5,18 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
+from decimal import Decimal
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.contrib.postgres.aggregates import BoolOr
-from django.db.models import Max, Min
+from django.db.models import Max, Min, Sum
 
 from apps.core.aggregates import exact_sum, footprint_sums
 from apps.core.footprint import Footprint
 from apps.fleet.models import Team
 
-from .models import Job, JobGpuHour, JobGpuHourEnergy, Source
+from .models import ExpiredJobDay, Job, JobGpuHour, JobGpuHourEnergy, Source
 from .summary import JobGpuTotals
 
 User = AbstractBaseUser | AnonymousUser
@@ -114,3 +115,27 @@ def scheduler_hours(*, job_ids: Iterable[int]) -> tuple[datetime, datetime] | No
     end = max(ends)
     end_hour = end.replace(minute=0, second=0, microsecond=0)
     return start, end_hour if end_hour == end else end_hour + HOUR
+
+
+def jobs_in_period_footprints(
+    *, job_ids: Iterable[int], start: datetime | None, end: datetime | None
+) -> dict[int, Footprint]:
+    """Each job's part inside [start, end) (an open side where None): its job-GPU-hours there summed in one
+    aggregate query, with the cost of its days past retention wholly inside the range (ExpiredJobDay: their hour
+    rows are gone, their cost is kept) added in a second. A job with nothing in the range is absent."""
+    ids = sorted(set(job_ids))
+    if not ids:
+        return {}
+    rows = JobGpuHour.objects.filter(job_id__in=ids)
+    expired = ExpiredJobDay.objects.filter(job_id__in=ids)
+    if start is not None:
+        rows = rows.filter(hour__gte=start)
+        first = start.astimezone(UTC)
+        expired = expired.filter(day__gte=first.date() if first.time() == time(0) else first.date() + timedelta(1))
+    if end is not None:
+        rows = rows.filter(hour__lt=end)
+        expired = expired.filter(day__lt=end.astimezone(UTC).date())
+    out = {r["job_id"]: Footprint.from_sums(r) for r in rows.values("job_id").annotate(**footprint_sums()).order_by()}
+    for job_id, cost in expired.values("job_id").annotate(c=Sum("cost")).values_list("job_id", "c").order_by():
+        out[job_id] = out.get(job_id, Footprint()) + Footprint(cost=cost or Decimal(0))
+    return out

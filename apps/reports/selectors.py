@@ -7,7 +7,6 @@ and the archive by `report_document`."""
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from datetime import date, datetime, timedelta
@@ -22,13 +21,13 @@ from django.db.models.functions import TruncDay
 from django.urls import NoReverseMatch, reverse
 
 from apps.carbon.models import IntensityHour, Site
-from apps.core.aggregates import footprint_sums
 from apps.core.footprint import Footprint
 from apps.fleet.models import Cluster, Team
 from apps.jobs.models import Job, JobGpuHour
 from apps.rollups.selectors import MixedBasisError, cluster_rollup, team_job_costs_minor, team_rollup
 from apps.waste import kinds as waste_kinds
 from apps.waste.models import Flag
+from apps.waste.selectors import period_waste
 
 from .models import WeeklyReport
 from .schedule import day_windows, week_label, week_window, zone
@@ -205,69 +204,31 @@ class _Waste:
 
 
 def _waste(team: Team, start: datetime, end: datetime, tz: ZoneInfo) -> _Waste:
-    """The week's share of each finding: the flagged job's rows in the week on the GPUs the finding names
-    (its evidence's `gpus`; all the job's GPUs where it names none), in the units of the rollup."""
+    """The week's waste of the team's jobs on its bill (apps.waste.selectors.period_waste, as the team page and
+    the audit queue count it): each finding clipped to the week, a GPU-hour two findings share counted once."""
     kinds = [k for k, _ in WASTE_KINDS] + [Flag.Kind.LOW_COVERAGE]
-    flags = list(
-        Flag.objects.filter(
-            kind__in=kinds,
-            status__in=REPORTED_STATUSES,
-            job__team=team,
-            job__excluded_from_bill=False,
-            job_id__in=_team_rows(team, start, end).values("job_id"),
-        )
-        .order_by("job_id", "kind")
-        .values_list("job_id", "kind", "evidence")
+    flags = Flag.objects.filter(
+        kind__in=kinds, status__in=REPORTED_STATUSES, job__team=team, job__excluded_from_bill=False
     )
-    gpus: dict[tuple[int, str], set[str] | None] = {}
-    for job_id, kind, evidence in flags:
-        named = (evidence or {}).get("gpus")
-        gpus[(job_id, kind)] = set(named) if named else None
-    rows = list(
-        _team_rows(team, start, end)
-        .filter(job_id__in={job_id for job_id, _ in gpus})
-        .annotate(day=TruncDay("hour", tzinfo=tz))
-        .values("job_id", "gpu__uuid", "day")
-        .annotate(**footprint_sums())
-        .order_by("job_id", "gpu__uuid", "day")
-    )
-    by_kind: dict[str, Footprint] = defaultdict(Footprint)
-    jobs_of_kind: dict[str, set[int]] = defaultdict(set)
-    counted = {k for k, _ in WASTE_KINDS}
-    wasted: dict[tuple[int, str, date], Footprint] = {}  # union over kinds: a GPU-hour is wasted once
-    kinds_of_job: dict[int, set[str]] = defaultdict(set)
-    for r in rows:
-        t = Footprint.from_sums(r)
-        for (job_id, kind), named in gpus.items():
-            if job_id != r["job_id"] or (named is not None and r["gpu__uuid"] not in named):
-                continue
-            by_kind[kind] = by_kind[kind] + t
-            jobs_of_kind[kind].add(job_id)
-            if kind in counted:
-                wasted[(job_id, r["gpu__uuid"], r["day"].date())] = t
-                kinds_of_job[job_id].add(kind)
-    per_job: dict[int, tuple[set[str], Footprint]] = {}
-    per_day: dict[date, float] = defaultdict(float)
-    total = Footprint()
-    for (job_id, _gpu, day), t in wasted.items():
-        total = total + t
-        per_day[day] += t.gpu_hours
-        kinds_seen, job_total = per_job.get(job_id, (kinds_of_job[job_id], Footprint()))
-        per_job[job_id] = (kinds_seen, job_total + t)
-    lines = [WasteLine(kind=k, label=label, jobs=len(jobs_of_kind[k]), totals=by_kind[k]) for k, label in WASTE_KINDS]
-    low_ids = jobs_of_kind[Flag.Kind.LOW_COVERAGE]
+    found = period_waste(flags=flags, start=start, end=end, tz=tz)
+    per_job = {job_id: (found.kinds_of_job[job_id], total) for job_id, total in found.per_job.items()}
+    lines = [
+        WasteLine(kind=k, label=label, jobs=len(found.jobs_of_kind[k]), totals=found.per_kind[k])
+        for k, label in WASTE_KINDS
+    ]
+    low_ids = found.jobs_of_kind[Flag.Kind.LOW_COVERAGE]
     coverages = list(Job.objects.filter(pk__in=low_ids).values_list("coverage", flat=True))
     lines.append(
         WasteLine(
             kind=Flag.Kind.LOW_COVERAGE,
             label=LOW_COVERAGE_LABEL,
             jobs=len(low_ids),
-            totals=by_kind[Flag.Kind.LOW_COVERAGE],
+            totals=found.per_kind[Flag.Kind.LOW_COVERAGE],
             counted=False,
             mean_coverage=(sum(coverages) / len(coverages)) if coverages else None,
         )
     )
-    return _Waste(lines=lines, total=total, per_job=per_job, per_day_gpu_hours=dict(per_day))
+    return _Waste(lines=lines, total=found.total, per_job=per_job, per_day_gpu_hours=found.per_day_gpu_hours)
 
 
 def _worst_jobs(per_job: dict[int, tuple[set[str], Footprint]], limit: int = 5) -> list[WorstJob]:
@@ -397,7 +358,7 @@ def fleet_summary_build(*, week_start: date) -> FleetSummary:
             continue
         lines.append(
             FleetTeamLine(
-                team_id=team.pk, team_name=team.name, team_label=str(team), week=_totals(rollup["periods"]),
+                team_id=team.pk, team_name=team.name, team_label=str(team), week=_billed(team, start, end, rollup),
                 waste_total=_waste(team, start, end, tz).total, currency=rollup["currency"],
                 intensity_basis=rollup["intensity_basis"],
             )

@@ -168,15 +168,30 @@ def _whole_days(start: datetime, end: datetime) -> tuple[date, date] | None:
 
 
 def team_rollup(*, team: Team, start: datetime, end: datetime, granularity: str) -> dict[str, Any]:
-    """The team's jobs per period, from its daily sums (jobs an admin excluded are not on its bill);
-    with FLEETWATT_IDLE_SHARED_TO_TEAMS, also its share of each cluster's idle line, in proportion to
-    its GPU-hours there. Periods are whole UTC days: `start` and `end` are taken to their day."""
-    days = TeamDay.objects.filter(team=team, day__gte=start.date(), day__lt=day_after(end))
-    basis, zones, currency = _bases(Cluster.objects.filter(pk__in=days.values("cluster")))
-    periods = _day_periods(days, granularity)
+    """The team's jobs per period (jobs an admin excluded are not on its bill): whole UTC days from its daily
+    sums, any other range (a week in a site's time zone) from its rows in [start, end) exactly, as the
+    cluster's and the job group's; with FLEETWATT_IDLE_SHARED_TO_TEAMS, also its share of each cluster's idle
+    line, in proportion to its GPU-hours there."""
+    start, end = start.astimezone(UTC), end.astimezone(UTC)
+    if _whole_days(start, end) is not None:
+        days = TeamDay.objects.filter(team=team, day__gte=start.date(), day__lt=day_after(end))
+        basis, zones, currency = _bases(Cluster.objects.filter(pk__in=days.values("cluster")))
+        periods = _day_periods(days, granularity)
+    else:
+        trunc = TRUNC[granularity]
+        rows = JobGpuHour.objects.filter(_team_billed(team), hour__gte=start, hour__lt=end)
+        basis, zones, currency = _bases(Cluster.objects.filter(pk__in=rows.values("gpu__node__cluster")))
+        periods = _sum_rows(rows, trunc)
+        energy = JobGpuHourEnergy.objects.filter(_team_billed(team), hour__gte=start, hour__lt=end)
+        _methods(energy, trunc, periods)
     if settings.FLEETWATT_IDLE_SHARED_TO_TEAMS:
         _share_idle(team=team, start=start, end=end, trunc=TRUNC[granularity], periods=periods)
     return _document(periods, basis=basis, zones=zones, currency=currency, granularity=granularity)
+
+
+def _team_billed(team: Team) -> Q:
+    """A filter of job rows (JobGpuHour, JobGpuHourEnergy, ExpiredJobDay) to those on the team's bill."""
+    return Q(job__team=team, job__excluded_from_bill=False)
 
 
 def day_after(end: datetime) -> date:
@@ -426,15 +441,16 @@ def _expired_days(jobs: Q, start: datetime, end: datetime) -> QuerySet[ExpiredJo
 def team_job_costs_minor(
     *, team: Team, start: datetime, end: datetime, granularity: str, currency: str
 ) -> dict[str, Decimal]:
-    """team_rollup's job cost per period in minor units (whole UTC days, jobs excluded from the bill left out,
-    as its daily sums: `start` taken to its own day, like team_rollup's)."""
-    first = datetime.combine(start.date(), time(0), tzinfo=UTC)
-    after = datetime.combine(day_after(end), time(0), tzinfo=UTC)
-    billed = Q(job__team=team, job__excluded_from_bill=False)
+    """team_rollup's job cost per period in minor units (jobs excluded from the bill left out): whole UTC days
+    from its daily sums, any other range from its rows in [start, end), as team_rollup."""
+    start, end = start.astimezone(UTC), end.astimezone(UTC)
+    billed = _team_billed(team)
+    days = None
+    if _whole_days(start, end) is not None:
+        days = TeamDay.objects.filter(team=team, day__gte=start.date(), day__lt=day_after(end))
     return _costs_minor(
-        TeamDay.objects.filter(team=team, day__gte=first.date(), day__lt=after.date()),
-        Job.objects.filter(team=team, excluded_from_bill=False),
-        rows=billed, expired=billed, start=first, end=after, granularity=granularity, currency=currency,
+        days, Job.objects.filter(team=team, excluded_from_bill=False),
+        rows=billed, expired=billed, start=start, end=end, granularity=granularity, currency=currency,
     )  # fmt: skip
 
 
@@ -683,12 +699,22 @@ def job_group_outcome_costs_minor(
 ) -> dict[str, Decimal]:
     """job_group_outcomes' cost per outcome of one group in minor units: the sum of its runs' costs in the
     period (of the jobs the user may see), each rounded half-even, in one query."""
+    costs = job_groups_outcome_costs_minor(user=user, start=start, end=end, groups=[group.pk], currency=currency)
+    return {outcome: cost for (_, outcome), cost in costs.items()}
+
+
+def job_groups_outcome_costs_minor(
+    *, user: User, start: datetime, end: datetime, groups: list[int], currency: str
+) -> dict[tuple[int, str], Decimal]:
+    """job_group_outcome_costs_minor of several groups (their ids) at once, per (group id, outcome), in one query."""
     rows = team_scoped(
-        JobGpuHour.objects.filter(hour__gte=start, hour__lt=end, job__job_group=group), user, team_path="job__team"
-    )
-    out: dict[str, Decimal] = defaultdict(Decimal)
-    for r in rows.annotate(outcome=_outcome_case()).values("job_id", "outcome").annotate(c=Sum("cost")).order_by():
-        out[r["outcome"]] += round_minor(r["c"] or Decimal(0), currency)
+        JobGpuHour.objects.filter(hour__gte=start, hour__lt=end, job__job_group__in=groups), user,
+        team_path="job__team",
+    )  # fmt: skip
+    out: dict[tuple[int, str], Decimal] = defaultdict(Decimal)
+    per_job = rows.annotate(outcome=_outcome_case()).values("job__job_group", "job_id", "outcome")
+    for r in per_job.annotate(c=Sum("cost")).order_by():
+        out[(r["job__job_group"], r["outcome"])] += round_minor(r["c"] or Decimal(0), currency)
     return dict(out)
 
 
@@ -753,10 +779,14 @@ JOB_FOOTPRINT_COLUMNS = ("energy_j", "gpu_hours", "facility_kwh", "operational_k
 
 def failed_run_totals(*, user: User, start: datetime, end: datetime, team: Team | None = None) -> list[dict[str, Any]]:
     """The failed runs of `failed_run_jobs` summed per team (and currency), in one aggregate query: runs,
-    GPU-hours, GPU and facility energy, CO2e and cost."""
+    GPU-hours, GPU and facility energy, CO2e; and cost, the sum of the runs' rounded costs (as /api/jobs/ shows
+    each), from their costs read in a second query."""
+    failed = failed_run_jobs(user=user, start=start, end=end, team=team)
+    billed: dict[tuple[int, str], Decimal] = defaultdict(Decimal)
+    for team_id, currency, cost in failed.values_list("team_id", "currency", "cost").order_by():
+        billed[(team_id, currency)] += round_minor(cost, currency)
     rows = (
-        failed_run_jobs(user=user, start=start, end=end, team=team)
-        .values("team_id", "team__name", "currency")
+        failed.values("team_id", "team__name", "currency")
         .annotate(
             runs=Count("id"),
             **footprint_sums(columns=JOB_FOOTPRINT_COLUMNS),
@@ -769,6 +799,6 @@ def failed_run_totals(*, user: User, start: datetime, end: datetime, team: Team 
         out.append(
             {"team_id": r["team_id"], "team": r["team__name"], "currency": r["currency"], "runs": r["runs"]}
             | _figures(fp)
-            | {"energy_kwh": fp.gpu_kwh, "co2e_kg": fp.co2e_kg}
+            | {"energy_kwh": fp.gpu_kwh, "co2e_kg": fp.co2e_kg, "cost": billed[(r["team_id"], r["currency"])]}
         )
     return out

@@ -11,6 +11,7 @@ from django.db.models import Sum
 from rest_framework.test import APIClient
 
 from apps.core.footprint import Footprint
+from apps.core.money import round_minor
 from apps.jobs.models import JobGpuHour
 from apps.jobs.states import OUTCOMES
 from apps.rollups.selectors import failed_run_jobs, failed_run_totals, job_group_outcomes, job_group_rollup
@@ -93,7 +94,8 @@ def test_failed_runs_are_the_failed_run_findings_costliest_first(world: Outcomes
     totals = {t["team"]: t for t in failed_run_totals(user=world.admin, start=START, end=END)}
     assert totals["vision"]["runs"] == 3 and totals["nlp"]["runs"] == 1
     vision_runs = [j for j in runs if j.team_id == world.vision.pk]
-    assert totals["vision"]["cost"] == sum((j.cost for j in vision_runs), Decimal(0))
+    # (each run's cost rounded to the cent, as /api/jobs/ shows it, then added up: the bill's rule)
+    assert totals["vision"]["cost"] == sum((round_minor(j.cost, j.currency) for j in vision_runs), Decimal(0))
     assert totals["vision"]["facility_kwh"] == pytest.approx(sum(j.facility_kwh for j in vision_runs))
     # a member sees their team's only
     assert [t["team"] for t in failed_run_totals(user=world.member, start=START, end=END)] == ["vision"]

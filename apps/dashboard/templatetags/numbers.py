@@ -8,11 +8,13 @@ money to the cent, quantities to a fixed number of decimals.
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from django import template
 
 from apps.core.access import user_sees_all_teams
+from apps.core.money import money_text
 from apps.reports import formatting
 
 register = template.Library()
@@ -42,3 +44,12 @@ def joules(value: Any) -> str:
 def sees_all_teams(user: Any) -> bool:
     """Admins and finance (apps.core.access): the fleet's GPU pages and API tokens are theirs."""
     return bool(getattr(user, "is_authenticated", False)) and user_sees_all_teams(user)
+
+
+@register.filter
+def billed(value: Any, currency: str = "") -> str:
+    """An amount as it is booked: rounded half-even to the currency's minor unit (apps.core.money), so a job's
+    cost reads as in /api/jobs/ and the figures that add it up; '' for no value."""
+    if value is None or value == "":
+        return ""
+    return money_text(Decimal(str(value)), currency or "")

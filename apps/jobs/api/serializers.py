@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
@@ -9,13 +10,20 @@ from rest_framework import serializers
 
 from apps.carbon.arithmetic import sci_kg
 from apps.carbon.models import JobGroup
-from apps.core.footprint import kwh
+from apps.core.footprint import Footprint, kwh
 from apps.core.money import money_text
 from apps.core.serializers import PlannedRepresentationMixin
 from apps.fleet.models import Cluster, Team
 from apps.jobs.methods import METHODS
 from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy
 from apps.jobs.states import STATE_CHOICES, exit_text, state_help
+
+PERIOD_FIELDS = (
+    "period_gpu_hours", "period_energy_kwh", "period_facility_kwh", "period_co2e_kg", "period_cost",
+    "period_cost_exact",
+)  # fmt: skip
+EMPTY = Footprint(operational_kg=0.0)
+MILLIONTH = Decimal("0.000001")
 
 
 class JobSerializer(PlannedRepresentationMixin, serializers.ModelSerializer):
@@ -95,6 +103,23 @@ class JobSerializer(PlannedRepresentationMixin, serializers.ModelSerializer):
         allow_null=True, help_text="GPUs its scheduler gave it (count); null: no scheduler record."
     )
 
+    excluded_from_bill = serializers.BooleanField(
+        help_text="An admin took it off its team's bill: its cost is in no rollup, FOCUS file or report."
+    )
+    # The part inside the period asked for (`?start=` and/or `?end=`), beside the whole run's figures above; null
+    # where no period is asked for. A team's `period_cost` added up over its jobs on the bill is its rollup's cost.
+    period_gpu_hours = serializers.SerializerMethodField(help_text="GPU-hours occupied inside the period (h).")
+    period_energy_kwh = serializers.SerializerMethodField(help_text="GPU energy inside the period (kWh).")
+    period_facility_kwh = serializers.SerializerMethodField(help_text="Facility energy inside the period (kWh).")
+    period_co2e_kg = serializers.SerializerMethodField(
+        help_text="Operational + embodied CO2e inside the period (kg); operational 0 where no zone."
+    )
+    period_cost = serializers.SerializerMethodField(
+        help_text="Cost inside the period, rounded half-even to the currency's minor unit: the team's bill for the "
+        "period is the sum of these over its jobs on the bill (docs/api.md)."
+    )
+    period_cost_exact = serializers.SerializerMethodField(help_text="Cost inside the period, unrounded (6 places).")
+
     class Meta:
         model = Job
         fields = [
@@ -106,7 +131,8 @@ class JobSerializer(PlannedRepresentationMixin, serializers.ModelSerializer):
             "shift_saving_kg", "flags", "state", "exit_code", "signal", "partition", "qos", "display_id",
             "gpus_requested", "gpus_allocated",
             # Added later, last: a CSV read by column position reads what it read before.
-            "exit_text", "tdp_estimate_j", "energy_low_j", "energy_high_j",
+            "exit_text", "tdp_estimate_j", "energy_low_j", "energy_high_j", "excluded_from_bill", "period_gpu_hours",
+            "period_energy_kwh", "period_facility_kwh", "period_co2e_kg", "period_cost", "period_cost_exact",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -117,7 +143,46 @@ class JobSerializer(PlannedRepresentationMixin, serializers.ModelSerializer):
         "sci_kg": ("operational_kg", "embodied_kg", "work_units"),
         "functional_unit": ("work_unit", "work_units"),
         "exit_text": ("state", "exit_code", "signal"),
+        **{name: ("id", "currency") for name in PERIOD_FIELDS},
     }
+
+    def _in_period(self, job: Job) -> Footprint | None:
+        """The job's part inside the period (the view's one query per page: context `in_period`, a job with
+        nothing there an empty footprint); None where no period was asked for."""
+        figures: dict[int, Footprint] | None = self.context.get("in_period")
+        if figures is None:
+            return None
+        return figures.get(job.id, EMPTY)
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_period_gpu_hours(self, job: Job) -> float | None:
+        part = self._in_period(job)
+        return None if part is None else part.gpu_hours
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_period_energy_kwh(self, job: Job) -> float | None:
+        part = self._in_period(job)
+        return None if part is None else part.gpu_kwh
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_period_facility_kwh(self, job: Job) -> float | None:
+        part = self._in_period(job)
+        return None if part is None else part.facility_kwh
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_period_co2e_kg(self, job: Job) -> float | None:
+        part = self._in_period(job)
+        return None if part is None else part.co2e_kg
+
+    @extend_schema_field(serializers.DecimalField(max_digits=16, decimal_places=3, allow_null=True))
+    def get_period_cost(self, job: Job) -> str | None:
+        part = self._in_period(job)
+        return None if part is None else money_text(part.cost, job.currency)
+
+    @extend_schema_field(serializers.DecimalField(max_digits=16, decimal_places=6, allow_null=True))
+    def get_period_cost_exact(self, job: Job) -> str | None:
+        part = self._in_period(job)
+        return None if part is None else str(Decimal(part.cost).quantize(MILLIONTH))
 
     @extend_schema_field(serializers.FloatField())
     def get_energy_kwh(self, job: Job) -> float:

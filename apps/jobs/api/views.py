@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
 from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import extend_schema
@@ -8,13 +12,15 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from apps.core.footprint import Footprint
 from apps.core.page_cache import CachedListMixin
 from apps.core.pagination import JobCursorPagination
 from apps.core.query_params import StrictQueryParamsMixin
 from apps.core.renderers import csv_stream
-from apps.jobs.filtersets import JobFilterSet
+from apps.jobs.filtersets import JobFilterSet, UtcDateTimeField
 from apps.jobs.methods import METHODS
 from apps.jobs.models import Job
+from apps.jobs.selectors import jobs_in_period_footprints
 from apps.jobs.services import job_work_record
 
 from .serializers import JobDetailSerializer, JobSerializer, WorkSerializer
@@ -35,6 +41,31 @@ class JobViewSet(CachedListMixin, StrictQueryParamsMixin, viewsets.ReadOnlyModel
 
     def get_serializer_class(self) -> type[JobSerializer]:
         return JobDetailSerializer if self.action == "retrieve" else JobSerializer
+
+    def _period(self) -> tuple[datetime | None, datetime | None] | None:
+        """The period the list was asked for (`?start=`, `?end=`, checked by the filterset before this is read),
+        or None: the in-period figures are computed only where one is asked for."""
+        start, end = (self.request.query_params.get(k) for k in ("start", "end"))
+        if not start and not end:
+            return None
+        field = UtcDateTimeField(required=False)
+        return field.clean(start or None), field.clean(end or None)
+
+    def _in_period(self, rows: list[Any]) -> dict[int, Footprint] | None:
+        period = self._period()
+        if period is None:
+            return None
+        return jobs_in_period_footprints(job_ids=[r["id"] for r in rows], start=period[0], end=period[1])
+
+    def paginate_queryset(self, queryset: QuerySet[Job]) -> list | None:  # type: ignore[override]
+        """The page, and its jobs' parts inside the period in one aggregate query (for the serializer)."""
+        page = super().paginate_queryset(queryset)
+        if page is not None and self.action == "list":
+            self._page_in_period = self._in_period(page)
+        return page
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        return {**super().get_serializer_context(), "in_period": getattr(self, "_page_in_period", None)}
 
     @extend_schema(request=WorkSerializer, responses=JobSerializer)
     @action(detail=True, methods=["post"])
@@ -63,7 +94,26 @@ class JobViewSet(CachedListMixin, StrictQueryParamsMixin, viewsets.ReadOnlyModel
         columns = [f for f in JobSerializer.Meta.fields if f != "attribution_j"] + [
             f"attribution_j.{m}" for m in METHODS
         ]
-        rows = (JobSerializer(job).data for job in jobs.iterator(chunk_size=1000))
+        rows = (
+            JobSerializer(job, context={"in_period": in_period}).data
+            for chunk in _chunks(jobs.iterator(chunk_size=CSV_CHUNK), CSV_CHUNK)
+            for in_period in [self._in_period(chunk)]
+            for job in chunk
+        )
         response = StreamingHttpResponse(csv_stream(rows, columns), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = 'attachment; filename="fleetwatt-jobs.csv"'
         return response
+
+
+CSV_CHUNK = 1000  # jobs per read of the streamed CSV, and per query of their parts inside the period
+
+
+def _chunks(rows: Iterator[Any], size: int) -> Iterator[list[Any]]:
+    chunk: list[Any] = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk

@@ -1,0 +1,104 @@
+"""What waste findings are worth inside a period, counted once (docs/arithmetic.md, "Waste in a period").
+
+A finding names a job and, in its evidence's `gpus`, the GPUs it is about (all the job's GPUs where it names
+none: a failed run, or an allocation whose only idle GPUs are ones it never ran on). Its worth in [start, end)
+is the job's rows in that range on those GPUs: clipped to the period, never the whole run's evidence. Waste
+totals add up the union of those rows: a GPU-hour that two findings of one job share (a failed run that was
+also an idle allocation) is counted once; each kind's line counts its own findings' rows. A finding with no
+row in the period is worth nothing there and is not listed.
+
+The team page, the weekly report and the audit queue all read their waste here."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from django.db.models import QuerySet
+from django.db.models.functions import TruncDay
+
+from apps.core.aggregates import footprint_sums
+from apps.core.footprint import Footprint
+from apps.jobs.models import JobGpuHour
+
+from .kinds import WASTE_KINDS
+from .models import Flag
+
+UTC_ZONE = ZoneInfo("UTC")
+
+
+@dataclass
+class PeriodWaste:
+    """Findings' worth inside one period: each finding's, each kind's, and their union (`total`, counted once);
+    per job (the union of its findings) and per local day (GPU-hours, for the weekly report's bars)."""
+
+    per_flag: dict[int, Footprint] = field(default_factory=dict)
+    per_kind: dict[str, Footprint] = field(default_factory=lambda: defaultdict(Footprint))
+    jobs_of_kind: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
+    total: Footprint = field(default_factory=Footprint)
+    per_job: dict[int, Footprint] = field(default_factory=dict)
+    kinds_of_job: dict[int, set[str]] = field(default_factory=lambda: defaultdict(set))
+    per_day_gpu_hours: dict[date, float] = field(default_factory=dict)
+
+
+def flag_gpus(evidence: dict | None) -> set[str] | None:
+    """The GPUs a finding is about (its evidence's `gpus`); None: all the job's GPUs."""
+    named = (evidence or {}).get("gpus")
+    return set(named) if named else None
+
+
+def period_waste(
+    *,
+    flags: QuerySet[Flag],
+    start: datetime,
+    end: datetime,
+    tz: ZoneInfo = UTC_ZONE,
+    counted: frozenset[str] | None = None,
+) -> PeriodWaste:
+    """The findings' (`flags`: on jobs) worth in [start, end), from their jobs' rows in one aggregate query;
+    `counted`: the kinds whose rows make the total (default: the waste kinds; others get their own figures and
+    lines only, such as low coverage in the weekly report). Days are local days in `tz`."""
+    counted_kinds = frozenset(WASTE_KINDS) if counted is None else counted
+    found = list(flags.filter(job__isnull=False).order_by("job_id", "kind", "id").values_list("id", "job_id", "kind",
+                                                                                             "evidence"))  # fmt: skip
+    out = PeriodWaste()
+    if not found:
+        return out
+    rows = list(
+        JobGpuHour.objects.filter(job_id__in={job_id for _, job_id, _, _ in found}, hour__gte=start, hour__lt=end)
+        .annotate(day=TruncDay("hour", tzinfo=tz))
+        .values("job_id", "gpu__uuid", "day")
+        .annotate(**footprint_sums())
+        .order_by("job_id", "gpu__uuid", "day")
+    )
+    by_job: dict[int, list[Any]] = defaultdict(list)
+    for r in rows:
+        by_job[r["job_id"]].append(r)
+    wasted: dict[tuple[int, str, date], Footprint] = {}  # the union over findings: a GPU-hour is wasted once
+    for flag_id, job_id, kind, evidence in found:
+        gpus = flag_gpus(evidence)
+        worth = Footprint()
+        for r in by_job.get(job_id, []):
+            if gpus is not None and r["gpu__uuid"] not in gpus:
+                continue
+            part = Footprint.from_sums(r)
+            worth = worth + part
+            if kind in counted_kinds:
+                wasted[(job_id, r["gpu__uuid"], r["day"].date())] = part
+        if not worth.gpu_hours and not worth.energy_j and not worth.cost:
+            continue  # nothing of it in the period: not waste here
+        out.per_flag[flag_id] = worth
+        out.per_kind[kind] = out.per_kind[kind] + worth
+        out.jobs_of_kind[kind].add(job_id)
+        if kind in counted_kinds:
+            out.kinds_of_job[job_id].add(kind)
+    per_day: dict[date, float] = defaultdict(float)
+    for (job_id, _gpu, day), part in wasted.items():
+        out.total = out.total + part
+        per_day[day] += part.gpu_hours
+        out.per_job[job_id] = out.per_job.get(job_id, Footprint()) + part
+    out.per_day_gpu_hours = dict(per_day)
+    return out
