@@ -236,9 +236,11 @@ def team_idle(*, team: Team, start: datetime, end: datetime) -> dict[str, Any]:
     clusters = list(Cluster.objects.filter(pk__in=days.values("cluster")).order_by("name"))
     since = datetime.combine(start.astimezone(UTC).date(), time(0), tzinfo=UTC)
     until = datetime.combine(day_after(end), time(0), tzinfo=UTC)
+    hours = GpuHour.objects.filter(gpu__node__cluster__in=clusters, hour__gte=since, hour__lt=until)
+    fleet = Footprint.total(_idle_lines(hours, TRUNC["day"]).values())
     if shared:  # the team's rollup's own shares (kept in the cache): the page and the API agree to the cent
         doc = team_rollup_cached(team=team, start=since, end=until, granularity="day")
-        idle = Footprint.total(
+        share = Footprint.total(
             Footprint(
                 energy_j=p["idle"]["energy_j"], gpu_hours=p["idle"]["gpu_hours"],
                 facility_kwh=p["idle"]["facility_kwh"], operational_kg=p["idle"]["operational_kg"],
@@ -247,11 +249,17 @@ def team_idle(*, team: Team, start: datetime, end: datetime) -> dict[str, Any]:
             for p in doc["periods"]
             if p["idle"]
         )  # fmt: skip
-    else:
-        hours = GpuHour.objects.filter(gpu__node__cluster__in=clusters, hour__gte=since, hour__lt=until)
-        idle = Footprint.total(_idle_lines(hours, TRUNC["day"]).values())
-    return {"shared": shared, "clusters": [c.name for c in clusters], **_figures(idle), "energy_kwh": idle.gpu_kwh,
-            "co2e_kg": idle.co2e_kg}  # fmt: skip
+    else:  # its share by GPU-hours as sharing would book it: what its use left unused, on nobody's bill
+        periods: dict[str, Period] = {}
+        _share_idle(team=team, start=since, end=until, trunc=TRUNC["day"], periods=periods)
+        share = Footprint.total(p.idle for p in periods.values() if p.idle is not None)
+
+    def figures(fp: Footprint) -> dict[str, Any]:
+        return {**_figures(fp), "energy_kwh": fp.gpu_kwh, "co2e_kg": fp.co2e_kg}
+
+    # The line the team reads (its share where the site shares idle, else the fleet's), and both beside it.
+    return {"shared": shared, "clusters": [c.name for c in clusters], **figures(share if shared else fleet),
+            "share": figures(share), "fleet": figures(fleet)}  # fmt: skip
 
 
 def job_group_rollup(*, group: JobGroup, start: datetime, end: datetime, granularity: str) -> dict[str, Any]:

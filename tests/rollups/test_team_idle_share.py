@@ -113,3 +113,30 @@ def test_the_team_page_shows_the_idle_line_in_energy_kg_and_money(world, setting
     assert _text(html, "idle-cost") == f"{idle['cost']:.2f}"
     assert _text(html, "idle-facility-kwh") == f"{idle['facility_kwh']:.1f}"
     assert "kWh (facility)" in section and "kWh (GPU)" in section and "kg CO2e" in section
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_team_sees_its_share_of_idle_by_gpu_hours_beside_the_fleet_s_never_as_a_percentage(
+    world, settings, shared: bool
+) -> None:
+    fleet, nlp = world
+    settings.FLEETWATT_IDLE_SHARED_TO_TEAMS = shared
+    # when
+    vision = team_idle(team=fleet.team, start=START, end=END)
+    whole = _cluster_idle(fleet)
+    # then its share by its GPU-hours (12 of 16) whether or not the site puts it on the bill, and the whole beside
+    assert vision["share"]["gpu_hours"] == pytest.approx(0.75 * whole["gpu_hours"])
+    assert vision["fleet"]["gpu_hours"] == pytest.approx(whole["gpu_hours"])
+    assert vision["fleet"]["cost"] == whole["cost"]
+    member = User.objects.create_user("ada", password="pw")
+    TeamMembership.objects.create(user=member, team=fleet.team)
+    client = Client()
+    client.force_login(member)
+    html = client.get(f"/teams/{fleet.team.pk}/", {"start": "2026-11-02", "end": "2026-11-03"}).content.decode()
+    section = _text(html, "idle-line")
+    # and the page never frames the fleet's idle line as a percentage of one team's cost
+    assert "% on top" not in section and "%" not in _text(html, "idle-share")
+    if not shared:
+        assert _text(html, "idle-share-cost") == f"{vision['share']['cost']:.2f}"
+    else:
+        assert _text(html, "idle-fleet-cost") == f"{whole['cost']:.2f}"
