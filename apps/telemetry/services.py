@@ -509,22 +509,22 @@ def _held_gpus(cluster: Cluster, jobs: list[Job]) -> dict[int, set[int]]:
 
 
 # How far from a window the agent's sightings of a job are read: a gap longer than this is not bridged.
-BRIDGE_LOOKBACK = timedelta(hours=24)
+BRIDGE_LOOKBACK = timedelta(hours=6)
 
 
 def _agent_sightings(
     cluster: Cluster, start: datetime, end: datetime
 ) -> dict[tuple[int, int], list[tuple[datetime, Sighting]]]:
-    """The measured rows near [start, end) of the jobs no scheduler record describes, per (job, GPU), by hour."""
+    """The agent's rows near [start, end) of the jobs no scheduler record describes, per (job, GPU), by hour: of
+    the GPUs with time nobody saw near it only (none, most hours: one cheap query)."""
+    near = {"hour__gte": start - BRIDGE_LOOKBACK, "hour__lt": end + BRIDGE_LOOKBACK}
+    gaps = GpuHour.objects.filter(gpu__node__cluster=cluster, unobserved_s__gte=MIN_CLAIM_S, **near)
+    gpu_ids = sorted(set(gaps.values_list("gpu_id", flat=True).distinct()))
     out: dict[tuple[int, int], list[tuple[datetime, Sighting]]] = {}
+    if not gpu_ids:
+        return out
     for job_id, gpu_id, hour, first_seen, last_seen, job_start in (
-        JobGpuHour.objects.filter(
-            gpu__node__cluster=cluster,
-            hour__gte=start - BRIDGE_LOOKBACK,
-            hour__lt=end + BRIDGE_LOOKBACK,
-            job__scheduler_start__isnull=True,
-        )
-        .exclude(source=Source.ESTIMATED)
+        JobGpuHour.objects.filter(gpu_id__in=gpu_ids, source=Source.AGENT, job__scheduler_start__isnull=True, **near)
         .values_list("job_id", "gpu_id", "hour", "first_seen", "last_seen", "job_start")
         .order_by("hour")
     ):
