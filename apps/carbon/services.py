@@ -54,6 +54,10 @@ ROW_FIELDS = [
     "cost",
 ]  # fmt: skip
 IDLE_FIELDS = ["idle_facility_kwh", "idle_operational_kg", "idle_embodied_kg", "idle_cost"]
+# The part of the idle line nobody saw, within it.
+UNSEEN_FIELDS = [
+    "unseen_j", "unseen_s", "unseen_facility_kwh", "unseen_operational_kg", "unseen_embodied_kg", "unseen_cost",
+]  # fmt: skip
 # Site fields that do not enter a footprint: changing them recomputes nothing.
 _SITE_FIELDS_NOT_IN_FOOTPRINTS = {"timezone"}
 
@@ -145,11 +149,9 @@ def footprints_refresh(
     if end is not None:
         gpu_hours, job_rows = gpu_hours.filter(hour__lt=end), job_rows.filter(hour__lt=end)
     # Plain tuples, not model instances: thousands of rows per cluster-hour.
-    hours = list(
-        gpu_hours.values_list(
-            "pk", "gpu_id", "hour", "device_energy_j", "jobs_energy_j", "estimated_j", "occupied_s", "estimated_s"
-        )
-    )
+    hour_columns = ("pk", "gpu_id", "hour", "device_energy_j", "jobs_energy_j", "estimated_j", "occupied_s",
+                    "estimated_s", "unobserved_j", "unobserved_s")  # fmt: skip
+    hours = list(gpu_hours.values_list(*hour_columns))
     rows = list(job_rows.values_list("pk", "gpu_id", "job_id", "hour", "energy_j", "occupancy_s"))
     if not hours and not rows:
         return FootprintRefresh()
@@ -186,8 +188,8 @@ def footprints_refresh(
         row_columns["cost"].append(fp.cost)
     columns_update(JobGpuHour, [r[0] for r in rows], row_columns, partition_key=("hour", [r[3] for r in rows]))
 
-    idle_columns: dict[str, list[Any]] = {name: [] for name in IDLE_FIELDS}
-    for _, gpu_id, hour, device_j, jobs_j, estimated_j, occupied_s, estimated_s in hours:
+    idle_columns: dict[str, list[Any]] = {name: [] for name in IDLE_FIELDS + UNSEEN_FIELDS}
+    for _, gpu_id, hour, device_j, jobs_j, estimated_j, occupied_s, estimated_s, unobserved_j, unobserved_s in hours:
         # The idle line: energy outside every job, and the part of the GPU-hour no job occupied; time nobody
         # saw that the scheduler charged to jobs (estimated_*) is theirs, the rest of it stays here.
         f = factors_for(gpu_id, hour)
@@ -198,6 +200,17 @@ def footprints_refresh(
         idle_columns["idle_operational_kg"].append(fp.operational_kg)
         idle_columns["idle_embodied_kg"].append(fp.embodied_kg)
         idle_columns["idle_cost"].append(fp.cost)
+        # Its part nobody saw: unobserved energy and time no estimate charged to a job (the rest of the line the
+        # agent saw, with no job on the GPU).
+        unseen_j = min(idle_j, max(0.0, unobserved_j - estimated_j))
+        unseen_h = min(unoccupied_h, max(0.0, unobserved_s - estimated_s) / S_PER_HOUR)
+        unseen = footprint(energy_j=unseen_j, gpu_hours=unseen_h, factors=f)
+        idle_columns["unseen_j"].append(unseen_j)
+        idle_columns["unseen_s"].append(unseen_h * S_PER_HOUR)
+        idle_columns["unseen_facility_kwh"].append(unseen.facility_kwh)
+        idle_columns["unseen_operational_kg"].append(unseen.operational_kg)
+        idle_columns["unseen_embodied_kg"].append(unseen.embodied_kg)
+        idle_columns["unseen_cost"].append(unseen.cost)
     columns_update(GpuHour, [h[0] for h in hours], idle_columns, partition_key=("hour", [h[2] for h in hours]))
     cluster_of_node = {pk: node.cluster_id for pk, node in nodes.items()}
     return FootprintRefresh(

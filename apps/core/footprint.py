@@ -70,6 +70,12 @@ class Footprint:
             cost=self.cost + other.cost,
         )
 
+    def __sub__(self, other: Footprint) -> Footprint:
+        """What is left of this footprint without a part of it (an idle line less the part nobody saw)."""
+        if not isinstance(other, Footprint):
+            return NotImplemented
+        return self + other.scaled(-1.0)
+
     def scaled(self, share: float) -> Footprint:
         """A share of this footprint (a team's part of an idle line)."""
         factor = Decimal(repr(share))

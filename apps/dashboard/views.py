@@ -262,6 +262,22 @@ def job(request: HttpRequest, job_id: int) -> HttpResponse:
     return render(request, "dashboard/job.html", context)
 
 
+def _line_part(line: dict, *, less: dict | None = None) -> dict:
+    """A rollup's idle figures (its totals' `idle` or `unobserved`) as the fleet page shows them: GPU kWh, CO2e
+    and money; with `less`, what is left of the line without that part."""
+
+    less = less or {}
+
+    def figure(name: str) -> float:
+        return float(line.get(name, 0.0)) - float(less.get(name, 0.0))
+
+    return {
+        "energy_kwh": kwh(figure("energy_j")),
+        "co2e_kg": figure("operational_kg") + figure("embodied_kg"),
+        "cost": Decimal(str(line.get("cost", "0"))) - Decimal(str(less.get("cost", "0"))),
+    }
+
+
 def _clusters_overview(start: datetime, end: datetime) -> dict:
     """For admins and finance: each cluster's use and its idle line."""
     clusters = []
@@ -272,6 +288,7 @@ def _clusters_overview(start: datetime, end: datetime) -> dict:
             continue
         used = sum(p["gpu_hours"] for p in doc["periods"])
         idle = sum((p["idle"] or {}).get("gpu_hours", 0.0) for p in doc["periods"])
+        whole, unseen = doc["totals"]["idle"] or {}, doc["totals"].get("unobserved") or {}
         clusters.append(
             {
                 "cluster": cluster,
@@ -281,6 +298,9 @@ def _clusters_overview(start: datetime, end: datetime) -> dict:
                 "idle_energy_kwh": kwh(sum((p["idle"] or {}).get("energy_j", 0.0) for p in doc["periods"])),
                 # Each period's idle line rounded, added up (the API's `totals.idle.cost`).
                 "idle_cost": Decimal((doc["totals"]["idle"] or {}).get("cost", "0")),
+                # The idle line's two parts apart: GPUs seen with no job, and what nobody saw (its `unobserved`).
+                "idle_seen": _line_part(whole, less=unseen),
+                "unseen": _line_part(unseen),
                 "embodied_per_useful_gpu_hour": doc["embodied_kg_per_useful_gpu_hour"],
                 "currency": doc["currency"],
             }

@@ -129,11 +129,13 @@ class FleetSummary:
     end: datetime
     teams: list[FleetTeamLine]
     total: Footprint | None  # None where teams differ in currency or intensity basis (never mixed)
-    idle: Footprint
+    idle: Footprint  # the clusters' whole idle line: its two parts below added up
     currency: str
     intensity_basis: str
     in_doubt: int = 0
     notes: list[str] = field(default_factory=list)
+    idle_seen: Footprint = field(default_factory=Footprint)  # GPUs the agent saw with no job
+    unseen: Footprint = field(default_factory=Footprint)  # energy and time nobody saw, charged to no job
 
 
 def job_path(job_id: int) -> str:
@@ -372,12 +374,13 @@ def fleet_summary_build(*, week_start: date) -> FleetSummary:
         total = Footprint.total(line.week for line in ok if line.week is not None)
     else:
         notes.append("No fleet total: teams differ in currency or intensity basis, and a report never mixes them.")
-    idle = Footprint()
+    idle, unseen = Footprint(), Footprint()
     for cluster in Cluster.objects.filter(site__isnull=False, site__timezone=tz_name).order_by("name"):
         doc = cluster_rollup(cluster=cluster, start=start, end=end, granularity="week")
         cluster_idle = _idle(doc["periods"])
         if cluster_idle is not None:
             idle = idle + cluster_idle
+            unseen = unseen + _totals([p["unobserved"] for p in doc["periods"] if p.get("unobserved")])
     in_doubt = WeeklyReport.objects.filter(status=WeeklyReport.Status.SENDING, team__isnull=False).count()
     return FleetSummary(
         week_start=week_start,
@@ -388,6 +391,8 @@ def fleet_summary_build(*, week_start: date) -> FleetSummary:
         teams=lines,
         total=total,
         idle=idle,
+        idle_seen=idle - unseen,
+        unseen=unseen,
         currency=next(iter(currencies)) if len(currencies) == 1 else "",
         intensity_basis=next(iter(bases)) if len(bases) == 1 else "",
         in_doubt=in_doubt,

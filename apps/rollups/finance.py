@@ -26,20 +26,25 @@ def _lines_added(lines: list[dict], zero: Decimal) -> dict:
 
 def for_finance(doc: dict, costs_minor: dict[str, Decimal]) -> dict:
     """The rollup with kWh beside J, costs in the currency's minor unit (`cost`) and exact (`cost_exact`), and
-    a totals line: a period's `cost` is the sum of its jobs' rounded costs (`costs_minor`), an idle line's its
-    own cost rounded, the totals' the sum of the periods' (docs/api.md, "Money")."""
+    a totals line: a period's `cost` is the sum of its jobs' rounded costs (`costs_minor`), an idle line's (and
+    its `unobserved` part's) its own cost rounded, the totals' the sum of the periods' (docs/api.md, "Money")."""
     currency = doc["currency"]
     zero = round_minor(Decimal(0), currency)
-    periods, idle_lines = [], []
+    periods: list[dict] = []
+    lines: dict[str, list[dict]] = {"idle": [], "unobserved": []}
     for p in doc["periods"]:
-        idle = p["idle"]
-        if idle is not None:
-            idle = _line(idle, exact=idle["cost"], minor=round_minor(idle["cost"], currency))
-            idle_lines.append(idle)
+        added = {}
+        for name, found in lines.items():  # the idle line, and the part of it nobody saw
+            line = p.get(name)
+            if line is not None:
+                line = _line(line, exact=line["cost"], minor=round_minor(line["cost"], currency))
+                found.append(line)
+            added[name] = line
         minor = round_minor(costs_minor.get(p["period"], zero), currency)
-        periods.append({**_line(p, exact=p["cost"], minor=minor), "idle": idle})
+        periods.append({**_line(p, exact=p["cost"], minor=minor), **added})
     totals = _lines_added(periods, zero)
-    totals["idle"] = _lines_added(idle_lines, zero) if idle_lines else None
+    for name, found in lines.items():
+        totals[name] = _lines_added(found, zero) if found else None
     return {**doc, "periods": periods, "totals": totals}
 
 

@@ -48,7 +48,7 @@ class TeamDay(DaySums):
 class ClusterDay(DaySums):
     """A cluster's jobs (all of them: a cluster's rollup bills nobody) and its GPU-hours' sums on one UTC day:
     what cluster rollups of whole days read; the idle line is worked out from the GPU-hours' sums per period
-    (apps.rollups.selectors._idle_footprint), as from the GPU-hour rows."""
+    (apps.rollups.selectors._idle_footprint), as from the GPU-hour rows, with the part of it nobody saw."""
 
     cluster = models.ForeignKey("fleet.Cluster", on_delete=models.CASCADE, related_name="days")
     device_j = models.FloatField(default=0.0)
@@ -61,6 +61,13 @@ class ClusterDay(DaySums):
     idle_operational_kg = models.FloatField(default=0.0)
     idle_embodied_kg = models.FloatField(default=0.0)
     idle_cost = models.DecimalField(max_digits=18, decimal_places=6, default=0)
+    # The part of the idle line nobody saw (the GPU-hours' unseen_* summed): within the idle figures.
+    unseen_j = models.FloatField(default=0.0, db_default=0.0)
+    unseen_s = models.FloatField(default=0.0, db_default=0.0)
+    unseen_facility_kwh = models.FloatField(default=0.0, db_default=0.0)
+    unseen_operational_kg = models.FloatField(default=0.0, db_default=0.0)
+    unseen_embodied_kg = models.FloatField(default=0.0, db_default=0.0)
+    unseen_cost = models.DecimalField(max_digits=18, decimal_places=6, default=0, db_default=0)
 
     class Meta:
         ordering = ["cluster_id", "day"]

@@ -2,12 +2,14 @@
 kept rendered in the cache until their data changes.
 
 A cluster's rollup is its jobs plus its idle line (energy outside jobs, GPU-hours no job occupied), so
-the two add up to the cluster's whole footprint, to the joule and the cent."""
+the two add up to the cluster's whole footprint, to the joule and the cent. Each idle line comes with the part
+of it nobody saw (`unobserved`: energy and time of agent gaps no estimate charged to a job), so that the idle
+seen (GPUs the agent saw with no job) is idle - unobserved."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
@@ -53,12 +55,35 @@ class MixedBasisError(ValueError):
 
 @dataclass
 class Period:
-    """One period of a rollup: the jobs' footprint, their energy by split method, and the idle line."""
+    """One period of a rollup: the jobs' footprint, their energy by split method, the idle line and the part
+    of it nobody saw (`unobserved`, set with `idle`)."""
 
     period: str
     footprint: Footprint = field(default_factory=Footprint)
     energy_by_method_j: dict[str, float] = field(default_factory=dict)
     idle: Footprint | None = None
+    unobserved: Footprint | None = None
+
+    def idle_add(self, line: IdleLine) -> None:
+        """Add an idle line (a cluster's, or a team's share of one) to the period's."""
+        self.idle = line.idle if self.idle is None else self.idle + line.idle
+        self.unobserved = line.unseen if self.unobserved is None else self.unobserved + line.unseen
+
+
+@dataclass(frozen=True)
+class IdleLine:
+    """An idle line (energy outside jobs over the GPU-hours no job occupied) and the part of it nobody saw."""
+
+    idle: Footprint
+    unseen: Footprint
+
+    def scaled(self, share: float) -> IdleLine:
+        return IdleLine(idle=self.idle.scaled(share), unseen=self.unseen.scaled(share))
+
+    @classmethod
+    def total(cls, lines: Iterable[IdleLine]) -> IdleLine:
+        lines = list(lines)
+        return cls(idle=Footprint.total(x.idle for x in lines), unseen=Footprint.total(x.unseen for x in lines))
 
 
 def _period_key(value: datetime | date) -> str:
@@ -90,8 +115,8 @@ def _methods(energy: QuerySet[JobGpuHourEnergy], trunc: Any, periods: dict[str, 
         periods.setdefault(key, Period(period=key)).energy_by_method_j[r["method"]] = r["j"]
 
 
-def _idle_lines(hours: QuerySet[GpuHour], trunc: Any) -> dict[str, Footprint]:
-    lines: dict[str, Footprint] = {}
+def _idle_lines(hours: QuerySet[GpuHour], trunc: Any) -> dict[str, IdleLine]:
+    lines: dict[str, IdleLine] = {}
     for r in (
         hours.annotate(period=trunc("hour"))
         .values("period")
@@ -106,10 +131,11 @@ def _idle_lines(hours: QuerySet[GpuHour], trunc: Any) -> dict[str, Footprint]:
             operational_kg=Sum("idle_operational_kg"),
             embodied_kg=Sum("idle_embodied_kg"),
             cost=Sum("idle_cost"),
+            **{name: Sum(name) for name in _UNSEEN_SUMS},
         )
         .order_by("period")
     ):
-        lines[_period_key(r["period"])] = _idle_footprint(r)
+        lines[_period_key(r["period"])] = IdleLine(idle=_idle_footprint(r), unseen=_unseen_footprint(r))
     return lines
 
 
@@ -128,11 +154,29 @@ def _idle_footprint(r: Mapping[str, Any]) -> Footprint:
     )
 
 
-# A ClusterDay's GPU-hours' sums by the names _idle_footprint reads.
+def _unseen_footprint(r: Mapping[str, Any]) -> Footprint:
+    """The part of a period's idle line nobody saw, from its GPU-hours' sums of it (GpuHour.unseen_*)."""
+    return Footprint(
+        energy_j=r["unseen_j"] or 0.0,
+        gpu_hours=(r["unseen_s"] or 0.0) / S_PER_HOUR,
+        facility_kwh=r["unseen_facility_kwh"] or 0.0,
+        operational_kg=r["unseen_operational_kg"] or 0.0,
+        embodied_kg=r["unseen_embodied_kg"] or 0.0,
+        cost=r["unseen_cost"] or Decimal(0),
+    )
+
+
+# The GPU-hours' sums of the part nobody saw, as GpuHour and ClusterDay name them.
+_UNSEEN_SUMS = (
+    "unseen_j", "unseen_s", "unseen_facility_kwh", "unseen_operational_kg", "unseen_embodied_kg", "unseen_cost",
+)  # fmt: skip
+
+# A ClusterDay's GPU-hours' sums by the names _idle_footprint and _unseen_footprint read.
 _IDLE_SUMS = {
     "device_j": "device_j", "jobs_j": "jobs_j", "estimated_j": "estimated_j", "gpu_hours_total": "gpu_hours_total",
     "occupied_s": "occupied_s", "estimated_s": "estimated_s", "facility_kwh": "idle_facility_kwh",
     "operational_kg": "idle_operational_kg", "embodied_kg": "idle_embodied_kg", "cost": "idle_cost",
+    **{name: name for name in _UNSEEN_SUMS},
 }  # fmt: skip
 
 
@@ -155,7 +199,7 @@ def _day_periods(days: QuerySet[Any], granularity: str, *, idle: bool = False) -
                 added[name] += r[column]
     for key, added in idle_sums.items():
         if added["gpu_hours_total"]:
-            periods[key].idle = _idle_footprint(added)
+            periods[key].idle_add(IdleLine(idle=_idle_footprint(added), unseen=_unseen_footprint(added)))
     return periods
 
 
@@ -210,7 +254,7 @@ def _share_idle(*, team: Team, start: datetime, end: datetime, trunc: Any, perio
         .order_by()
     ):
         used[(_period_key(r["period"]), r["cluster"])] = {"team": r["team"] or 0.0, "all": r["all"] or 0.0}
-    lines: dict[int, dict[str, Footprint]] = {}
+    lines: dict[int, dict[str, IdleLine]] = {}
     for (period, cluster_id), u in used.items():
         if not u["team"] or not u["all"]:
             continue
@@ -220,9 +264,7 @@ def _share_idle(*, team: Team, start: datetime, end: datetime, trunc: Any, perio
         idle = lines[cluster_id].get(period)
         if idle is None:
             continue
-        p = periods.setdefault(period, Period(period=period))
-        shared = idle.scaled(u["team"] / u["all"])
-        p.idle = shared if p.idle is None else p.idle + shared
+        periods.setdefault(period, Period(period=period)).idle_add(idle.scaled(u["team"] / u["all"]))
 
 
 def team_idle(*, team: Team, start: datetime, end: datetime) -> dict[str, Any]:
@@ -237,25 +279,25 @@ def team_idle(*, team: Team, start: datetime, end: datetime) -> dict[str, Any]:
     since = datetime.combine(start.astimezone(UTC).date(), time(0), tzinfo=UTC)
     until = datetime.combine(day_after(end), time(0), tzinfo=UTC)
     hours = GpuHour.objects.filter(gpu__node__cluster__in=clusters, hour__gte=since, hour__lt=until)
-    fleet = Footprint.total(_idle_lines(hours, TRUNC["day"]).values())
+    fleet = IdleLine.total(_idle_lines(hours, TRUNC["day"]).values())
     if shared:  # the team's rollup's own shares (kept in the cache): the page and the API agree to the cent
         doc = team_rollup_cached(team=team, start=since, end=until, granularity="day")
-        share = Footprint.total(
-            Footprint(
-                energy_j=p["idle"]["energy_j"], gpu_hours=p["idle"]["gpu_hours"],
-                facility_kwh=p["idle"]["facility_kwh"], operational_kg=p["idle"]["operational_kg"],
-                embodied_kg=p["idle"]["embodied_kg"], cost=Decimal(p["idle"]["cost"]),
-            )
+        share = IdleLine.total(
+            IdleLine(idle=_from_figures(p["idle"]), unseen=_from_figures(p["unobserved"]))
             for p in doc["periods"]
             if p["idle"]
-        )  # fmt: skip
+        )
     else:  # its share by GPU-hours as sharing would book it: what its use left unused, on nobody's bill
         periods: dict[str, Period] = {}
         _share_idle(team=team, start=since, end=until, trunc=TRUNC["day"], periods=periods)
-        share = Footprint.total(p.idle for p in periods.values() if p.idle is not None)
+        share = IdleLine.total(
+            IdleLine(idle=p.idle, unseen=p.unobserved or Footprint()) for p in periods.values() if p.idle is not None
+        )
 
-    def figures(fp: Footprint) -> dict[str, Any]:
-        return {**_figures(fp), "energy_kwh": fp.gpu_kwh, "co2e_kg": fp.co2e_kg}
+    def figures(line: IdleLine) -> dict[str, Any]:
+        # The whole line as before, and its two parts apart: seen with no job, and nobody saw.
+        return {**_figures_kwh(line.idle), "seen": _figures_kwh(line.idle - line.unseen),
+                "unseen": _figures_kwh(line.unseen)}  # fmt: skip
 
     # The line the team reads (its share where the site shares idle, else the fleet's), and both beside it.
     return {"shared": shared, "clusters": [c.name for c in clusters], **figures(share if shared else fleet),
@@ -311,12 +353,27 @@ def cluster_rollup(*, cluster: Cluster, start: datetime, end: datetime, granular
         _methods(energy, trunc, periods)
         hours = GpuHour.objects.filter(gpu__node__cluster=cluster, hour__gte=start, hour__lt=end)
         for key, idle in _idle_lines(hours, trunc).items():
-            periods.setdefault(key, Period(period=key)).idle = idle
+            periods.setdefault(key, Period(period=key)).idle_add(idle)
     doc = _document(periods, basis=basis, zones=zones, currency=currency, granularity=granularity)
     useful = sum(p["gpu_hours"] for p in doc["periods"])
     embodied = sum(p["embodied_kg"] + (p["idle"] or {}).get("embodied_kg", 0.0) for p in doc["periods"])
     doc["embodied_kg_per_useful_gpu_hour"] = embodied / useful if useful else None
     return doc
+
+
+def _from_figures(figures: Mapping[str, Any] | None) -> Footprint:
+    """A rollup period's figure set (`_figures`, as kept in the cache) as a footprint."""
+    if not figures:
+        return Footprint()
+    return Footprint(
+        energy_j=figures["energy_j"], gpu_hours=figures["gpu_hours"], facility_kwh=figures["facility_kwh"],
+        operational_kg=figures["operational_kg"], embodied_kg=figures["embodied_kg"], cost=Decimal(figures["cost"]),
+    )  # fmt: skip
+
+
+def _figures_kwh(fp: Footprint) -> dict[str, Any]:
+    """A footprint's figures with GPU kWh and CO2e (operational and embodied) beside them, as pages show them."""
+    return {**_figures(fp), "energy_kwh": fp.gpu_kwh, "co2e_kg": fp.co2e_kg}
 
 
 def _figures(fp: Footprint) -> dict[str, Any]:
@@ -343,6 +400,8 @@ def _document(
                 **_figures(p.footprint),
                 "energy_by_method_j": dict(sorted(p.energy_by_method_j.items())),
                 "idle": _figures(p.idle) if p.idle is not None else None,
+                # The part of `idle` nobody saw (idle seen with no job = idle - unobserved).
+                "unobserved": _figures(p.unobserved or Footprint()) if p.idle is not None else None,
             }
         )
     return {
@@ -579,7 +638,7 @@ ROLLUP_CACHE_SECONDS = 24 * 3600
 
 def _rollup_cache_key(kind: str, pk: int, start: datetime, end: datetime, granularity: str) -> str:
     return (
-        f"fleetwatt:rollup:v2:{kind}:{pk}:{start.isoformat()}:{end.isoformat()}:{granularity}:"
+        f"fleetwatt:rollup:v3:{kind}:{pk}:{start.isoformat()}:{end.isoformat()}:{granularity}:"
         f"{int(settings.FLEETWATT_IDLE_SHARED_TO_TEAMS)}"
     )
 

@@ -107,7 +107,11 @@ WITH gpus AS (
            SUM(h.occupied_s::numeric)::float8 AS occupied_s, SUM(h.estimated_s::numeric)::float8 AS estimated_s,
            SUM(h.idle_facility_kwh::numeric)::float8 AS idle_facility_kwh,
            COALESCE(SUM(h.idle_operational_kg::numeric), 0)::float8 AS idle_operational_kg,
-           SUM(h.idle_embodied_kg::numeric)::float8 AS idle_embodied_kg, SUM(h.idle_cost) AS idle_cost
+           SUM(h.idle_embodied_kg::numeric)::float8 AS idle_embodied_kg, SUM(h.idle_cost) AS idle_cost,
+           SUM(h.unseen_j::numeric)::float8 AS unseen_j, SUM(h.unseen_s::numeric)::float8 AS unseen_s,
+           SUM(h.unseen_facility_kwh::numeric)::float8 AS unseen_facility_kwh,
+           COALESCE(SUM(h.unseen_operational_kg::numeric), 0)::float8 AS unseen_operational_kg,
+           SUM(h.unseen_embodied_kg::numeric)::float8 AS unseen_embodied_kg, SUM(h.unseen_cost) AS unseen_cost
     FROM telemetry_gpuhour h
     JOIN gpus g ON g.id = h.gpu_id
     WHERE h.gpu_id = ANY(%(gpus)s::bigint[]) AND (h.hour AT TIME ZONE 'UTC')::date = ANY(%(days)s)
@@ -116,14 +120,17 @@ WITH gpus AS (
 )
 INSERT INTO rollups_clusterday (cluster_id, {_DAY_COLUMNS}, energy_by_method_j, device_j, jobs_j, estimated_j,
                                 gpu_hours_total, occupied_s, estimated_s, idle_facility_kwh, idle_operational_kg,
-                                idle_embodied_kg, idle_cost)
+                                idle_embodied_kg, idle_cost, unseen_j, unseen_s, unseen_facility_kwh,
+                                unseen_operational_kg, unseen_embodied_kg, unseen_cost)
 SELECT COALESCE(s.cluster_id, i.cluster_id), COALESCE(s.day, i.day), COALESCE(s.energy_j, 0),
        COALESCE(s.occupancy_s, 0), COALESCE(s.facility_kwh, 0), COALESCE(s.operational_kg, 0),
        COALESCE(s.embodied_kg, 0), COALESCE(s.cost, 0), CASE WHEN s.day IS NULL THEN 0 ELSE s.cost_units END,
        s.units_exponent, COALESCE(bm.energy_by_method_j, '{{}}'::jsonb), COALESCE(i.device_j, 0),
        COALESCE(i.jobs_j, 0), COALESCE(i.estimated_j, 0), COALESCE(i.gpu_hours_total, 0), COALESCE(i.occupied_s, 0),
        COALESCE(i.estimated_s, 0), COALESCE(i.idle_facility_kwh, 0), COALESCE(i.idle_operational_kg, 0),
-       COALESCE(i.idle_embodied_kg, 0), COALESCE(i.idle_cost, 0)
+       COALESCE(i.idle_embodied_kg, 0), COALESCE(i.idle_cost, 0), COALESCE(i.unseen_j, 0), COALESCE(i.unseen_s, 0),
+       COALESCE(i.unseen_facility_kwh, 0), COALESCE(i.unseen_operational_kg, 0), COALESCE(i.unseen_embodied_kg, 0),
+       COALESCE(i.unseen_cost, 0)
 FROM (SELECT cluster_id, day, {_DAY_SUMS} FROM rounded GROUP BY cluster_id, day) AS s
 FULL JOIN idle i ON i.cluster_id = s.cluster_id AND i.day = s.day
 LEFT JOIN {_by_method("cluster_id", "TRUE")} AS bm

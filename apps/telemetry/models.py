@@ -56,6 +56,18 @@ class GpuHour(models.Model):
     idle_operational_kg = models.FloatField(null=True, blank=True)
     idle_embodied_kg = models.FloatField(default=0.0)
     idle_cost = models.DecimalField(max_digits=16, decimal_places=6, default=0)
+    # The part of that idle line nobody saw (docs/arithmetic.md, "The idle line"): unobserved energy and time
+    # no estimate charged to a job, within the idle_* figures above (idle seen = idle - unseen).
+    unseen_j = models.FloatField(
+        default=0.0, db_default=0.0, help_text="unobserved - estimated energy, at most the idle line's."
+    )
+    unseen_s = models.FloatField(
+        default=0.0, db_default=0.0, help_text="unobserved - estimated seconds, at most the idle line's."
+    )
+    unseen_facility_kwh = models.FloatField(default=0.0, db_default=0.0)
+    unseen_operational_kg = models.FloatField(null=True, blank=True)
+    unseen_embodied_kg = models.FloatField(default=0.0, db_default=0.0)
+    unseen_cost = models.DecimalField(max_digits=16, decimal_places=6, default=0, db_default=0)
 
     class Meta:
         ordering = ["hour", "gpu_id"]

@@ -24,6 +24,11 @@ ROWS = """
 import django
 django.setup()
 from datetime import UTC, datetime
+from apps.telemetry.models import GpuHour
+# The release before had no columns of the idle line's unseen part (telemetry 0009): its models wrote none.
+meta = GpuHour._meta
+meta.local_fields[:] = [f for f in meta.local_fields if not f.name.startswith("unseen_")]
+meta._expire_cache()
 from tests.carbon.fleet_builder import fleet_build, job_run
 fleet = fleet_build(servers=1, gpus_per_server=1)
 job_run(fleet, key="slurm/1", gpus=fleet.gpus, hours=60, power_w=500, start=datetime(2026, 9, 30, 12, tzinfo=UTC))
@@ -93,3 +98,7 @@ def test_the_hour_tables_become_monthly_partitions_with_every_row(scratch: str) 
             "FROM jobs_jobgpuhour LIMIT 1 RETURNING id"
         ).fetchone()
         assert fresh == (before[2] + 1,)
+        # and the columns added since (the idle line's unseen part) hold zero in every old row and partition
+        assert db.execute(
+            "SELECT count(*), sum(unseen_j), sum(unseen_s), sum(unseen_cost) FROM telemetry_gpuhour"
+        ).fetchone() == (60, 0.0, 0.0, 0)

@@ -116,15 +116,32 @@ class IdleLineSerializer(FiguresSerializer):
     )
 
 
+class UnobservedLineSerializer(FiguresSerializer):
+    energy_j = serializers.FloatField(help_text="Energy of the idle line nobody saw: gaps no job was charged (J).")
+    energy_kwh = serializers.FloatField(help_text="Energy of the idle line nobody saw (kWh).")
+    gpu_hours = serializers.FloatField(help_text="GPU-hours of the idle line nobody saw (h).")
+    embodied_kg = serializers.FloatField(help_text="Embodied CO2e of those GPU-hours (kg).")
+    cost = serializers.DecimalField(
+        max_digits=18, decimal_places=3, help_text="`cost_exact` rounded half-even to the currency's minor unit."
+    )
+
+
 class PeriodSerializer(FiguresSerializer):
     period = serializers.DateField(help_text="First day of the period.")
     energy_by_method_j = serializers.DictField(child=serializers.FloatField(), help_text="Joules per split method.")
     idle = IdleLineSerializer(allow_null=True, help_text="The idle line (clusters; teams when shared back).")
+    unobserved = UnobservedLineSerializer(
+        allow_null=True,
+        help_text="The part of `idle` nobody saw (idle seen with no job = idle - unobserved); null without `idle`.",
+    )
 
 
 class TotalsSerializer(FiguresSerializer):
     cost = serializers.DecimalField(max_digits=18, decimal_places=3, help_text="Sum of the periods' `cost`.")
     idle = IdleLineSerializer(allow_null=True, help_text="The periods' idle lines added up; null without one.")
+    unobserved = UnobservedLineSerializer(
+        allow_null=True, help_text="The periods' `unobserved` added up; null without an idle line."
+    )
 
 
 class RollupSerializer(serializers.Serializer):

@@ -87,9 +87,11 @@ def _csv_totals(request: Request) -> bool:
 
 
 def _csv_row(line: dict, first: dict) -> dict:
-    row = {**first, **{k: v for k, v in line.items() if k not in ("idle", "energy_by_method_j", "period")}}
+    skipped = ("idle", "unobserved", "energy_by_method_j", "period")
+    row = {**first, **{k: v for k, v in line.items() if k not in skipped}}
     row.update({f"energy_{m}_j": j for m, j in line.get("energy_by_method_j", {}).items()})
     row.update({f"idle_{k}": v for k, v in (line["idle"] or {}).items()})
+    row.update({f"unobserved_{k}": v for k, v in (line.get("unobserved") or {}).items()})
     return row
 
 
