@@ -10,6 +10,11 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from apps.pipeline.inputs import footprints_recompute
+from apps.rollups.models import ClusterDay
+from apps.telemetry.models import GpuHour
+from tests.carbon.fleet_builder import HOUR, T0, fleet_build, intensity_set, job_run
+
 # The latest migrations of the previous release (TeamDay still in the carbon app, no rollups app).
 BEFORE = [("carbon", "0003_team_days"), ("rollups", None)]
 
@@ -45,3 +50,40 @@ def test_team_days_survive_the_move_to_the_rollups_app() -> None:
         assert "carbon_teamday" not in connection.introspection.table_names()
     finally:
         _migrate(latest)  # the other tests need the latest schema whatever happened
+
+
+UNSEEN = ("unseen_j", "unseen_s", "unseen_facility_kwh", "unseen_operational_kg", "unseen_embodied_kg", "unseen_cost")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_hours_stored_before_the_unseen_columns_get_them_as_the_footprints_would() -> None:
+    latest = MigrationExecutor(connection).loader.graph.leaf_nodes()
+    # given a GPU-hour with a job for half an hour and 20 minutes nobody saw, priced by this release
+    fleet = fleet_build(servers=1, gpus_per_server=2)
+    intensity_set("TEST", [0.3] * 4)
+    job_run(fleet, key="slurm/1", gpus=fleet.gpus[:1], hours=1, power_w=500.0)
+    GpuHour.objects.filter(gpu=fleet.gpus[0], hour=T0).update(
+        device_energy_j=500.0 * 1800 + 300.0 * 1200 + 80.0 * 600, jobs_energy_j=500.0 * 1800, occupied_s=1800,
+        unobserved_j=300.0 * 1200, unobserved_s=1200, idle_energy_j=80.0 * 600,
+    )  # fmt: skip
+    footprints_recompute(cluster_ids=[fleet.cluster.pk], start=T0, end=T0 + HOUR)
+    expected = GpuHour.objects.filter(gpu=fleet.gpus[0], hour=T0).values(*UNSEEN).get()
+    expected_day = ClusterDay.objects.filter(cluster=fleet.cluster).values(*UNSEEN).get()
+    assert expected["unseen_j"] == pytest.approx(300.0 * 1200) and expected["unseen_cost"] > 0
+    # and the release before it, which left the columns at their default
+    GpuHour.objects.update(**dict.fromkeys(UNSEEN, 0))
+    ClusterDay.objects.update(**dict.fromkeys(UNSEEN, 0))
+    try:
+        _migrate([("rollups", "0005_clusterday_unseen")])
+        # when it is migrated to this release
+        _migrate(latest)
+        # then the stored hour and its day hold the unseen part the footprints give it, not a zero
+        got = GpuHour.objects.filter(gpu=fleet.gpus[0], hour=T0).values(*UNSEEN).get()
+        day = ClusterDay.objects.filter(cluster=fleet.cluster).values(*UNSEEN).get()
+        for name in UNSEEN[:-1]:
+            assert got[name] == pytest.approx(expected[name], rel=1e-9), name
+            assert day[name] == pytest.approx(expected_day[name], rel=1e-9), name
+        assert abs(got["unseen_cost"] - expected["unseen_cost"]) <= Decimal("0.000002")
+        assert abs(day["unseen_cost"] - expected_day["unseen_cost"]) <= Decimal("0.000002")
+    finally:
+        _migrate(latest)
