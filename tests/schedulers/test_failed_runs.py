@@ -88,6 +88,8 @@ def test_the_team_page_lists_failed_runs_with_what_they_cost(synced: dict[str, J
     client.force_login(User.objects.create_user("boss", is_staff=True))
     # The job's span is its scheduler's (the recorded accounting ran on 2026-12-01), not the agent's rows'.
     assert failed.start is not None and failed.start.date() == END.date()
-    page = client.get(f"/teams/{failed.team_id}/", {"start": "2026-11-30", "end": "2026-12-02"}).content.decode()
+    # A finding counts for its job's hours inside the period (docs/arithmetic.md, "Waste in a period"): the period
+    # covers the agent's rows (2 November) and the scheduler's span.
+    page = client.get(f"/teams/{failed.team_id}/", {"start": "2026-11-02", "end": "2026-12-02"}).content.decode()
     row = next(r for r in page.split("<tr") if 'data-job-key="slurm/3"' in r and "failed_run" in r)
     assert str(failed.cost.quantize(Decimal("0.01"))) in row and "4.0" in row  # money and GPU-hours
