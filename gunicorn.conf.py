@@ -16,6 +16,9 @@ worker_connections = threads
 keepalive = 0  # the reverse proxy in front keeps the clients' connections
 timeout = int(os.environ.get("GUNICORN_TIMEOUT", "30"))
 accesslog = os.environ.get("GUNICORN_ACCESS_LOG") or None
+# No control socket (gunicorn 25+, for `gunicornc`): nothing here uses it, and its default place, $HOME/.gunicorn,
+# is /app on the image's read-only root.
+control_socket_disable = True
 
 
 def child_exit(server: object, worker: object) -> None:

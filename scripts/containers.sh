@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Podman for the container tests (tests/deploy/test_container_image.py): no Docker engine and no image
-# registry are needed.
+# Podman for the container tests (tests/deploy/test_container_*.py): no Docker engine and no image registry
+# are needed.
 #
-#   scripts/containers.sh install          Debian's podman, runc and debootstrap, where missing (podman-compose
-#                                          is requirements-dev.txt's: Debian 12's 1.0.3 ignores --no-deps and
+#   scripts/containers.sh install          Debian's podman, runc, debootstrap and catatonit (the infra process of
+#                                          `podman kube play`'s pods), where missing (podman-compose is
+#                                          requirements-dev.txt's: Debian 12's 1.0.3 ignores --no-deps and
 #                                          network_mode: host)
 #   scripts/containers.sh base             install, then the base image the Dockerfile names, built once from
 #                                          Debian's archive with debootstrap and kept in podman's store
@@ -11,13 +12,16 @@
 #                                          checkout), tagged TAG, in one layer over the base (vfs keeps each
 #                                          layer whole); pip gets the CA bundle pip's own configuration names
 #                                          (or PIP_CERT) as a build secret, never copied into the image
+#   scripts/containers.sh build-agent TAG [DIR]
+#                                          base, then the agent's image from agent/deploy/Dockerfile of DIR (default:
+#                                          this checkout) over the same base, tagged TAG, in one layer
 #   scripts/containers.sh podman ARGS      podman with the tests' settings and store (e.g. `podman images`)
 #
 # The settings are scripts/podman/{containers,storage}.conf: runc on cgroupfs, the vfs driver in a store of
 # its own (/var/lib/fleetwatt/containers). The base image is rebuilt only when it is missing or its recipe
 # (BASE_RECIPE below) changed; `scripts/containers.sh podman rmi debian:bookworm-slim` forces a rebuild.
 set -euo pipefail
-[ "${1:-}" != build ] || [ -z "${3:-}" ] || set -- build "$2" "$(realpath "$3")"
+case "${1:-}" in build | build-agent) [ -z "${3:-}" ] || set -- "$1" "$2" "$(realpath "$3")" ;; esac
 cd "$(dirname "$0")/.."
 export CONTAINERS_CONF="$PWD/scripts/podman/containers.conf"
 export CONTAINERS_STORAGE_CONF="$PWD/scripts/podman/storage.conf"
@@ -34,6 +38,7 @@ containers_install() {
   command -v podman >/dev/null || pkgs+=(podman)
   command -v runc >/dev/null || pkgs+=(runc)
   command -v debootstrap >/dev/null || pkgs+=(debootstrap)
+  command -v catatonit >/dev/null || pkgs+=(catatonit)
   [ ${#pkgs[@]} -eq 0 ] && return 0
   if [ "$(id -u)" != 0 ]; then echo "need root to apt-get install ${pkgs[*]}" >&2; exit 1; fi
   echo "installing ${pkgs[*]}"
@@ -94,7 +99,7 @@ pip_cert() {
 # --layers=false: the steps are committed as one layer, so that vfs keeps the base and one copy of the
 # image, not one copy per step; --force-rm: no build container is left behind, even when a step fails.
 app_build() {
-  local tag=$1 context=${2:-.} cert args=()
+  local tag=$1 context=${2:-.} cert args=("${@:3}")
   cert=$(pip_cert)
   if [ -n "$cert" ] && [ -f "$cert" ]; then
     args+=(--secret "id=pip-ca,src=$cert")
@@ -102,11 +107,19 @@ app_build() {
   podman build --quiet --layers=false --force-rm --pull=never --network host "${args[@]}" --tag "$tag" "$context"
 }
 
+# The agent's image: agent/deploy/Dockerfile with agent/ as its context, as docs/deploy.md builds it.
+agent_build() {
+  local tag=$1 checkout=${2:-.}
+  app_build "$tag" "$checkout/agent" --file "$checkout/agent/deploy/Dockerfile"
+}
+
 case "${1:-}" in
   install) containers_install ;;
   base) containers_install; base_build ;;
   build) [ -n "${2:-}" ] || { echo "usage: $0 build TAG [DIR]" >&2; exit 2; }
     containers_install; base_build; shift; app_build "$@" ;;
+  build-agent) [ -n "${2:-}" ] || { echo "usage: $0 build-agent TAG [DIR]" >&2; exit 2; }
+    containers_install; base_build; agent_build "$2" "${3:-.}" ;;
   podman) shift; exec podman "$@" ;;
-  *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

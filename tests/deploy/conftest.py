@@ -18,7 +18,7 @@ import yaml
 from apps.simulator.exposition import openmetrics_write
 from apps.simulator.local_prometheus import PROMTOOL, LocalPrometheus, blocks_create, config_write, free_port
 from tests.conftest import SIM_LABELS, LoadedHistory
-from tests.deploy.containers import BuiltImage, app_image_build, build_context_copy
+from tests.deploy.containers import BuiltImage, agent_image_build, app_image_build, build_context_copy
 from tests.scenarios import spine_scenario
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -150,3 +150,10 @@ def app_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BuiltImage]:
     (scripts/containers.sh, which installs podman first where it is missing), from a copy of the checkout
     with secrets planted in it; removed at the end."""
     yield from app_image_build(build_context_copy(tmp_path_factory.mktemp("image-context")))
+
+
+@pytest.fixture(scope="session")
+def agent_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BuiltImage]:
+    """The agent's image, built once a session from agent/deploy/Dockerfile over the same debootstrapped base
+    (scripts/containers.sh build-agent), from a copy of the checkout; removed at the end."""
+    yield from agent_image_build(build_context_copy(tmp_path_factory.mktemp("agent-image-context")))

@@ -1,6 +1,6 @@
 """Podman as the container tests run it: the settings and the image store of scripts/containers.sh
-(scripts/podman/*.conf), the base image it builds once from Debian's archive, and the app's image built
-from the repository's Dockerfile."""
+(scripts/podman/*.conf), the base image it builds once from Debian's archive, and the app's and the agent's
+images built from the repository's Dockerfiles."""
 
 from __future__ import annotations
 
@@ -88,10 +88,20 @@ class BuiltImage:
 def app_image_build(context: Path) -> Iterator[BuiltImage]:
     """The app's image under a tag of this run's own, removed afterwards whatever happened. The base image
     stays in the store: the next run does not debootstrap again."""
-    tag = f"localhost/fleetwatt-test:{uuid.uuid4().hex[:12]}"
+    yield from image_build("build", "localhost/fleetwatt-test", context)
+
+
+def agent_image_build(context: Path) -> Iterator[BuiltImage]:
+    """The agent's image (agent/deploy/Dockerfile of the checkout copied to `context`, over the same base)
+    under a tag of this run's own, removed afterwards whatever happened."""
+    yield from image_build("build-agent", "localhost/fleetwatt-agent-test", context)
+
+
+def image_build(command: str, repository: str, context: Path) -> Iterator[BuiltImage]:
+    tag = f"{repository}:{uuid.uuid4().hex[:12]}"
     started = time.monotonic()
     try:
-        script("build", tag, str(context), timeout_s=900)
+        script(command, tag, str(context), timeout_s=900)
         build_s = time.monotonic() - started
         size = int(podman("image", "inspect", "--format", "{{.Size}}", tag).stdout.strip())
         yield BuiltImage(tag=tag, build_s=build_s, size_bytes=size)
