@@ -257,8 +257,8 @@ def stack(
 
 def test_compose_migrates_as_the_owner_and_serves_as_the_app_role(stack: ComposeStack) -> None:
     # given the stack up (migrate ended well: the fixture checked its exit code)
-    # when /healthz is asked
-    resp = requests.get(f"{stack.web_url}/healthz", timeout=30)  # a loaded machine: the first request of a fresh gunicorn worker
+    # when /healthz is asked (30 s: on a loaded machine a fresh gunicorn worker answers its first request slowly)
+    resp = requests.get(f"{stack.web_url}/healthz", timeout=30)
     # then it answers, with Postgres and Redis reached from the containers
     assert resp.status_code == 200, stack.logs("web")
     assert resp.json()["checks"]["postgres"]["ok"] and resp.json()["checks"]["redis"]["ok"]
