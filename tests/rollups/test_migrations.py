@@ -74,7 +74,7 @@ def test_hours_stored_before_the_unseen_columns_get_them_as_the_footprints_would
     GpuHour.objects.update(**dict.fromkeys(UNSEEN, 0))
     ClusterDay.objects.update(**dict.fromkeys(UNSEEN, 0))
     try:
-        _migrate([("rollups", "0005_clusterday_unseen")])
+        _migrate([("telemetry", "0009_gpuhour_unseen")])
         # when it is migrated to this release
         _migrate(latest)
         # then the stored hour and its day hold the unseen part the footprints give it, not a zero

@@ -60,9 +60,11 @@ WHERE d.cluster_id = s.cluster_id AND d.day = s.day
 
 
 class Migration(migrations.Migration):
+    # In this app, after the partitioned tables (0006) and the columns (0009): an upgrade from before them runs the
+    # other apps' migrations first and this app's last (tests/telemetry/test_partition_migration.py).
     dependencies = [
-        ("rollups", "0005_clusterday_unseen"),
         ("telemetry", "0009_gpuhour_unseen"),
+        ("rollups", "0005_clusterday_unseen"),
         ("carbon", "0005_job_group_match_group_key"),
         ("fleet", "0008_cluster_dcgm_host_label"),
     ]
