@@ -29,6 +29,13 @@ class StackDatabase:
     def url(self, role: str) -> str:
         return f"postgres://{role}@127.0.0.1:5432/{self.name}"
 
+    @contextmanager
+    def connect(self) -> Iterator[psycopg.Connection[Any]]:
+        """The test's own connection to it, in UTC."""
+        with psycopg.connect(self.admin_dsn, autocommit=True) as conn:
+            conn.execute("SET TIME ZONE 'UTC'")
+            yield conn
+
 
 def _admin() -> dict[str, Any]:
     settings = connection.settings_dict

@@ -32,7 +32,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 import redis
 import requests
@@ -44,6 +43,7 @@ from apps.pipeline.ingest import hour_ingest
 from apps.simulator.local_prometheus import free_port
 from tests.conftest import LoadedHistory
 from tests.deploy.containers import REPO, BuiltImage, podman, podman_env
+from tests.deploy.stack_services import StackDatabase, database_with_roles, redis_server
 from tests.scenarios import spine_scenario
 
 # django_db on every test keeps them in the file's order (pytest-django runs its database tests first).
@@ -58,69 +58,19 @@ INGEST_HOUR_TASK = "apps.telemetry.tasks.ingest_hour_task"
 VISIBILITY_TIMEOUT_S = 20
 
 
-@dataclass(frozen=True)
-class ComposeDatabase:
-    name: str
-    owner: str
-    app: str
-    admin_dsn: str  # the test's own connection, to the new database
-
-    def url(self, role: str) -> str:
-        return f"postgres://{role}@127.0.0.1:5432/{self.name}"
-
-    @contextmanager
-    def connect(self) -> Iterator[psycopg.Connection[Any]]:
-        with psycopg.connect(self.admin_dsn, autocommit=True) as conn:
-            conn.execute("SET TIME ZONE 'UTC'")
-            yield conn
-
-
 @pytest.fixture(scope="module")
-def compose_database() -> Iterator[ComposeDatabase]:
+def compose_database() -> Iterator[StackDatabase]:
     """A database owned by an owner role, and an app role that owns nothing (docs/operations.md, "Database
-    roles"), both of this module's own; dropped afterwards. Postgres trusts 127.0.0.1 here: no passwords."""
-    suffix = uuid.uuid4().hex[:8]
-    settings = connection.settings_dict
-    admin = {"host": settings["HOST"] or "127.0.0.1", "port": settings["PORT"] or 5432, "user": settings["USER"]}
-    if settings["PASSWORD"]:
-        admin["password"] = settings["PASSWORD"]
-    db = ComposeDatabase(
-        name=f"{settings['NAME']}_compose_{suffix}",
-        owner=f"fleetwatt_owner_{suffix}",
-        app=f"fleetwatt_app_{suffix}",
-        admin_dsn=psycopg.conninfo.make_conninfo(**admin, dbname=f"{settings['NAME']}_compose_{suffix}"),
-    )
-    with psycopg.connect(**admin, dbname="postgres", autocommit=True) as conn:
-        conn.execute(f'CREATE ROLE "{db.owner}" LOGIN')
-        conn.execute(f'CREATE ROLE "{db.app}" LOGIN')
-        conn.execute(f'CREATE DATABASE "{db.name}" OWNER "{db.owner}"')
-    try:
+    roles"), both of this module's own; dropped afterwards."""
+    with database_with_roles("compose") as db:
         yield db
-    finally:
-        with psycopg.connect(**admin, dbname="postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{db.name}" WITH (FORCE)')
-            conn.execute(f'DROP ROLE IF EXISTS "{db.app}"')
-            conn.execute(f'DROP ROLE IF EXISTS "{db.owner}"')
 
 
 @pytest.fixture(scope="module")
 def compose_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A Redis of the module's own, so that beat's schedule and the worker's queue stay apart from the suite's."""
-    port = free_port()
-    proc = subprocess.Popen(
-        ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"],
-        cwd=tmp_path_factory.mktemp("compose-redis"),
-        stdout=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True).stdout.strip() != b"PONG":
-            assert proc.poll() is None and time.monotonic() < deadline, "redis-server did not start"
-            time.sleep(0.1)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with redis_server(tmp_path_factory.mktemp("compose-redis")) as url:
+        yield url
 
 
 def compose(project: Path, name: str, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
@@ -155,7 +105,7 @@ def celery_client(broker_url: str) -> Iterator[Celery]:
 class ComposeStack:
     project: Path
     name: str
-    database: ComposeDatabase
+    database: StackDatabase
     redis_url: str
     web_url: str
 
@@ -198,7 +148,7 @@ class ComposeStack:
 @pytest.fixture(scope="module")
 def stack(
     app_image: BuiltImage,
-    compose_database: ComposeDatabase,
+    compose_database: StackDatabase,
     compose_redis: str,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[ComposeStack]:
