@@ -22,7 +22,7 @@ import stat
 import time
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from fleetwatt_agent.backends.base import Backend, Resolver
@@ -232,8 +232,11 @@ def _start_ticks(stat: str) -> int | None:
 BINS_FINAL_NS = 1_200_000_000
 # A file not rewritten for this long does not hold the others back (its process is stuck or gone).
 BINS_STALE_NS = 3_000_000_000
-# The final bins a process's share ratio is taken over (3 s of 10 ms bins).
-RATIO_BINS = 300
+# The final bins the share ratio of a process's time not yet final is taken over (1 s of 10 ms bins).
+RATIO_BINS = 100
+# At most this many bins are shared in one tick (the files show 3 s): older ones are left unshared,
+# counted at the ratio with the time not yet final (an agent that slept, a file's odd clock).
+MAX_WALK_BINS = 300
 
 
 def share_bin(busy_us: list[int], bin_us: int) -> list[int]:
@@ -255,23 +258,40 @@ def share_bin(busy_us: list[int], bin_us: int) -> list[int]:
     return [int(max(v - level, 0.0)) for v in busy_us]  # down: never more than the bin
 
 
+@dataclass
+class _Account:
+    """One process's GPU time on one GPU: `settled_ns` its shared time over the bins shared so far, of
+    `claimed_ns` of its union counter those bins held (from the start: its counter before them, as is)."""
+
+    settled_ns: float
+    claimed_ns: float
+    union_ns: int
+    out_ns: int = 0
+    recent: deque[tuple[int, int]] = field(default_factory=lambda: deque(maxlen=RATIO_BINS))
+
+    def ratio(self) -> float:
+        """What share_bin left it of what it claimed over its last final bins (1 where it claimed none)."""
+        claimed = sum(c for _, c in self.recent)
+        return sum(s for s, _ in self.recent) / claimed if claimed > 0 else 1.0
+
+
 class SharedTime:
     """One GPU's processes' GPU time with the time they claim together shared (share_bin), as counters.
 
     The bins say what to share, but only once final, about a second late; the union counter says how
-    busy each process was up to the last flush. So each process's counter rises by its union counter's
-    rise x its share ratio: what share_bin left it of what it claimed, over its last RATIO_BINS final
-    bins (1 where it claimed nothing there, or shared nothing). Alone, a process keeps its whole union
-    counter with the union's small delay (its power learned alone is not skewed); shared, the ratio
-    follows within seconds. A process first seen counts its whole counter, as the union does.
+    busy each process was up to the last flush. So each process's counter is its time over the bins
+    shared so far, exact, plus the rest of its union counter (the last second or so) times its recent
+    share ratio, an estimate the next ticks replace with the bins' word. Alone, a process keeps its
+    whole union counter at once (its power learned alone is not skewed); shared, the estimate errs for
+    about a second and is then settled, so no error adds up over a run. The counters never go back
+    (the sampler reads their rises): an estimate that was too high holds the counter until the time
+    shared catches up. A process first seen counts its whole counter, as the union does.
     `counters` returns None while a process on the GPU keeps no bins (an older library): then the
     union counters stand for every process, so that all are read the same way."""
 
     def __init__(self) -> None:
         self.done_bin: int | None = None
-        self.recent: dict[int, deque[tuple[int, int]]] = {}  # pid -> (shared µs, claimed µs) per final bin
-        self.counter_ns: dict[int, float] = {}
-        self.union_ns: dict[int, int] = {}
+        self.accounts: dict[int, _Account] = {}
 
     def counters(self, counters: Mapping[int, GpuCounters]) -> dict[int, int] | None:
         if not counters or any(not c.bins_us or c.bin_ns <= 0 for c in counters.values()):
@@ -279,48 +299,65 @@ class SharedTime:
         bin_ns = next(iter(counters.values())).bin_ns
         if any(c.bin_ns != bin_ns for c in counters.values()):
             return None
-        self._take_final_bins(counters, bin_ns)
+        final_bin = self._advance(counters, bin_ns)
+        for pid, c in counters.items():
+            acct = self.accounts.get(pid)
+            if acct is None or c.busy_ns < acct.union_ns:  # first seen (or a counter that went back)
+                before = max(c.busy_ns - _unshared_ns(c, self.done_bin, bin_ns), 0)
+                self.accounts[pid] = _Account(float(before), float(before), c.busy_ns)
+        self._share_final_bins(counters, bin_ns, final_bin)
         out: dict[int, int] = {}
         for pid, c in counters.items():
-            before = self.union_ns.get(pid)
-            if before is None or c.busy_ns < before:
-                self.counter_ns[pid] = float(c.busy_ns)  # first seen (or a counter that went back): as is
-            else:
-                self.counter_ns[pid] += (c.busy_ns - before) * self.ratio(pid)
-            self.union_ns[pid] = c.busy_ns
-            out[pid] = int(self.counter_ns[pid])
-        for gone in [pid for pid in self.union_ns if pid not in counters]:
-            for state in (self.union_ns, self.counter_ns, self.recent):
-                state.pop(gone, None)
+            acct = self.accounts[pid]
+            acct.union_ns = c.busy_ns
+            estimate = acct.settled_ns + max(c.busy_ns - acct.claimed_ns, 0.0) * acct.ratio()
+            acct.out_ns = max(acct.out_ns, int(estimate))
+            out[pid] = acct.out_ns
+        for gone in [pid for pid in self.accounts if pid not in counters]:
+            del self.accounts[gone]
         return out
 
     def ratio(self, pid: int) -> float:
-        recent = self.recent.get(pid)
-        claimed = sum(c for _, c in recent) if recent else 0
-        return sum(s for s, _ in recent) / claimed if recent and claimed > 0 else 1.0
+        acct = self.accounts.get(pid)
+        return acct.ratio() if acct is not None else 1.0
 
-    def _take_final_bins(self, counters: Mapping[int, GpuCounters], bin_ns: int) -> None:
-        """Share each bin once final in every fresh file, in clock order."""
+    def _advance(self, counters: Mapping[int, GpuCounters], bin_ns: int) -> int:
+        """The last bin final in every fresh file; `done_bin` moved past bins the files no longer hold
+        and past those a tick may not walk (they stay unshared: counted at the ratio)."""
         newest = max(c.written_ns for c in counters.values())
         fresh = [c for c in counters.values() if newest - c.written_ns <= BINS_STALE_NS]
         final_bin = min(c.written_ns - BINS_FINAL_NS for c in fresh) // bin_ns
         oldest_known = max(c.bins_from for c in counters.values())
         if self.done_bin is None:
-            self.done_bin = max(final_bin - RATIO_BINS, oldest_known - 1)
-        # past what the files still hold, or older than the ratio's window (an agent that slept, a file's
-        # odd clock): skipped, so a tick never walks more than RATIO_BINS bins
-        self.done_bin = max(self.done_bin, oldest_known - 1, final_bin - RATIO_BINS)
+            self.done_bin = oldest_known - 1
+        self.done_bin = max(self.done_bin, oldest_known - 1, final_bin - MAX_WALK_BINS)
+        return final_bin
+
+    def _share_final_bins(self, counters: Mapping[int, GpuCounters], bin_ns: int, final_bin: int) -> None:
+        """Share each bin once final in every fresh file, in clock order."""
+        assert self.done_bin is not None
         pids = list(counters)
         bin_us = bin_ns // 1000
         for b in range(self.done_bin + 1, final_bin + 1):
-            claimed = []
-            for pid in pids:
-                c = counters[pid]
-                i = b - c.bins_from
-                claimed.append(min(c.bins_us[i], bin_us) if 0 <= i < len(c.bins_us) else 0)
+            claimed = [_claimed_us(counters[pid], b, bin_us) for pid in pids]
             for pid, got, want in zip(pids, share_bin(claimed, bin_us), claimed, strict=True):
-                self.recent.setdefault(pid, deque(maxlen=RATIO_BINS)).append((got, want))
+                acct = self.accounts[pid]
+                acct.settled_ns += got * 1000
+                acct.claimed_ns += want * 1000
+                acct.recent.append((got, want))
         self.done_bin = max(self.done_bin, final_bin)
+
+
+def _claimed_us(c: GpuCounters, b: int, bin_us: int) -> int:
+    i = b - c.bins_from
+    return min(c.bins_us[i], bin_us) if 0 <= i < len(c.bins_us) else 0
+
+
+def _unshared_ns(c: GpuCounters, done_bin: int | None, bin_ns: int) -> int:
+    """The busy ns a process's file shows in bins not shared yet (after `done_bin`)."""
+    bin_us = bin_ns // 1000
+    first = 0 if done_bin is None else max(done_bin + 1 - c.bins_from, 0)
+    return sum(min(us, bin_us) for us in c.bins_us[first:]) * 1000
 
 
 class GpuTimeBackend:

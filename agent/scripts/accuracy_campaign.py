@@ -16,7 +16,7 @@ a mix that many seconds after the one before it, so that the first is seen alone
 GPU-time injection library and the agent reading its files; each run's every busy interval (the library's
 dump) is reduced to each process's busy seconds, 100 ms bins and the time it overlapped the others'.
 --overhead-reps N first runs each of --overhead-kinds alone N times without and with the library, to
-measure what it costs a job.
+measure what it costs a job (each run held to the same CPUs, --overhead-cpus).
 Nothing here changes a setting of the GPU.
 
 Writes into --out: campaign.json.gz (everything measured: the runs, the monitor's samples, the GPU's
@@ -281,7 +281,7 @@ class Campaign:
         child.reader.start()
         return child
 
-    def run_group(self, label: str, rep: int, children: list[Child]) -> dict[str, Any]:
+    def run_group(self, label: str, rep: int, children: list[Child], cpus: set[int] | None = None) -> dict[str, Any]:
         for c in children:
             if not c.ready.wait(120):
                 raise SystemExit(f"{label}: {c.kind} never imported")
@@ -292,6 +292,8 @@ class Campaign:
             if k and self.args.stagger_s > 0:
                 time.sleep(self.args.stagger_s)
             self.children[c.proc.pid] = c
+            if cpus:  # its main thread now, so CUDA's threads and the library's, made after "go", too
+                os.sched_setaffinity(c.proc.pid, cpus)
             c.working_since = time.time()
             assert c.proc.stdin is not None
             c.proc.stdin.write("go\n")
@@ -350,7 +352,10 @@ class Campaign:
 def overhead(c: Campaign, kinds: list[str], iters: dict[str, int], burst: int) -> dict[str, Any]:
     """Each kind alone, --overhead-reps times without and with the injection library (the order swapped
     every repetition): its work time (t_end - t_ready: the fixed work, after the context and tensors are
-    ready) and its start (t_ready - t_go: CUDA's start, where the library loads)."""
+    ready) and its start (t_ready - t_go: CUDA's start, where the library loads). Each run on the same
+    CPUs (--overhead-cpus): a launch-bound job's pace is its CPU's, which differs from core to core."""
+    cpus = overhead_cpus(c.args.overhead_cpus)
+    c.log(f"overhead runs on CPUs {sorted(cpus) if cpus else 'as scheduled'}")
     runs: list[dict[str, Any]] = []
     plan = []
     for rep in range(c.args.overhead_reps):
@@ -366,7 +371,7 @@ def overhead(c: Campaign, kinds: list[str], iters: dict[str, int], burst: int) -
             _, k2, w2 = plan[i + 1]
             spawned = c.spawn(k2, iters[k2], burst, gputime=w2, dump=False)
         label = f"overhead:{kind}:{'gputime' if with_lib else 'plain'}"
-        result = c.run_group(label, rep, [child])
+        result = c.run_group(label, rep, [child], cpus=cpus)
         report = result["jobs"][0]["report"] or {}
         if result["status"] == "ok" and report:
             runs.append(
@@ -398,7 +403,17 @@ def overhead(c: Campaign, kinds: list[str], iters: dict[str, int], burst: int) -
                 ),
             }
             c.log(f"overhead {kind}: {summary[kind]}")
-    return {"runs": runs, "kinds": summary}
+    return {"runs": runs, "kinds": summary, "cpus": sorted(cpus) if cpus else None}
+
+
+def overhead_cpus(spec: str) -> set[int] | None:
+    """The CPUs of --overhead-cpus ("2-5", "2,3"; "" for none) that this process may use."""
+    wanted: set[int] = set()
+    for part in (x for x in spec.split(",") if x.strip()):
+        lo, _, hi = part.partition("-")
+        wanted.update(range(int(lo), int(hi or lo) + 1))
+    usable = wanted & os.sched_getaffinity(0)
+    return usable or None
 
 
 def gputime_reduce(
@@ -525,6 +540,7 @@ def main() -> int:
     parser.add_argument("--gputime-lib", default="", help="libfleetwatt_gputime.so: run the jobs with it")
     parser.add_argument("--overhead-reps", type=int, default=0, help="runs alone without and with the library")
     parser.add_argument("--overhead-kinds", default="mm,copy,xfmr,tiny")
+    parser.add_argument("--overhead-cpus", default="2-5", help="the CPUs the overhead runs are held to ('' none)")
     parser.add_argument("--dry-run", action="store_true")
     parser.add_argument("--fake-unit-s", type=float, default=0.01)
     args = parser.parse_args()

@@ -475,13 +475,58 @@ def test_a_process_alone_keeps_its_union_counter_with_no_delay() -> None:
 
 def test_time_two_processes_claim_together_is_halved() -> None:
     shared = SharedTime()
-    both = [10_000] * 300  # each claims every 10 ms of the last 3 s
-    assert shared.counters({1: counters(4.0, 100, both, busy=10**9), 2: counters(4.0, 100, both, busy=10**9)}) == {
-        1: 10**9,
-        2: 10**9,
-    }  # first seen: their whole counters
-    got = shared.counters({1: counters(5.0, 200, both, busy=2 * 10**9), 2: counters(5.0, 200, both, busy=2 * 10**9)})
-    assert got == {1: 10**9 + 5 * 10**8, 2: 10**9 + 5 * 10**8}  # each rose 1 s and keeps half
+    both = [10_000] * 300  # each claims every 10 ms of the last 3 s, and ran nothing before
+    first = shared.counters({1: counters(4.0, 100, both, busy=3 * 10**9), 2: counters(4.0, 100, both, busy=3 * 10**9)})
+    assert first == {1: 15 * 10**8, 2: 15 * 10**8}  # final bins halved, the rest at the same ratio
+    got = shared.counters({1: counters(5.0, 200, both, busy=4 * 10**9), 2: counters(5.0, 200, both, busy=4 * 10**9)})
+    assert got == {1: 2 * 10**9, 2: 2 * 10**9}  # each rose 1 s and keeps half
+
+
+def _files_at(t_s: float, busy: dict[int, list[tuple[float, float]]]) -> dict[int, GpuCounters]:
+    """What each process's file says at `t_s`: its union counter and its last 300 bins of 10 ms, for
+    processes whose kernels covered `busy` (pid -> intervals in seconds), those begun by then."""
+    last = int(t_s * 100)
+    out = {}
+    for pid, spans in busy.items():
+        if spans[0][0] > t_s:
+            continue
+        cut = [(a, min(b, t_s)) for a, b in spans if a < t_s]
+        bins = []
+        for k in range(last - 299, last + 1):
+            lo, hi = k / 100, (k + 1) / 100
+            bins.append(round(sum(max(min(b, hi) - max(a, lo), 0.0) for a, b in cut) * 1e6))
+        union = round(sum(b - a for a, b in cut) * 1e9)
+        out[pid] = counters(t_s, last - 299, bins, busy=union)
+    return out
+
+
+def test_a_process_joined_by_another_is_settled_to_its_exact_share() -> None:
+    # 1 runs alone from 1 s, 2 joins at 5 s, both busy to 30 s; read every 0.5 s as the agent does
+    busy = {1: [(1.0, 30.0)], 2: [(5.0, 30.0)]}
+    shared, previous = SharedTime(), {1: 0, 2: 0}
+    for half_s in range(4, 61):
+        t = half_s / 2
+        got = shared.counters(_files_at(t, busy))
+        assert got is not None
+        for pid, value in got.items():
+            assert value >= previous[pid]  # counters never go back
+            previous[pid] = value
+        # exact: alone its whole time, shared half; the estimate errs by at most the last 1.2 s or so
+        exact_1 = (min(t, 5.0) - 1.0) + max(t - 5.0, 0.0) / 2
+        assert got[1] / 1e9 == pytest.approx(exact_1, abs=0.65)
+        if t <= 5.0:
+            assert got[1] == pytest.approx((t - 1.0) * 1e9, abs=2e7)  # alone: no delay
+    # once the bins are final the error is gone: it does not add up over the run
+    assert shared.counters(_files_at(31.5, busy)) == pytest.approx({1: 16.5e9, 2: 12.5e9}, rel=2e-3)
+
+
+def test_bursts_beside_a_busy_process_are_charged_what_they_ran() -> None:
+    # 2 computes 40 ms of every 100 ms beside 1, busy all along: of each burst, half was 2's
+    busy = {1: [(1.0, 31.0)], 2: [(1.0 + k / 10, 1.04 + k / 10) for k in range(300)]}
+    shared = SharedTime()
+    for half_s in range(4, 65):
+        got = shared.counters(_files_at(half_s / 2, busy))
+    assert got == pytest.approx({1: 24e9, 2: 6e9}, rel=5e-3)  # 2: 12 s claimed, 6 s its own
 
 
 def test_a_process_that_claims_less_keeps_what_only_it_ran() -> None:
@@ -527,8 +572,8 @@ def test_the_backend_shares_what_two_processes_claim_together(proc: FakeProc, fo
     write(300, 5.0, 4 * 10**9)
     write(301, 5.0, 4 * 10**9)
     got = {p.pid: (p.gpu_busy_ns, p.gpu_busy_raw_ns) for p in backend.read(read_energy=False).gpus[0].processes}
-    # each claimed every bin with the other: of the 1 s its union rose, half is its own
-    assert got == {300: (3_500_000_000, 4 * 10**9), 301: (3_500_000_000, 4 * 10**9)}
+    # each claimed every bin with the other for 4 s: half is its own
+    assert got == {300: (2 * 10**9, 4 * 10**9), 301: (2 * 10**9, 4 * 10**9)}
 
 
 def test_a_file_from_the_future_or_with_huge_bins_cannot_stall_the_agent(proc: FakeProc, folder: Path) -> None:
@@ -538,11 +583,11 @@ def test_a_file_from_the_future_or_with_huge_bins_cannot_stall_the_agent(proc: F
     doc["written_ns"] = time.time_ns() + 86_400 * 10**9
     (folder / f"{ns}-300.json").write_text(json.dumps(doc))
     assert GpuTimeReader(folder, proc.root).counters(300) is None
-    # and however far apart two readings' clocks are, one tick walks at most RATIO_BINS bins, a claim at
-    # most a whole bin
+    # and however far apart two readings' clocks are, one tick walks at most MAX_WALK_BINS bins, a claim
+    # at most a whole bin
     shared = SharedTime()
     shared.counters({1: counters(4.0, 100, [10**12] * 300)})
     started = time.monotonic()
     shared.counters({1: counters(4.0e8, 200, [10**12] * 300)})  # a reading whose clock says 12 years later
     assert time.monotonic() - started < 1.0
-    assert all(claimed <= 10_000 for _, claimed in shared.recent[1])
+    assert all(claimed <= 10_000 for _, claimed in shared.accounts[1].recent)
