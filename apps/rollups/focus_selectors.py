@@ -1,25 +1,36 @@
 """What the FOCUS export reads (apps/rollups/focus.py turns it into rows): the teams' daily sums of a month and
 the rollups' booked cost of each team-day, for the teams the user may see (a member: their teams; finance and
-admins: every team)."""
+admins: every team); and the clusters' idle lines of the month, for those who see every team only."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from datetime import date
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.db.models import DateTimeField, F, Q, Sum
 from django.db.models.functions import Cast, TruncDay
 
+from apps.core.access import user_sees_all_teams
 from apps.core.footprint import S_PER_HOUR
 from apps.core.money import split_rounded
 from apps.fleet.models import Team
 from apps.jobs.models import ExpiredJobDay, JobGpuHour
 
-from .focus import FocusNames, TeamClusterDay, month_bounds
-from .models import TeamDay
-from .selectors import User
+from .focus import (
+    ClusterIdleDay,
+    FocusNames,
+    TeamClusterDay,
+    allocation_apply,
+    focus_rows,
+    month_bounds,
+    origin_totals,
+    unallocated_rows,
+)
+from .models import ClusterDay, TeamDay
+from .selectors import CLUSTER_DAY_IDLE_COLUMNS, User, cluster_day_idle_line
 
 
 def focus_names() -> FocusNames:
@@ -103,3 +114,56 @@ def focus_targets(*, user: User, month: date) -> dict[tuple[int, date, str], Dec
         for day, amount in split_rounded(parts, currency).items():
             out[(team_id, date.fromisoformat(day), currency)] += amount
     return dict(out)
+
+
+def _sees_every_team(user: User) -> bool:
+    # (A request's user is an AbstractUser or anonymous; the selectors' User type is wider.)
+    return user_sees_all_teams(user)  # type: ignore[arg-type]
+
+
+def focus_cluster_idle_days(*, user: User, month: date) -> list[ClusterIdleDay]:
+    """Each cluster's idle line and its part nobody saw on each day of the month, from its daily sums (as its
+    daily rollup has them), with its site's currency, price and intensity basis, in one query. Cluster-level
+    figures, no team's: only for a user who sees every team (admins, finance), none for anyone else."""
+    if not _sees_every_team(user):
+        return []
+    start, end = month_bounds(month)
+    site_columns = ("cluster__name", "cluster__site__name", "cluster__site__currency",
+                    "cluster__site__electricity_price_per_kwh", "cluster__site__grid_zone",
+                    "cluster__site__intensity_basis")  # fmt: skip
+    days = ClusterDay.objects.filter(day__gte=start.date(), day__lt=end.date()).values(
+        "day", *site_columns, *CLUSTER_DAY_IDLE_COLUMNS
+    )
+    out = []
+    for row in days.order_by("day", "cluster__name").iterator():
+        line = cluster_day_idle_line(row)
+        if line is None:
+            continue
+        price, zone = row["cluster__site__electricity_price_per_kwh"], row["cluster__site__grid_zone"]
+        out.append(
+            ClusterIdleDay(
+                cluster=row["cluster__name"],
+                day=row["day"],
+                currency=_currency(row["cluster__site__currency"]),
+                idle=line.idle,
+                unseen=line.unseen,
+                price_per_kwh=price if price is not None else Decimal(0),
+                site=row["cluster__site__name"],
+                intensity_basis=row["cluster__site__intensity_basis"] if zone else None,
+            )
+        )
+    return out
+
+
+def focus_file_rows(*, user: User, month: date) -> list[dict[str, Any]]:
+    """The month's FOCUS rows as the user may read them: the teams' rows of the teams they may see, then, for
+    whoever sees every team, the clusters' unallocated rows (idle, unobserved), with FOCUS 1.3's allocation
+    columns; the ratios only for whoever sees every team (they need each origin charge's whole: every team's rows
+    and the unallocated ones)."""
+    names = focus_names()
+    rows = [
+        *focus_rows(focus_team_days(user=user, month=month), focus_targets(user=user, month=month),
+                    month=month, names=names),
+        *unallocated_rows(focus_cluster_idle_days(user=user, month=month), month=month, names=names),
+    ]  # fmt: skip
+    return list(allocation_apply(rows, origin_totals(rows) if _sees_every_team(user) else None))

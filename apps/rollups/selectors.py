@@ -180,6 +180,20 @@ _IDLE_SUMS = {
 }  # fmt: skip
 
 
+# The ClusterDay columns cluster_day_idle_line reads.
+CLUSTER_DAY_IDLE_COLUMNS = tuple(_IDLE_SUMS.values())
+
+
+def cluster_day_idle_line(day_sums: Mapping[str, Any]) -> IdleLine | None:
+    """One cluster-day's idle line and the part of it nobody saw, from its ClusterDay columns
+    (CLUSTER_DAY_IDLE_COLUMNS by name), as the cluster's daily rollup works them out; None without a GPU-hour
+    that day (no idle line, as in the rollup)."""
+    if not day_sums["gpu_hours_total"]:
+        return None
+    named = {name: day_sums[column] for name, column in _IDLE_SUMS.items()}
+    return IdleLine(idle=_idle_footprint(named), unseen=_unseen_footprint(named))
+
+
 def _day_periods(days: QuerySet[Any], granularity: str, *, idle: bool = False) -> dict[str, Period]:
     """Periods from daily sums (TeamDay, ClusterDay, JobGroupDay rows), added up in the order of their days, in
     one read; with `idle` (ClusterDay), each period's idle line worked out from its days' GPU-hours' sums (none

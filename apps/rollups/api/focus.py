@@ -1,5 +1,6 @@
 """`/api/focus/?month=YYYY-MM`: a month of the teams' usage as a FOCUS 1.2 file, CSV (default) or Parquet
-(`?format=parquet` or `Accept: application/vnd.apache.parquet`), for the teams the user may see."""
+(`?format=parquet` or `Accept: application/vnd.apache.parquet`), for the teams the user may see; with the
+clusters' idle and unobserved cost for whoever sees every team."""
 
 from __future__ import annotations
 
@@ -16,9 +17,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.core.access import user_sees_all_teams
-from apps.rollups.focus import allocation_apply, csv_chunks, focus_rows, origin_totals, parquet_bytes
-from apps.rollups.focus_selectors import focus_names, focus_targets, focus_team_days
+from apps.rollups.focus import csv_chunks, parquet_bytes
+from apps.rollups.focus_selectors import focus_file_rows
 
 _MONTH = re.compile(r"^(\d{4})-(\d{2})$")
 PARQUET = "application/vnd.apache.parquet"
@@ -58,7 +58,9 @@ class FocusQuerySerializer(serializers.Serializer):
 class FocusExportView(APIView):
     """A month as FOCUS 1.2 (docs/api.md, "FOCUS export"): one row per team, cluster, UTC day and charge
     (GPU-hours; facility energy), BilledCost in the currency's minor unit, adding up per team and day to the
-    team's rollup to the cent. Members get their teams' rows; finance and admins every team's."""
+    team's rollup to the cent; and per cluster, UTC day and charge the cost no team's jobs carry (`x_CostLine`
+    idle, unobserved), adding up to the cluster's idle line. Members get their teams' rows; finance and admins
+    every team's and the clusters' idle and unobserved rows."""
 
     renderer_classes = [FocusCSVRenderer, FocusParquetRenderer]
 
@@ -85,22 +87,14 @@ class FocusExportView(APIView):
         query = FocusQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         month: date = query.validated_data["month"]
-        user = request.user
-        names = focus_names()
-        rows = list(
-            focus_rows(
-                focus_team_days(user=user, month=month), focus_targets(user=user, month=month), month=month, names=names
-            )
-        )
-        # FOCUS 1.3's ratios need each origin charge's whole: every team's rows, which only those who see every
-        # team see (they are the rows above then).
-        rows = list(allocation_apply(rows, origin_totals(rows) if user_sees_all_teams(user) else None))
+        rows = focus_file_rows(user=request.user, month=month)
         name = f"focus-{month:%Y-%m}"
         if request.accepted_renderer.format == "parquet":
             response: HttpResponseBase = HttpResponse(parquet_bytes(rows), content_type=PARQUET)
             response["Content-Disposition"] = f'attachment; filename="{name}.parquet"'
             return response
-        # A month is bounded (teams x clusters x days x 2 rows, read in two queries); its CSV goes out streamed.
+        # A month is bounded ((teams + 2) x clusters x days x 2 rows, read in three queries); its CSV goes out
+        # streamed.
         response = StreamingHttpResponse(csv_chunks(rows), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
         return response
