@@ -130,7 +130,7 @@ class FootprintRefresh:
 
     gpu_hours: int = 0
     job_ids: set[int] = field(default_factory=set)  # jobs with a row in the window
-    cluster_days: set[tuple[int, date]] = field(default_factory=set)  # (cluster, UTC day) of those rows
+    cluster_days: set[tuple[int, date]] = field(default_factory=set)  # (cluster, UTC day) of the rows and hours
     book: FactorBook | None = None  # the factors used, with their intensity sources
 
 
@@ -213,10 +213,12 @@ def footprints_refresh(
         idle_columns["unseen_cost"].append(unseen.cost)
     columns_update(GpuHour, [h[0] for h in hours], idle_columns, partition_key=("hour", [h[2] for h in hours]))
     cluster_of_node = {pk: node.cluster_id for pk, node in nodes.items()}
+    # The days of the GPU-hours too: a day no job ran on still has its idle line to sum.
+    moments = [(r[1], r[3]) for r in rows] + [(h[1], h[2]) for h in hours]
     return FootprintRefresh(
         gpu_hours=len(hours),
         job_ids={r[2] for r in rows},
-        cluster_days={(cluster_of_node[gpu_of[r[1]][0]], r[3].astimezone(UTC).date()) for r in rows},
+        cluster_days={(cluster_of_node[gpu_of[gpu_id][0]], hour.astimezone(UTC).date()) for gpu_id, hour in moments},
         book=book,
     )
 

@@ -130,6 +130,22 @@ def test_a_day_of_gpu_hours_and_no_job_has_its_idle_line(world: OutcomesWorld) -
     )
 
 
+def test_the_derivation_sums_a_day_no_job_ran_on(world: OutcomesWorld) -> None:
+    # given a later day the GPUs were on and ran nothing, priced through the derivation (as an ingest does)
+    gpu_hour = GpuHour.objects.filter(gpu__node__cluster=world.fleet.cluster).order_by("pk").first()
+    assert gpu_hour is not None
+    quiet = datetime(2026, 11, 5, 3, tzinfo=UTC)
+    gpu_hour.pk, gpu_hour.hour, gpu_hour.jobs_energy_j, gpu_hour.occupied_s = None, quiet, 0.0, 0.0
+    gpu_hour.estimated_j = gpu_hour.estimated_s = 0.0
+    gpu_hour.save()
+    with transaction.atomic():
+        derive(Scope(cluster_ids=frozenset({world.fleet.cluster.pk}), start=quiet, end=quiet + timedelta(hours=1)),
+               changed={Fact.FACTORS})  # fmt: skip
+    # then the day has its daily sum, its idle line priced
+    day = ClusterDay.objects.get(cluster=world.fleet.cluster, day=quiet.date())
+    assert day.energy_j == 0 and day.device_j == pytest.approx(gpu_hour.device_energy_j) and day.idle_cost > 0
+
+
 def test_a_range_over_days_past_retention_reads_the_rows(world: OutcomesWorld) -> None:
     # given the first day's hour rows dropped past retention (its jobs' costs kept per day)
     first = JobGpuHour.objects.filter(hour__lt=datetime(2026, 11, 3, tzinfo=UTC))
