@@ -11,12 +11,16 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from django.apps import apps
 from django.contrib.auth.models import AbstractBaseUser, AbstractUser, AnonymousUser, Group, User
+from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.db import connection
+from django.http import HttpRequest, HttpResponse
 
 FINANCE_GROUP = "finance"
 _VIEWER = "_fleetwatt_viewer"
@@ -120,3 +124,19 @@ def acting_user(user: User | AnonymousUser) -> User:
     if not user.is_authenticated:
         raise PermissionDenied("Log in to act.")
     return user
+
+
+def admin_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """A page for admins: anyone not logged in is sent to the site's login, a logged-in user who is not an
+    admin gets the site's 403 (never Django administration's login, which would ask them for other
+    credentials)."""
+
+    @functools.wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
+        if not request.user.is_staff:
+            raise PermissionDenied("This page is for admins.")
+        return view(request, *args, **kwargs)
+
+    return wrapped

@@ -6,7 +6,8 @@ import logging
 from collections.abc import Callable
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
 
 from .views import page_not_found, server_error
 
@@ -39,5 +40,7 @@ class StyledErrorPagesMiddleware:
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not settings.DEBUG or settings.FLEETWATT_DEBUG_TRACEBACK_PAGES:
             return None  # DEBUG off: handler500 answers, and Django logs the error itself
+        if isinstance(exception, Http404 | PermissionDenied):
+            return None  # not errors: Django answers them (handler403; its 404 page, which __call__ replaces)
         logger.error("Internal Server Error: %s", request.path, exc_info=exception, extra={"request": request})
         return server_error(request)

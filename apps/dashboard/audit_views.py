@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.contrib.admin.views.decorators import staff_member_required
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -11,7 +10,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST, require_safe
 
 from apps.carbon.models import JobGroup
-from apps.core.access import acting_user
+from apps.core.access import acting_user, admin_required
 from apps.core.query import bad_query_is_400, filters_checked
 from apps.fleet.models import Cluster, Team
 from apps.jobs.models import Job
@@ -31,7 +30,7 @@ QUEUE_LISTED = 500
 
 @require_safe
 @bad_query_is_400
-@staff_member_required
+@admin_required
 def queue(request: HttpRequest) -> HttpResponse:
     """Findings on jobs and on GPU-hours (a counter reset, a sum that does not add up), open ones by default;
     `?status=` (empty) for any status. A GPU-hour finding lists the jobs that ran in it; it is acknowledged or
@@ -129,7 +128,7 @@ def _review_gpu_hour(request: HttpRequest, flag: Flag) -> None:
 
 
 @require_POST
-@staff_member_required
+@admin_required
 def act(request: HttpRequest, flag_id: int) -> HttpResponse:
     """A decision on a finding, from the queue: on its job, or on its GPU-hour."""
     flag = get_object_or_404(Flag.objects.select_related("job", "gpu__node"), pk=flag_id)
@@ -141,7 +140,7 @@ def act(request: HttpRequest, flag_id: int) -> HttpResponse:
 
 
 @require_POST
-@staff_member_required
+@admin_required
 def act_on_job(request: HttpRequest, job_id: int) -> HttpResponse:
     """A decision on a job, from its page."""
     job = get_object_or_404(Job, pk=job_id)

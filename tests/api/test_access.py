@@ -65,7 +65,7 @@ MATRIX = [
     ("get", "/api/gpus/", {"member": 403, "lead": 403, "finance": 200, "admin": 200}),
     ("get", "/teams/{team_b}/" + P, {"member": 404, "lead": 404, "finance": 200, "admin": 200}),
     ("get", "/jobs/{job_b}/", {"member": 404, "lead": 404, "finance": 200, "admin": 200}),
-    ("get", "/audit/", {"member": 302, "lead": 302, "finance": 302, "admin": 200}),
+    ("get", "/audit/", {"member": 403, "lead": 403, "finance": 403, "admin": 200}),
     ("get", "/tokens/", {"member": 403, "lead": 403, "finance": 200, "admin": 200}),
 ]
 

@@ -57,8 +57,8 @@ def test_admin_sees_the_queue_and_decides_from_it(world) -> None:
 def test_members_cannot_use_the_queue_nor_open_other_teams_jobs(world) -> None:
     fleet, job, flag, admin, member = world
     client = _login(member)
-    assert client.get("/audit/").status_code == 302  # to the admin login
-    assert client.post(f"/audit/{flag.pk}/act/", {"action": "acknowledge", "reason": "mine"}).status_code == 302
+    assert client.get("/audit/").status_code == 403  # the site's 403, not the admin's login
+    assert client.post(f"/audit/{flag.pk}/act/", {"action": "acknowledge", "reason": "mine"}).status_code == 403
     assert not AuditEntry.objects.exists()
     assert client.get(f"/jobs/{job.pk}/").status_code == 200
     other = fleet_build(name="c2", servers=1)
@@ -88,6 +88,6 @@ def test_admin_decides_from_the_job_page(world) -> None:
     job.refresh_from_db()
     assert job.excluded_from_bill and AuditEntry.objects.get().flag_id is None
     assert b"load test" in client.get(f"/jobs/{job.pk}/").content
-    assert _login(member).post(f"/audit/jobs/{job.pk}/act/", {"action": "include", "reason": "x"}).status_code == 302
+    assert _login(member).post(f"/audit/jobs/{job.pk}/act/", {"action": "include", "reason": "x"}).status_code == 403
     job.refresh_from_db()
     assert job.excluded_from_bill
