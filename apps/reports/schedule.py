@@ -49,6 +49,14 @@ def week_due(*, now: datetime, tz: ZoneInfo, weekday: int = 0, hour: int = 7) ->
     return week_monday(shifted.date()) - timedelta(days=7)
 
 
+def next_send(*, now: datetime, tz: ZoneInfo, weekday: int = 0, hour: int = 7) -> tuple[datetime, date]:
+    """When the next report goes out after `now` (local, aware) and the Monday of the week it covers: the
+    first local (weekday, hour) after the week that is due now."""
+    covered = week_due(now=now, tz=tz, weekday=weekday, hour=hour) + timedelta(days=7)
+    send_day = covered + timedelta(days=7 + weekday)
+    return datetime.combine(send_day, time(hour), tzinfo=tz), covered
+
+
 def week_label(week_start: date) -> str:
     """'26 Oct – 1 Nov 2026'."""
     last = week_start + timedelta(days=6)

@@ -46,7 +46,7 @@ from apps.rollups.selectors import MixedBasisError
 
 from .models import ReportRecipient, WeeklyReport
 from .rendering import Rendered, fleet_summary_render, mail_domain, message_build, team_report_render
-from .schedule import week_due, zone
+from .schedule import next_send, week_due, zone
 from .selectors import (
     absolute,
     due_teams,
@@ -300,6 +300,12 @@ def due_week(*, now: datetime, team: Team | None) -> date:
     """The week whose report is due at `now` in the team's time zone (the fleet's for the summary)."""
     tz = zone(team_timezone(team) if team else fleet_timezone())
     return week_due(now=now, tz=tz, weekday=settings.FLEETWATT_REPORT_WEEKDAY, hour=settings.FLEETWATT_REPORT_HOUR)
+
+
+def next_report(*, now: datetime, team: Team | None) -> tuple[datetime, date]:
+    """When the team's (or the fleet summary's) next report goes out, in its time zone, and its week."""
+    tz = zone(team_timezone(team) if team else fleet_timezone())
+    return next_send(now=now, tz=tz, weekday=settings.FLEETWATT_REPORT_WEEKDAY, hour=settings.FLEETWATT_REPORT_HOUR)
 
 
 @dataclass

@@ -30,6 +30,7 @@ from .services import (
     Outcome,
     due_week,
     fleet_summary_send,
+    next_report,
     recipient_add,
     recipient_remove,
     recipient_unsubscribe,
@@ -85,11 +86,20 @@ def report(request: HttpRequest, report_id: int) -> HttpResponse:
 
 
 def _preview_target(request: HttpRequest) -> tuple[Team | None, date]:
-    """`team` (an id; none: the fleet summary) and `week` (a day of it; none: the week due now), strictly:
-    QueryError (400) for what is neither."""
+    """`team` (an id; none: the fleet summary, for admins; anyone else their first team) and `week` (a day
+    of it; none: the week due now), strictly: QueryError (400) for what is neither. A team the viewer may
+    not see is not found."""
     source = request.POST if request.method == "POST" else request.GET
     team_id = id_param(source, "team")
-    team = get_object_or_404(Team, pk=team_id) if team_id is not None else None
+    teams = Team.objects.visible_to(request.user).order_by("name")
+    if team_id is not None:
+        team: Team | None = get_object_or_404(teams, pk=team_id)
+    elif request.user.is_staff:
+        team = None
+    else:
+        team = teams.first()
+        if team is None:
+            raise PermissionDenied("Reports are a team's: you are in no team.")
     day = date_param(source, "week")
     return team, week_monday(day) if day is not None else due_week(now=timezone.now(), team=team)
 
@@ -98,16 +108,23 @@ def _preview_target(request: HttpRequest) -> tuple[Team | None, date]:
 @bad_query_is_400
 @login_required
 def preview(request: HttpRequest) -> HttpResponse:
-    """A report as it would go out now (nothing claimed, nothing sent), with "send now"."""
-    _staff_only(request)
+    """A report as it would go out now (nothing claimed, nothing sent), when the next one goes out and to
+    whom: a team's to those who see the team (its recipients' addresses to those who keep them), the fleet
+    summary and "send now" to admins."""
     team, week = _preview_target(request)
     existing = WeeklyReport.objects.filter(team=team, week_start=week).first()
+    recipients = team.report_recipients.filter(active=True).order_by("email") if team else None
+    next_at, next_week = next_report(now=timezone.now(), team=team)
     context: dict[str, Any] = {
-        "teams": Team.objects.order_by("name"),
+        "teams": Team.objects.visible_to(request.user).order_by("name"),
         "team": team,
         "week": week,
         "existing": existing,
-        "recipients": team.report_recipients.filter(active=True).order_by("email") if team else None,
+        "recipients": recipients if team is None or _can_manage(request.user, team) else None,
+        "recipients_count": recipients.count() if recipients is not None else None,
+        "next_at": next_at,
+        "next_week": next_week,
+        "may_send": request.user.is_staff,
     }
     try:
         context["doc"], context["rendered"] = report_preview(team=team, week_start=week)

@@ -43,7 +43,8 @@ def _pages(w: World) -> list[tuple[str, dict[str, int]]]:
         ("/reports/", everyone),
         (f"/reports/{w.report_b.pk}/", sees_all),
         ("/reports/999999/", dict.fromkeys(ROLES, 404)),
-        (f"/reports/preview/?team={w.team_a.pk}&week=2026-11-02", admins),
+        (f"/reports/preview/?team={w.team_a.pk}&week=2026-11-02", everyone),
+        (f"/reports/preview/?team={w.team_b.pk}&week=2026-11-02", sees_all),
         (f"/reports/teams/{w.team_b.pk}/recipients/", {"member": 404, "lead": 404, "finance": 403, "admin": 200}),
         ("/no-such-page/", dict.fromkeys(ROLES, 404)),
     ]

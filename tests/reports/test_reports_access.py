@@ -3,14 +3,17 @@ recipients; the command."""
 
 from __future__ import annotations
 
+from datetime import date, datetime, timedelta
 from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
 from django.test import Client
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.reports.models import ReportRecipient, WeeklyReport
+from apps.reports.schedule import next_send, zone
 from apps.reports.tasks import send_weekly_reports_task
 
 from .conftest import DUE, WEEK, Sink, World
@@ -70,10 +73,13 @@ def test_api_reports_scoping(sent: World) -> None:
     assert csv.status_code == 200 and b"week_start" in csv.content
 
 
-def test_preview_and_send_now_are_for_admins(world: World, smtp: Sink) -> None:
+def test_a_team_previews_its_report_and_admins_send_it(world: World, smtp: Sink) -> None:
     team = world.fleet.team
     query = {"team": team.pk, "week": WEEK.isoformat()}
-    assert _client(world.member).get("/reports/preview/", query).status_code == 403
+    member_page = _client(world.member).get("/reports/preview/", query)
+    assert member_page.status_code == 200 and b"Plain-text part" in member_page.content
+    assert b"Send now" not in member_page.content and b"fleet summary" not in member_page.content
+    assert _client(world.outsider).get("/reports/preview/", query).status_code == 404  # not their team
     page = _client(world.admin).get("/reports/preview/", query)
     assert page.status_code == 200 and b"Plain-text part" in page.content
     assert not smtp.received and not WeeklyReport.objects.exists()  # a preview sends and claims nothing
@@ -123,3 +129,34 @@ def test_api_reports_list_query_count_does_not_grow_with_reports(sent: World, dj
     client = _api(sent.admin)
     with django_assert_max_num_queries(2):  # the count and the page (teams joined), whatever the number of reports
         assert len(client.get("/api/reports/").json()["results"]) == 3
+
+
+def test_the_preview_says_when_the_next_report_goes_out_and_to_whom(world: World, settings) -> None:
+    # given a team with two recipients, its lead and one of its members
+    settings.FLEETWATT_REPORT_WEEKDAY, settings.FLEETWATT_REPORT_HOUR = 0, 7
+    for client, sees_addresses in ((_client(world.lead), True), (_client(world.member), False)):
+        # when they preview the team's report (the team chosen for them: their only one)
+        page = client.get("/reports/preview/")
+        html = page.content.decode()
+        # then the page says when the next one goes out, for which week, and to whom
+        assert page.status_code == 200 and page.context["team"] == world.fleet.team
+        next_at, next_week = page.context["next_at"], page.context["next_week"]
+        assert next_at > timezone.now() and next_at - timezone.now() <= timedelta(days=7)
+        assert (next_at.weekday(), next_at.hour) == (0, 7) and next_week == (next_at - timedelta(days=7)).date()
+        assert f"{next_at:%A} {next_at.day} {next_at:%b %Y}, 07:00" in html
+        addresses = {r.email for r in ReportRecipient.objects.filter(team=world.fleet.team, active=True)}
+        assert len(addresses) == 2
+        assert all((a in html) == sees_addresses for a in addresses)
+        assert sees_addresses or "It goes to 2 recipients, chosen by the team's leads." in html
+
+
+def test_the_next_send_is_the_first_local_send_time_after_now() -> None:
+    berlin = zone("Europe/Berlin")
+    tuesday = datetime(2026, 12, 1, 9, 0, tzinfo=berlin)
+    assert next_send(now=tuesday, tz=berlin) == (datetime(2026, 12, 7, 7, 0, tzinfo=berlin), date(2026, 11, 30))
+    just_before = datetime(2026, 12, 7, 6, 59, tzinfo=berlin)
+    assert next_send(now=just_before, tz=berlin)[0] == datetime(2026, 12, 7, 7, 0, tzinfo=berlin)
+    just_after = datetime(2026, 12, 7, 7, 1, tzinfo=berlin)
+    assert next_send(now=just_after, tz=berlin) == (datetime(2026, 12, 14, 7, 0, tzinfo=berlin), date(2026, 12, 7))
+    # a send time on Wednesday, 18:00
+    assert next_send(now=tuesday, tz=berlin, weekday=2, hour=18)[0] == datetime(2026, 12, 2, 18, 0, tzinfo=berlin)
