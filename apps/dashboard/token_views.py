@@ -3,6 +3,8 @@ finance writes: its own credentials, never the fleet's data (apps.core.access)."
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
@@ -31,10 +33,11 @@ def tokens(request: HttpRequest) -> HttpResponse:
         name = request.POST.get("name", "").strip()
         if name:
             _, new_key = ApiToken.issue(user=user, name=name[:100])
+    last_month = (timezone.now().date().replace(day=1) - timedelta(days=1)).strftime("%Y-%m")
     return render(
         request,
         "dashboard/tokens.html",
-        {"tokens": ApiToken.objects.filter(user=user), "new_key": new_key},
+        {"tokens": ApiToken.objects.filter(user=user), "new_key": new_key, "example_month": last_month},
     )
 
 

@@ -3,6 +3,7 @@
 //   header, and gets a filter box that hides the rows not containing the text typed.
 // - Date-range forms (form.period with start and end): quick ranges, last 7 days, last 30 days,
 //   this month, last month (UTC days; the end is exclusive, as the pages read it).
+// - Copy buttons (button[data-copy]): the text of the element they name, to the clipboard.
 (function () {
   "use strict";
 
@@ -142,5 +143,18 @@
       }
     });
     [start, end].forEach((input) => input.addEventListener("input", () => end.setCustomValidity("")));
+  });
+
+  // Copy buttons: data-copy names the element whose text goes to the clipboard; the button says it worked.
+  document.querySelectorAll("button[data-copy]").forEach((button) => {
+    const source = document.querySelector(button.dataset.copy);
+    if (!source || !navigator.clipboard) return;
+    const label = button.textContent;
+    button.addEventListener("click", () => {
+      navigator.clipboard.writeText(source.textContent.trim()).then(
+        () => { button.textContent = "Copied"; setTimeout(() => { button.textContent = label; }, 2000); },
+        () => { button.textContent = "Select and copy it by hand"; },
+      );
+    });
   });
 })();
