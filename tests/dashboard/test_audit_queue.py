@@ -214,5 +214,5 @@ def test_a_gpu_level_finding_is_acknowledged_from_the_queue_and_logged_on_its_gp
     csv = client.get("/api/audit-log/", {"format": "csv"}).content.decode()
     assert fleet.gpus[2].uuid in csv
     # and a member may not decide on it
-    assert _client(member).post(f"/audit/{reset.pk}/act/", {"action": "dispute", "reason": "x"}).status_code == 302
+    assert _client(member).post(f"/audit/{reset.pk}/act/", {"action": "dispute", "reason": "x"}).status_code == 403
     assert AuditEntry.objects.count() == 1

@@ -25,6 +25,7 @@ from apps.core import glossary
 from apps.core.footprint import S_PER_HOUR, kwh
 from apps.jobs.methods import Method
 from apps.jobs.states import JobState
+from apps.waste.advice import finding_advice
 from apps.waste.kinds import FlagKind, FlagStatus
 
 register = template.Library()
@@ -326,3 +327,10 @@ def decision_label(action: object) -> str:
         "reassign_team": "reassigned to another team",
         "reassign_group": "reassigned to another job group",
     }.get(str(action), str(action).replace("_", " "))
+
+
+@register.filter
+def advice(flag: Any) -> str:
+    """What to do about a finding (apps.waste.advice), with its job's own figures and currency."""
+    currency = flag.job.currency if getattr(flag, "job_id", None) else ""
+    return finding_advice(flag.kind, flag.evidence, currency=currency)
