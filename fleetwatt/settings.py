@@ -122,7 +122,7 @@ STORAGES = {
 WHITENOISE_USE_FINDERS = DEBUG
 
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "dashboard:fleet"
+LOGIN_REDIRECT_URL = "dashboard:home"  # a team member lands on their team, others on the fleet
 LOGOUT_REDIRECT_URL = "login"
 
 # Production hardening: on whenever DEBUG is off (`manage.py check --deploy` passes).

@@ -5,6 +5,8 @@ from . import audit_views, token_views, views
 app_name = "dashboard"
 urlpatterns = [
     path("", views.fleet, name="fleet"),
+    path("home/", views.home, name="home"),
+    path("teams/mine/", views.my_team, name="my-team"),
     path("teams/<int:team_id>/", views.team, name="team"),
     path("jobs/", views.jobs, name="jobs"),
     path("jobs/<int:job_id>/", views.job, name="job"),

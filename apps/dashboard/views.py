@@ -1,21 +1,23 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.db.models import Max, Min, Q, Sum
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_safe
 
 from apps.carbon.models import JobGroup
-from apps.core.access import user_sees_all_teams
+from apps.core.access import member_team_ids, user_sees_all_teams
 from apps.core.footprint import S_PER_HOUR, Footprint, kwh
 from apps.core.money import round_minor
 from apps.core.query import QueryError, bad_query_is_400, date_param
@@ -79,10 +81,46 @@ def _with_split(job: Job) -> Job:
     return job
 
 
+def month_to_date(now: datetime) -> tuple[date, date]:
+    """This month's first day and tomorrow (UTC days, the end exclusive): a team's default period."""
+    today = now.astimezone(UTC).date()
+    return today.replace(day=1), today + timedelta(days=1)
+
+
+@require_safe
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    """Where a login lands: a member of teams (not an admin, not finance) on their team this month; everyone
+    else on the fleet page."""
+    if member_team_ids(request.user) and not user_sees_all_teams(request.user):
+        return redirect("dashboard:my-team")
+    return redirect("dashboard:fleet")
+
+
+@require_safe
+@login_required
+def my_team(request: HttpRequest) -> HttpResponse:
+    """ "My team": the viewer's one team this month, or a choice among their teams (admins and finance in no
+    team: the fleet page, which lists every team)."""
+    teams = list(Team.objects.filter(pk__in=member_team_ids(request.user)).order_by("name"))
+    if not teams:
+        return redirect("dashboard:fleet")
+    start, end = month_to_date(timezone.now())
+    period = f"?start={start.isoformat()}&end={end.isoformat()}"
+    if len(teams) == 1:
+        return redirect(reverse("dashboard:team", args=[teams[0].pk]) + period)
+    return render(request, "dashboard/my_teams.html", {"teams": teams, "period": period})
+
+
 @require_safe
 @bad_query_is_400
-@login_required
 def fleet(request: HttpRequest) -> HttpResponse:
+    if not request.user.is_authenticated:  # the bare home page: after the login, where the viewer lands (`home`)
+        return redirect_to_login(request.get_full_path()) if request.GET else redirect(settings.LOGIN_URL)
+    return _fleet(request)
+
+
+def _fleet(request: HttpRequest) -> HttpResponse:
     start, end = page_period(request)
     threshold = settings.FLEETWATT_COVERAGE_THRESHOLD
     context = {

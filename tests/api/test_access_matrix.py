@@ -93,6 +93,9 @@ RULES: dict[str, Rule] = {
     "report-detail": Rule(get=API_TEAM_B),
     # The pages.
     "dashboard:fleet": Rule(get=PAGE_ALL, other=NO_METHOD),
+    # Where a login lands, and "My team": redirects (to the viewer's team, or the fleet page).
+    "dashboard:home": Rule(get="login 302 302 302 302 302", other=NO_METHOD),
+    "dashboard:my-team": Rule(get="login 302 302 302 302 302", other=NO_METHOD),
     "dashboard:team": Rule(get=PAGE_TEAM_B, other=NO_METHOD, query=P),
     "dashboard:job": Rule(get=PAGE_TEAM_B, other=NO_METHOD),
     "dashboard:jobs": Rule(get=PAGE_ALL, other=NO_METHOD, query="?q=1"),
@@ -101,12 +104,13 @@ RULES: dict[str, Rule] = {
     "dashboard:gpu": Rule(get=PAGE_FLEET, other=NO_METHOD, query=P),
     "dashboard:groups": Rule(get=PAGE_ALL, other=NO_METHOD, query=P),
     "dashboard:status": Rule(get=PAGE_ADMIN, other=NO_METHOD),
-    "dashboard:audit": Rule(get="login login login login 200 login", other=NO_METHOD),
+    # The audit queue: admins; anyone else logged in gets the site's 403 (never the admin's login).
+    "dashboard:audit": Rule(get=PAGE_ADMIN, other=NO_METHOD),
     "dashboard:audit-act": Rule(
-        post="login login login login 302 login", other=NO_METHOD, body={"action": "acknowledge", "reason": "m"}
+        post="login 403 403 403 302 403", other=NO_METHOD, body={"action": "acknowledge", "reason": "m"}
     ),
     "dashboard:audit-job-act": Rule(
-        post="login login login login 302 login", other=NO_METHOD, body={"action": "exclude", "reason": "m"}
+        post="login 403 403 403 302 403", other=NO_METHOD, body={"action": "exclude", "reason": "m"}
     ),
     # Tokens: finance's and the admins' own credentials (the one thing finance writes).
     "dashboard:tokens": Rule(get=PAGE_FLEET, post=PAGE_FLEET, other=NO_METHOD, body={"name": "m"}),
@@ -114,7 +118,9 @@ RULES: dict[str, Rule] = {
     "reports:archive": Rule(get=PAGE_ALL, other=NO_METHOD),
     "reports:report": Rule(get=PAGE_TEAM_B, other=NO_METHOD),
     "reports:resolve": Rule(post="login 403 403 403 302 403", other=NO_METHOD),
-    "reports:preview": Rule(get=PAGE_ADMIN, other=NO_METHOD),
+    # A preview: a team's report to whoever sees the team (their first team by default), the fleet summary
+    # to admins; the user in no team has no report to preview.
+    "reports:preview": Rule(get="login 200 200 200 200 403", other=NO_METHOD),
     "reports:send": Rule(post="login 403 403 403 302 403", other=NO_METHOD, body={"week": "2026-11-02"}),
     # A team's recipients: its leads and the admins (finance reads no recipients and keeps none).
     "reports:recipients": Rule(

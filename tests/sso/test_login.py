@@ -129,7 +129,7 @@ def test_a_user_logs_in_with_sso_gets_the_mapped_team_and_sees_its_data(sso: Oid
     # when ada signs in through the provider, her groups being gpu-ml
     response = sso_login(client)
     # then she is logged in, as a new user linked to her subject, member of ml
-    assert response.status_code == 302 and response["Location"] == "/"
+    assert response.status_code == 302 and response["Location"] == "/home/"  # where the login lands: her team
     ada = _logged_in_as(client)
     assert ada is not None and ada.username == "ada" and ada.email == "ada@example.org"
     assert not ada.has_usable_password()
