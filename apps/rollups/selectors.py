@@ -4,7 +4,11 @@ kept rendered in the cache until their data changes.
 A cluster's rollup is its jobs plus its idle line (energy outside jobs, GPU-hours no job occupied), so
 the two add up to the cluster's whole footprint, to the joule and the cent. Each idle line comes with the part
 of it nobody saw (`unobserved`: energy and time of agent gaps no estimate charged to a job), so that the idle
-seen (GPUs the agent saw with no job) is idle - unobserved."""
+seen (GPUs the agent saw with no job) is idle - unobserved.
+
+A team's rollup also carries its waste per period (`waste`): its counted findings' job rows inside the period, a
+GPU-hour two findings share counted once, read through apps.waste.selectors.period_waste as the team page, the
+weekly report and the audit queue read it."""
 
 from __future__ import annotations
 
@@ -41,6 +45,7 @@ from apps.jobs.models import ExpiredJobDay, Job, JobGpuHour, JobGpuHourEnergy, J
 from apps.jobs.states import OUTCOMES
 from apps.telemetry.models import GpuHour
 from apps.waste.kinds import FlagKind
+from apps.waste.selectors import period_waste, team_counted_flags
 
 from .models import ClusterDay, JobGroupDay, TeamDay
 
@@ -56,13 +61,14 @@ class MixedBasisError(ValueError):
 @dataclass
 class Period:
     """One period of a rollup: the jobs' footprint, their energy by split method, the idle line and the part
-    of it nobody saw (`unobserved`, set with `idle`)."""
+    of it nobody saw (`unobserved`, set with `idle`), and a team's waste (None in other rollups)."""
 
     period: str
     footprint: Footprint = field(default_factory=Footprint)
     energy_by_method_j: dict[str, float] = field(default_factory=dict)
     idle: Footprint | None = None
     unobserved: Footprint | None = None
+    waste: Footprint | None = None
 
     def idle_add(self, line: IdleLine) -> None:
         """Add an idle line (a cluster's, or a team's share of one) to the period's."""
@@ -244,7 +250,20 @@ def team_rollup(*, team: Team, start: datetime, end: datetime, granularity: str)
         _methods(energy, trunc, periods)
     if settings.FLEETWATT_IDLE_SHARED_TO_TEAMS:
         _share_idle(team=team, start=start, end=end, trunc=TRUNC[granularity], periods=periods)
+    _waste_add(team=team, start=start, end=end, granularity=granularity, periods=periods)
     return _document(periods, basis=basis, zones=zones, currency=currency, granularity=granularity)
+
+
+def _waste_add(*, team: Team, start: datetime, end: datetime, granularity: str, periods: dict[str, Period]) -> None:
+    """The team's waste in each period: period_waste over [start, end) (its counted findings' rows there, each
+    GPU-hour once), its UTC days added up per period as TRUNC groups the rows; zero in a period without any."""
+    found = period_waste(flags=team_counted_flags(team=team, start=start, end=end), start=start, end=end)
+    for p in periods.values():
+        p.waste = Footprint()
+    for day, part in sorted(found.per_day.items()):
+        key = _period_of(day, granularity)
+        p = periods.setdefault(key, Period(period=key, waste=Footprint()))
+        p.waste = (p.waste or Footprint()) + part
 
 
 def _team_billed(team: Team) -> Q:
@@ -416,6 +435,7 @@ def _document(
                 "idle": _figures(p.idle) if p.idle is not None else None,
                 # The part of `idle` nobody saw (idle seen with no job = idle - unobserved).
                 "unobserved": _figures(p.unobserved or Footprint()) if p.idle is not None else None,
+                "waste": _figures(p.waste) if p.waste is not None else None,
             }
         )
     return {
@@ -652,7 +672,7 @@ ROLLUP_CACHE_SECONDS = 24 * 3600
 
 def _rollup_cache_key(kind: str, pk: int, start: datetime, end: datetime, granularity: str) -> str:
     return (
-        f"fleetwatt:rollup:v3:{kind}:{pk}:{start.isoformat()}:{end.isoformat()}:{granularity}:"
+        f"fleetwatt:rollup:v4:{kind}:{pk}:{start.isoformat()}:{end.isoformat()}:{granularity}:"
         f"{int(settings.FLEETWATT_IDLE_SHARED_TO_TEAMS)}"
     )
 

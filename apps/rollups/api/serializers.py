@@ -126,6 +126,17 @@ class UnobservedLineSerializer(FiguresSerializer):
     )
 
 
+class WasteLineSerializer(FiguresSerializer):
+    energy_j = serializers.FloatField(help_text="GPU energy of the team's counted findings' job rows (J).")
+    energy_kwh = serializers.FloatField(help_text="The same in kWh.")
+    gpu_hours = serializers.FloatField(help_text="GPU-hours blocked: each GPU-hour once, however many findings (h).")
+    cost = serializers.DecimalField(
+        max_digits=18,
+        decimal_places=3,
+        help_text="`cost_exact` rounded half-even to the currency's minor unit (the totals' too: waste is no bill).",
+    )
+
+
 class PeriodSerializer(FiguresSerializer):
     period = serializers.DateField(help_text="First day of the period.")
     energy_by_method_j = serializers.DictField(child=serializers.FloatField(), help_text="Joules per split method.")
@@ -134,6 +145,11 @@ class PeriodSerializer(FiguresSerializer):
         allow_null=True,
         help_text="The part of `idle` nobody saw (idle seen with no job = idle - unobserved); null without `idle`.",
     )
+    waste = WasteLineSerializer(
+        allow_null=True,
+        help_text="A team's waste in the period: its open and disputed findings' job rows inside it, a GPU-hour "
+        "two findings share once (as its page and weekly report count it); null in cluster and job group rollups.",
+    )
 
 
 class TotalsSerializer(FiguresSerializer):
@@ -141,6 +157,11 @@ class TotalsSerializer(FiguresSerializer):
     idle = IdleLineSerializer(allow_null=True, help_text="The periods' idle lines added up; null without one.")
     unobserved = UnobservedLineSerializer(
         allow_null=True, help_text="The periods' `unobserved` added up; null without an idle line."
+    )
+    waste = WasteLineSerializer(
+        allow_null=True,
+        help_text="The periods' waste added up (`cost`: `cost_exact` rounded, the team page's figure for the same "
+        "days); null in cluster and job group rollups.",
     )
 
 

@@ -87,11 +87,12 @@ def _csv_totals(request: Request) -> bool:
 
 
 def _csv_row(line: dict, first: dict) -> dict:
-    skipped = ("idle", "unobserved", "energy_by_method_j", "period")
+    skipped = ("idle", "unobserved", "waste", "energy_by_method_j", "period")
     row = {**first, **{k: v for k, v in line.items() if k not in skipped}}
     row.update({f"energy_{m}_j": j for m, j in line.get("energy_by_method_j", {}).items()})
     row.update({f"idle_{k}": v for k, v in (line["idle"] or {}).items()})
     row.update({f"unobserved_{k}": v for k, v in (line.get("unobserved") or {}).items()})
+    row.update({f"waste_{k}": v for k, v in (line.get("waste") or {}).items()})  # (issue 34: after the old ones)
     return row
 
 
