@@ -34,14 +34,30 @@ def _waste_added(lines: list[dict], currency: str) -> dict:
 
 # A period's keys added after the first ones (issue 34): kept at the end of each period, so that the CSV's new
 # columns come after the old ones.
-_APPENDED = ("waste",)
+_APPENDED = ("waste", "energy_low_j", "energy_high_j")
+BAND_KEYS = ("energy_low_j", "energy_high_j", "energy_low_kwh", "energy_high_kwh")
+
+
+def _band(low_j: float | None, high_j: float | None) -> dict:
+    """The interval of a line's energy in J and kWh (None where it is not known)."""
+    return {
+        "energy_low_j": low_j, "energy_high_j": high_j,
+        "energy_low_kwh": None if low_j is None else kwh(low_j),
+        "energy_high_kwh": None if high_j is None else kwh(high_j),
+    }  # fmt: skip
+
+
+def _band_total(values: list[float | None]) -> float | None:
+    """The periods' interval ends added up (a sum's interval adds its parts'); None once one is not known."""
+    return None if any(v is None for v in values) else sum((v for v in values if v is not None), 0.0)
 
 
 def for_finance(doc: dict, costs_minor: dict[str, Decimal]) -> dict:
     """The rollup with kWh beside J, costs in the currency's minor unit (`cost`) and exact (`cost_exact`), and
     a totals line: a period's `cost` is the sum of its jobs' rounded costs (`costs_minor`), an idle line's (and
     its `unobserved` part's) its own cost rounded, the totals' the sum of the periods' (docs/api.md, "Money"). A
-    team's waste line has its own cost rounded, in each period and in the totals (`_waste_added`)."""
+    team's waste line has its own cost rounded, in each period and in the totals (`_waste_added`). Each period's
+    and the totals' energy interval last, in J and kWh (the totals': the periods' added up)."""
     currency = doc["currency"]
     zero = round_minor(Decimal(0), currency)
     periods: list[dict] = []
@@ -56,13 +72,15 @@ def for_finance(doc: dict, costs_minor: dict[str, Decimal]) -> dict:
             added[name] = line
         minor = round_minor(costs_minor.get(p["period"], zero), currency)
         first = {k: v for k, v in p.items() if k not in _APPENDED}
-        periods.append({**_line(first, exact=p["cost"], minor=minor), **added})
+        band = _band(p.get("energy_low_j"), p.get("energy_high_j"))
+        periods.append({**_line(first, exact=p["cost"], minor=minor), **added, **band})
     totals = _lines_added(periods, zero)
     for name, found in lines.items():
         if name == "waste":
             totals[name] = _waste_added(found, currency) if found else None
         else:
             totals[name] = _lines_added(found, zero) if found else None
+    totals |= _band(*(_band_total([p[k] for p in periods]) for k in ("energy_low_j", "energy_high_j")))
     return {**doc, "periods": periods, "totals": totals}
 
 

@@ -137,7 +137,21 @@ class WasteLineSerializer(FiguresSerializer):
     )
 
 
-class PeriodSerializer(FiguresSerializer):
+class EnergyBandSerializer(serializers.Serializer):
+    """The interval of a line's GPU energy (docs/accuracy.md, "Sums")."""
+
+    energy_low_j = serializers.FloatField(
+        allow_null=True,
+        help_text="Low end of energy_j's interval (J): its job-GPU-hours' lows added up, exact ones (one job on its "
+        "GPU) as they are; energy_j itself where all are exact. Null where a day's is not known (stored before "
+        "the interval was, its hour rows since past retention).",
+    )
+    energy_high_j = serializers.FloatField(allow_null=True, help_text="High end of energy_j's interval (J).")
+    energy_low_kwh = serializers.FloatField(allow_null=True, help_text="energy_low_j in kWh.")
+    energy_high_kwh = serializers.FloatField(allow_null=True, help_text="energy_high_j in kWh.")
+
+
+class PeriodSerializer(FiguresSerializer, EnergyBandSerializer):
     period = serializers.DateField(help_text="First day of the period.")
     energy_by_method_j = serializers.DictField(child=serializers.FloatField(), help_text="Joules per split method.")
     idle = IdleLineSerializer(allow_null=True, help_text="The idle line (clusters; teams when shared back).")
@@ -152,7 +166,7 @@ class PeriodSerializer(FiguresSerializer):
     )
 
 
-class TotalsSerializer(FiguresSerializer):
+class TotalsSerializer(FiguresSerializer, EnergyBandSerializer):
     cost = serializers.DecimalField(max_digits=18, decimal_places=3, help_text="Sum of the periods' `cost`.")
     idle = IdleLineSerializer(allow_null=True, help_text="The periods' idle lines added up; null without one.")
     unobserved = UnobservedLineSerializer(
