@@ -15,12 +15,11 @@ from apps.core.query import bad_query_is_400, filters_checked
 from apps.fleet.models import Cluster, Team
 from apps.jobs.models import Job
 from apps.pipeline import decisions
-from apps.reports.selectors import REPORTED_STATUSES
 from apps.waste import audit
 from apps.waste.filtersets import FlagFilterSet
-from apps.waste.kinds import KIND_CHOICES, STATUS_CHOICES, WASTE_KINDS
+from apps.waste.kinds import KIND_CHOICES, STATUS_CHOICES
 from apps.waste.models import Flag
-from apps.waste.selectors import period_waste
+from apps.waste.selectors import counted_flags, period_waste
 
 from .selectors import gpu_hour_flag_jobs
 from .views import page_period
@@ -43,9 +42,14 @@ def queue(request: HttpRequest) -> HttpResponse:
     start, end = page_period(request)
     listed = list(filterset.qs[:QUEUE_LISTED])
     jobs_in_hour = gpu_hour_flag_jobs(listed)
-    # The waste the filtered findings count in the period, as the team page and the weekly report count it:
-    # open and disputed findings of jobs on the bill, each clipped to the period, a shared GPU-hour once.
-    counted = filterset.qs.filter(kind__in=WASTE_KINDS, status__in=REPORTED_STATUSES, job__excluded_from_bill=False)
+    # The waste the findings filtered by kind, team, cluster and age count in the period, as the team page, the
+    # weekly report and the team's rollup count it: open and disputed findings of jobs on the bill, each clipped
+    # to the period, a shared GPU-hour once. The status filter picks what is listed, not what counts (the queue
+    # lists open findings by default; a disputed one is still waste), so a team's line is its page's figure.
+    unfiltered_status = params.copy()
+    unfiltered_status.pop("status")
+    unlisted = FlagFilterSet(unfiltered_status, queryset=flags)
+    counted = counted_flags(unlisted.qs)
     waste = period_waste(flags=counted, start=start, end=end)
     for flag in listed:
         flag.hour_jobs = jobs_in_hour.get(flag.pk, [])

@@ -4,7 +4,7 @@ number of decimals, thousands grouped with commas."""
 
 from __future__ import annotations
 
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from typing import Any
 
 CENT = Decimal("0.01")
@@ -12,12 +12,13 @@ TEXT_BAR_WIDTH = 30
 
 
 def money(value: Any) -> str:
-    """'1,234.57' (half up to the cent)."""
+    """'1,234.57': half-even to the cent, as apps.core.money rounds an amount (an exact figure such as a period's
+    waste then reads as the API's `cost` of it, ties included; a rounded amount is shown as it is)."""
     try:
         amount = Decimal(str(value))
     except (InvalidOperation, ValueError):
         return ""
-    return f"{amount.quantize(CENT, rounding=ROUND_HALF_UP):,}"
+    return f"{amount.quantize(CENT, rounding=ROUND_HALF_EVEN):,}"
 
 
 def qty(value: Any, decimals: int = 2) -> str:

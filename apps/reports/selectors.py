@@ -35,8 +35,9 @@ from .schedule import day_windows, week_label, week_window, zone
 # Waste kinds counted in the waste total, with their line's label (apps.waste.kinds).
 WASTE_KINDS: list[tuple[str, str]] = [(k, k.info.report_label) for k in waste_kinds.WASTE_KINDS]
 LOW_COVERAGE_LABEL = "Low-coverage jobs"
-# An admin's acknowledgement says the finding was expected (a debugging session): not waste to report.
-REPORTED_STATUSES = (Flag.Status.OPEN, Flag.Status.DISPUTED)
+# An admin's acknowledgement says the finding was expected (a debugging session): not waste to report. The
+# statuses counted everywhere waste is (apps.waste.selectors.counted_flags).
+REPORTED_STATUSES = waste_kinds.COUNTED_STATUSES
 
 
 @dataclass

@@ -25,6 +25,11 @@ class DaySums(models.Model):
     cost_units = models.BigIntegerField(null=True, blank=True)
     # The minor unit's exponent of those jobs' currencies: empty without any such job, -1 when they differ.
     units_exponent = models.SmallIntegerField(null=True, blank=True)
+    # The interval of energy_j (docs/accuracy.md, "Sums"): its rows' lows and highs added up, exact rows (one job
+    # on its GPU) as they are (apps.rollups.bands); equal to energy_j where every row is exact. Empty: not known (a
+    # day stored before these columns whose hour rows were past retention when they were filled in).
+    energy_low_j = models.FloatField(null=True, blank=True)
+    energy_high_j = models.FloatField(null=True, blank=True)
 
     class Meta:
         abstract = True

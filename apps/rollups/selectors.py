@@ -4,7 +4,15 @@ kept rendered in the cache until their data changes.
 A cluster's rollup is its jobs plus its idle line (energy outside jobs, GPU-hours no job occupied), so
 the two add up to the cluster's whole footprint, to the joule and the cent. Each idle line comes with the part
 of it nobody saw (`unobserved`: energy and time of agent gaps no estimate charged to a job), so that the idle
-seen (GPUs the agent saw with no job) is idle - unobserved."""
+seen (GPUs the agent saw with no job) is idle - unobserved.
+
+A team's rollup also carries its waste per period (`waste`): its counted findings' job rows inside the period, a
+GPU-hour two findings share counted once, read through apps.waste.selectors.period_waste as the team page, the
+weekly report and the audit queue read it.
+
+Every period's jobs' energy comes with its interval (`energy_low_j`, `energy_high_j`; docs/accuracy.md, "Sums"): its
+rows' lows and highs added up, exact rows as they are (apps.rollups.bands), from the daily sums or the rows as the
+rest of the period."""
 
 from __future__ import annotations
 
@@ -39,9 +47,12 @@ from apps.core.services import metric_count
 from apps.fleet.models import Cluster, Team, team_scoped
 from apps.jobs.models import ExpiredJobDay, Job, JobGpuHour, JobGpuHourEnergy, JobQuerySet
 from apps.jobs.states import OUTCOMES
+from apps.jobs.uncertainty import NO_BAND
 from apps.telemetry.models import GpuHour
 from apps.waste.kinds import FlagKind
+from apps.waste.selectors import period_waste, team_counted_flags
 
+from .bands import band_joins
 from .models import ClusterDay, JobGroupDay, TeamDay
 
 # The footprint columns a day's sums keep (they have no server energy).
@@ -56,13 +67,18 @@ class MixedBasisError(ValueError):
 @dataclass
 class Period:
     """One period of a rollup: the jobs' footprint, their energy by split method, the idle line and the part
-    of it nobody saw (`unobserved`, set with `idle`)."""
+    of it nobody saw (`unobserved`, set with `idle`), and a team's waste (None in other rollups)."""
 
     period: str
     footprint: Footprint = field(default_factory=Footprint)
     energy_by_method_j: dict[str, float] = field(default_factory=dict)
     idle: Footprint | None = None
     unobserved: Footprint | None = None
+    waste: Footprint | None = None
+    # The interval of footprint.energy_j (low = high = energy where every row is exact); None where a day's is not
+    # known (stored before the daily sums had it, its rows since past retention).
+    energy_low_j: float | None = 0.0
+    energy_high_j: float | None = 0.0
 
     def idle_add(self, line: IdleLine) -> None:
         """Add an idle line (a cluster's, or a team's share of one) to the period's."""
@@ -113,6 +129,39 @@ def _methods(energy: QuerySet[JobGpuHourEnergy], trunc: Any, periods: dict[str, 
     for r in energy.annotate(period=trunc("hour")).values("period", "method").annotate(j=Sum("energy_j")).order_by():
         key = _period_key(r["period"])
         periods.setdefault(key, Period(period=key)).energy_by_method_j[r["method"]] = r["j"]
+
+
+def _bands(
+    energy: QuerySet[JobGpuHourEnergy], trunc: Any, periods: dict[str, Period], *, start: datetime, end: datetime
+) -> None:
+    """Each period's energy interval from its rows (`energy`: its job-GPU-hours' energy per method in [start, end)):
+    the period's energy less what its rows' intervals reach below it, plus what they reach above (apps.rollups.bands),
+    in one query."""
+    rows = (
+        energy.exclude(method__in=sorted(NO_BAND))
+        .annotate(period=trunc("hour"))
+        .values("job_id", "gpu_id", "hour", "method", "energy_j", "period")
+        .order_by()
+    )
+    parts: dict[str, tuple[float, float]] = {}
+    try:
+        inner, params = rows.query.sql_with_params()
+    except EmptyResultSet:  # (a filter that can match nothing)
+        inner = ""
+    if inner:
+        sql = f"""SELECT e.period, SUM(band.below_j::numeric)::float8, SUM(band.above_j::numeric)::float8
+        FROM ({inner}) AS e {band_joins(energy="e", lo="%s", hi="%s")} GROUP BY e.period"""
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [*params, start, end, start, end])  # (the joins' hour range: band_joins)
+            parts = {_period_key(period): (below, above) for period, below, above in cursor.fetchall()}
+    for key, p in periods.items():
+        below, above = parts.get(key, (0.0, 0.0))
+        p.energy_low_j, p.energy_high_j = p.footprint.energy_j - below, p.footprint.energy_j + above
+
+
+def _band_added(total: float | None, day: float | None) -> float | None:
+    """A day's interval end added to its period's: not known (None) once one day's is not."""
+    return None if total is None or day is None else total + day
 
 
 def _idle_lines(hours: QuerySet[GpuHour], trunc: Any) -> dict[str, IdleLine]:
@@ -200,11 +249,14 @@ def _day_periods(days: QuerySet[Any], granularity: str, *, idle: bool = False) -
     without a GPU-hour, as from the rows)."""
     periods: dict[str, Period] = {}
     idle_sums: dict[str, dict[str, Any]] = {}
-    columns = (*DAY_SUM_COLUMNS, "energy_by_method_j", *(_IDLE_SUMS.values() if idle else ()))
+    columns = (*DAY_SUM_COLUMNS, "energy_by_method_j", "energy_low_j", "energy_high_j",
+               *(_IDLE_SUMS.values() if idle else ()))  # fmt: skip
     for r in days.order_by("day", "pk").values("day", *columns):
         key = _period_of(r["day"], granularity)
         p = periods.setdefault(key, Period(period=key))
         p.footprint += Footprint.from_sums(r)
+        p.energy_low_j = _band_added(p.energy_low_j, r["energy_low_j"])
+        p.energy_high_j = _band_added(p.energy_high_j, r["energy_high_j"])
         for method, joules in r["energy_by_method_j"].items():
             p.energy_by_method_j[method] = p.energy_by_method_j.get(method, 0.0) + joules
         if idle:
@@ -242,9 +294,23 @@ def team_rollup(*, team: Team, start: datetime, end: datetime, granularity: str)
         periods = _sum_rows(rows, trunc)
         energy = JobGpuHourEnergy.objects.filter(_team_billed(team), hour__gte=start, hour__lt=end)
         _methods(energy, trunc, periods)
+        _bands(energy, trunc, periods, start=start, end=end)
     if settings.FLEETWATT_IDLE_SHARED_TO_TEAMS:
         _share_idle(team=team, start=start, end=end, trunc=TRUNC[granularity], periods=periods)
+    _waste_add(team=team, start=start, end=end, granularity=granularity, periods=periods)
     return _document(periods, basis=basis, zones=zones, currency=currency, granularity=granularity)
+
+
+def _waste_add(*, team: Team, start: datetime, end: datetime, granularity: str, periods: dict[str, Period]) -> None:
+    """The team's waste in each period: period_waste over [start, end) (its counted findings' rows there, each
+    GPU-hour once), its UTC days added up per period as TRUNC groups the rows; zero in a period without any."""
+    found = period_waste(flags=team_counted_flags(team=team, start=start, end=end), start=start, end=end)
+    for p in periods.values():
+        p.waste = Footprint()
+    for day, part in sorted(found.per_day.items()):
+        key = _period_of(day, granularity)
+        p = periods.setdefault(key, Period(period=key, waste=Footprint()))
+        p.waste = (p.waste or Footprint()) + part
 
 
 def _team_billed(team: Team) -> Q:
@@ -331,7 +397,9 @@ def job_group_rollup(*, group: JobGroup, start: datetime, end: datetime, granula
     rows = JobGpuHour.objects.filter(job__job_group=group, hour__gte=start, hour__lt=end)
     basis, zones, currency = _bases(Cluster.objects.filter(pk__in=rows.values("gpu__node__cluster")))
     periods = _sum_rows(rows, trunc)
-    _methods(JobGpuHourEnergy.objects.filter(job__job_group=group, hour__gte=start, hour__lt=end), trunc, periods)
+    energy = JobGpuHourEnergy.objects.filter(job__job_group=group, hour__gte=start, hour__lt=end)
+    _methods(energy, trunc, periods)
+    _bands(energy, trunc, periods, start=start, end=end)
     return _document(periods, basis=basis, zones=zones, currency=currency, granularity=granularity)
 
 
@@ -365,6 +433,7 @@ def cluster_rollup(*, cluster: Cluster, start: datetime, end: datetime, granular
         periods = _sum_rows(rows, trunc)
         energy = JobGpuHourEnergy.objects.filter(gpu__node__cluster=cluster, hour__gte=start, hour__lt=end)
         _methods(energy, trunc, periods)
+        _bands(energy, trunc, periods, start=start, end=end)
         hours = GpuHour.objects.filter(gpu__node__cluster=cluster, hour__gte=start, hour__lt=end)
         for key, idle in _idle_lines(hours, trunc).items():
             periods.setdefault(key, Period(period=key)).idle_add(idle)
@@ -416,6 +485,9 @@ def _document(
                 "idle": _figures(p.idle) if p.idle is not None else None,
                 # The part of `idle` nobody saw (idle seen with no job = idle - unobserved).
                 "unobserved": _figures(p.unobserved or Footprint()) if p.idle is not None else None,
+                "waste": _figures(p.waste) if p.waste is not None else None,
+                "energy_low_j": p.energy_low_j,
+                "energy_high_j": p.energy_high_j,
             }
         )
     return {
@@ -652,7 +724,7 @@ ROLLUP_CACHE_SECONDS = 24 * 3600
 
 def _rollup_cache_key(kind: str, pk: int, start: datetime, end: datetime, granularity: str) -> str:
     return (
-        f"fleetwatt:rollup:v3:{kind}:{pk}:{start.isoformat()}:{end.isoformat()}:{granularity}:"
+        f"fleetwatt:rollup:v4:{kind}:{pk}:{start.isoformat()}:{end.isoformat()}:{granularity}:"
         f"{int(settings.FLEETWATT_IDLE_SHARED_TO_TEAMS)}"
     )
 

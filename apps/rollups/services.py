@@ -14,6 +14,7 @@ from apps.core.aggregates import HALF_EVEN_QR, HALF_EVEN_UNITS
 from apps.core.money import DEFAULT_EXPONENT, MINOR_EXPONENTS
 from apps.fleet.models import Gpu
 
+from .bands import NO_BAND_METHODS, band_inputs_cte, band_of
 from .models import ClusterDay, JobGroupDay, TeamDay
 
 # The clusters' GPUs come as arrays (`gpus`, each with its cluster), not as joins to fleet_gpu and
@@ -32,10 +33,15 @@ SUM(embodied_kg)::float8 AS embodied_kg, SUM(cost) AS cost,
 CASE WHEN bool_or(undated) THEN NULL
      ELSE COALESCE(SUM({HALF_EVEN_UNITS}) FILTER (WHERE within_day), 0) END AS cost_units,
 CASE WHEN min(e) FILTER (WHERE within_day) = max(e) FILTER (WHERE within_day) THEN min(e) FILTER (WHERE within_day)
-     WHEN bool_or(within_day) THEN -1 END AS units_exponent
+     WHEN bool_or(within_day) THEN -1 END AS units_exponent,
+-- the interval of energy_j: its rows' parts below and above it added up (apps.rollups.bands)
+(SUM(energy_j) - SUM(below_j))::float8 AS energy_low_j, (SUM(energy_j) + SUM(above_j))::float8 AS energy_high_j
 """
 
-_DAY_COLUMNS = "day, energy_j, occupancy_s, facility_kwh, operational_kg, embodied_kg, cost, cost_units, units_exponent"
+_DAY_COLUMNS = (
+    "day, energy_j, occupancy_s, facility_kwh, operational_kg, embodied_kg, cost, cost_units, units_exponent, "
+    "energy_low_j, energy_high_j"
+)
 
 
 def _by_method(keys: str, where: str) -> str:
@@ -83,6 +89,20 @@ WITH gpus AS (
     WHERE e.gpu_id = ANY(%(gpus)s::bigint[]) AND (e.hour AT TIME ZONE 'UTC')::date = ANY(%(days)s)
       AND e.hour >= %(lo)s AND e.hour < %(hi)s
     GROUP BY e.job_id, g.cluster_id, day, e.method
+), {band_inputs_cte(gpus="%(gpus)s", lo="%(lo)s", hi="%(hi)s")},
+bands AS (  -- each job's day on shared GPUs: how far below and above its energy the rows' intervals reach
+    SELECT e.job_id, g.cluster_id, (e.hour AT TIME ZONE 'UTC')::date AS day,
+           SUM(band.below_j::numeric) AS below_j, SUM(band.above_j::numeric) AS above_j
+    FROM jobs_jobgpuhourenergy e
+    JOIN gpus g ON g.id = e.gpu_id
+    LEFT JOIN band_gpu_hours bh ON bh.gpu_id = e.gpu_id AND bh.hour = e.hour
+    LEFT JOIN band_samples bs ON bs.job_id = e.job_id AND bs.gpu_id = e.gpu_id AND bs.hour = e.hour
+    {band_of(energy_j="e.energy_j", method="e.method", gpu_jobs_j="bh.jobs_energy_j", samples="bs.sampled_s")}
+    -- (the days asked for are kept by the join to their rows: a filter on the day's expression here made the
+    -- planner expect a few rows, and look each one's GPU-hour up by index)
+    WHERE e.gpu_id = ANY(%(gpus)s::bigint[]) AND e.hour >= %(lo)s AND e.hour < %(hi)s
+      AND e.method NOT IN {NO_BAND_METHODS}
+    GROUP BY e.job_id, g.cluster_id, day
 ), job_methods AS (
     SELECT j.team_id, j.job_group_id, NOT j.excluded_from_bill AS billed, m.cluster_id, m.day, m.method, m.energy_j
     FROM methods m JOIN jobs_job j ON j.id = m.job_id
@@ -90,9 +110,11 @@ WITH gpus AS (
     SELECT j.team_id, j.job_group_id, NOT j.excluded_from_bill AS billed, r.*,
            j.first_day IS NULL OR j.last_day IS NULL AS undated,
            j.first_day = r.day AND j.last_day = r.day AS within_day, COALESCE(x.e, %(default_exponent)s) AS e,
-           (r.cost * 1000000)::bigint AS m, power(10, 6 - COALESCE(x.e, %(default_exponent)s))::bigint AS d
+           (r.cost * 1000000)::bigint AS m, power(10, 6 - COALESCE(x.e, %(default_exponent)s))::bigint AS d,
+           COALESCE(b.below_j, 0) AS below_j, COALESCE(b.above_j, 0) AS above_j
     FROM rows r JOIN jobs_job j ON j.id = r.job_id
     LEFT JOIN unnest(%(codes)s::text[], %(exponents)s::int[]) AS x(code, e) ON x.code = upper(trim(j.currency))
+    LEFT JOIN bands b ON b.job_id = r.job_id AND b.cluster_id = r.cluster_id AND b.day = r.day
 ), rounded AS (SELECT p.*, {HALF_EVEN_QR} FROM priced p
 ), team_days AS (
     {_days_insert("rollups_teamday", "team_id, cluster_id", "billed")}
@@ -125,7 +147,8 @@ INSERT INTO rollups_clusterday (cluster_id, {_DAY_COLUMNS}, energy_by_method_j, 
 SELECT COALESCE(s.cluster_id, i.cluster_id), COALESCE(s.day, i.day), COALESCE(s.energy_j, 0),
        COALESCE(s.occupancy_s, 0), COALESCE(s.facility_kwh, 0), COALESCE(s.operational_kg, 0),
        COALESCE(s.embodied_kg, 0), COALESCE(s.cost, 0), CASE WHEN s.day IS NULL THEN 0 ELSE s.cost_units END,
-       s.units_exponent, COALESCE(bm.energy_by_method_j, '{{}}'::jsonb), COALESCE(i.device_j, 0),
+       s.units_exponent, COALESCE(s.energy_low_j, 0), COALESCE(s.energy_high_j, 0),
+       COALESCE(bm.energy_by_method_j, '{{}}'::jsonb), COALESCE(i.device_j, 0),
        COALESCE(i.jobs_j, 0), COALESCE(i.estimated_j, 0), COALESCE(i.gpu_hours_total, 0), COALESCE(i.occupied_s, 0),
        COALESCE(i.estimated_s, 0), COALESCE(i.idle_facility_kwh, 0), COALESCE(i.idle_operational_kg, 0),
        COALESCE(i.idle_embodied_kg, 0), COALESCE(i.idle_cost, 0), COALESCE(i.unseen_j, 0), COALESCE(i.unseen_s, 0),

@@ -105,3 +105,6 @@ class FlagStatus(StrEnum):
 
 
 STATUS_CHOICES = [(s.value, s.label) for s in FlagStatus]
+# The statuses a finding counts as waste in: an admin's acknowledgement says it was expected (a debugging session),
+# and a resolved one is over; a disputed one still is waste until decided.
+COUNTED_STATUSES = (FlagStatus.OPEN, FlagStatus.DISPUTED)

@@ -7,7 +7,8 @@ totals add up the union of those rows: a GPU-hour that two findings of one job s
 also an idle allocation) is counted once; each kind's line counts its own findings' rows. A finding with no
 row in the period is worth nothing there and is not listed.
 
-The team page, the weekly report and the audit queue all read their waste here."""
+The team page, the weekly report, the audit queue and the team's rollups all read their waste here, and count the
+same findings (`counted_flags`)."""
 
 from __future__ import annotations
 
@@ -17,14 +18,15 @@ from datetime import date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.db.models.functions import TruncDay
 
 from apps.core.aggregates import footprint_sums
 from apps.core.footprint import Footprint
+from apps.fleet.models import Team
 from apps.jobs.models import JobGpuHour
 
-from .kinds import WASTE_KINDS
+from .kinds import COUNTED_STATUSES, WASTE_KINDS
 from .models import Flag
 
 UTC_ZONE = ZoneInfo("UTC")
@@ -33,7 +35,8 @@ UTC_ZONE = ZoneInfo("UTC")
 @dataclass
 class PeriodWaste:
     """Findings' worth inside one period: each finding's, each kind's, and their union (`total`, counted once);
-    per job (the union of its findings) and per local day (GPU-hours, for the weekly report's bars)."""
+    per job (the union of its findings) and per local day (`per_day`: the union's part on that day, which the
+    team's rollups add up per period; `per_day_gpu_hours`: its GPU-hours, for the weekly report's bars)."""
 
     per_flag: dict[int, Footprint] = field(default_factory=dict)
     per_kind: dict[str, Footprint] = field(default_factory=lambda: defaultdict(Footprint))
@@ -41,7 +44,22 @@ class PeriodWaste:
     total: Footprint = field(default_factory=Footprint)
     per_job: dict[int, Footprint] = field(default_factory=dict)
     kinds_of_job: dict[int, set[str]] = field(default_factory=lambda: defaultdict(set))
+    per_day: dict[date, Footprint] = field(default_factory=dict)
     per_day_gpu_hours: dict[date, float] = field(default_factory=dict)
+
+
+def counted_flags(flags: QuerySet[Flag]) -> QuerySet[Flag]:
+    """The findings of `flags` that count as waste: open and disputed ones (COUNTED_STATUSES) of the waste kinds,
+    on jobs on their team's bill (an admin's excluded job is off the team's bill, and its findings out of its
+    waste)."""
+    return flags.filter(kind__in=WASTE_KINDS, status__in=COUNTED_STATUSES, job__excluded_from_bill=False)
+
+
+def team_counted_flags(*, team: Team, start: datetime, end: datetime) -> QuerySet[Flag]:
+    """The team's findings that count as waste, of its jobs that ran in [start, end) (as its page picks them:
+    started before the end, seen since the start), so that a year's rollup reads no finding of another year."""
+    flags = Flag.objects.filter(job__team=team, job__start__lt=end)
+    return counted_flags(flags.filter(Q(job__last_seen__gte=start) | Q(job__last_seen__isnull=True)))
 
 
 def flag_gpus(evidence: dict | None) -> set[str] | None:
@@ -95,10 +113,9 @@ def period_waste(
         out.jobs_of_kind[kind].add(job_id)
         if kind in counted_kinds:
             out.kinds_of_job[job_id].add(kind)
-    per_day: dict[date, float] = defaultdict(float)
     for (job_id, _gpu, day), part in wasted.items():
         out.total = out.total + part
-        per_day[day] += part.gpu_hours
+        out.per_day[day] = out.per_day.get(day, Footprint()) + part
         out.per_job[job_id] = out.per_job.get(job_id, Footprint()) + part
-    out.per_day_gpu_hours = dict(per_day)
+    out.per_day_gpu_hours = {day: part.gpu_hours for day, part in out.per_day.items()}
     return out

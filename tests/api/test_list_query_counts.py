@@ -163,8 +163,9 @@ ENDPOINTS = {
     "job-groups": Endpoint("/api/job-groups/", _job_groups, _results, 1, queries=3),
     "reports": Endpoint("/api/reports/", _reports, _results, 2, queries=3),
     "audit-log": Endpoint("/api/audit-log/", _audit_log, _results, 1, queries=3),
-    # The sums in minor units ask whether their range has days past retention (one query) before reading.
-    "team-rollup": Endpoint("/api/teams/{team}/rollup/", _team_days, _periods, 1, queries=7, query=PERIOD),
+    # The sums in minor units ask whether their range has days past retention (one query) before reading. A team's
+    # rollup also reads its counted findings for its waste (and, where it has some, their rows: one query more).
+    "team-rollup": Endpoint("/api/teams/{team}/rollup/", _team_days, _periods, 1, queries=8, query=PERIOD),
     "teams-compare": Endpoint("/api/teams/compare/", _other_teams_days, _listed, 1, queries=7, query=PERIOD),
     "teams-daily-energy": Endpoint("/api/teams/daily-energy/", _other_teams_days, _listed, 1, queries=3, query=PERIOD),
     "cluster-rollup": Endpoint("/api/clusters/{cluster}/rollup/", _job_hours, _periods, 1, queries=9, query=PERIOD),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import threading
 from datetime import timedelta
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_EVEN, Decimal
 from urllib.parse import urlsplit
 
 import pytest
@@ -28,7 +28,7 @@ KEY = f"vision/{WEEK.isoformat()}"
 
 
 def _money(value: Decimal | str) -> str:
-    return f"{Decimal(str(value)).quantize(Decimal('0.01'), rounding=ROUND_HALF_UP):,}"
+    return f"{Decimal(str(value)).quantize(Decimal('0.01'), rounding=ROUND_HALF_EVEN):,}"
 
 
 def _api_week(world: World, start: str, end: str) -> dict:

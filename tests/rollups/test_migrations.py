@@ -1,5 +1,6 @@
 """The schema as the previous release left it, with data, migrates to this one: the teams' daily sums
-(moved from the carbon app to rollups) keep every row."""
+(moved from the carbon app to rollups) keep every row, the hours and days stored before the unseen columns get them,
+and days stored before the energy interval get it wherever their hour rows are still there."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy
 from apps.pipeline.inputs import footprints_recompute
-from apps.rollups.models import ClusterDay
+from apps.rollups import selectors
+from apps.rollups.models import ClusterDay, TeamDay
 from apps.telemetry.models import GpuHour
 from tests.carbon.fleet_builder import HOUR, T0, fleet_build, intensity_set, job_run
 
@@ -85,5 +88,43 @@ def test_hours_stored_before_the_unseen_columns_get_them_as_the_footprints_would
             assert day[name] == pytest.approx(expected_day[name], rel=1e-9), name
         assert abs(got["unseen_cost"] - expected["unseen_cost"]) <= Decimal("0.000002")
         assert abs(day["unseen_cost"] - expected_day["unseen_cost"]) <= Decimal("0.000002")
+    finally:
+        _migrate(latest)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_days_stored_before_the_energy_interval_get_it_where_their_rows_are_kept() -> None:
+    latest = MigrationExecutor(connection).loader.graph.leaf_nodes()
+    # given two days of a GPU shared by two jobs (split by SM time), their daily sums built by this release
+    fleet = fleet_build(servers=1, gpus_per_server=1)
+    intensity_set("TEST", [0.3] * 48)
+    jobs = [Job.objects.create(cluster=fleet.cluster, job_key=f"slurm/{k}", team=fleet.team, start=T0) for k in (1, 2)]
+    for hour in (T0, T0 + 25 * HOUR):
+        for job, joules in zip(jobs, (9e5, 3e5), strict=True):
+            JobGpuHour.objects.create(job=job, gpu=fleet.gpus[0], hour=hour, source="agent", energy_j=joules,
+                                      sampled_s=3600, occupancy_s=1800)  # fmt: skip
+            JobGpuHourEnergy.objects.create(job=job, gpu=fleet.gpus[0], hour=hour, method="sm_time", energy_j=joules)
+        GpuHour.objects.create(gpu=fleet.gpus[0], hour=hour, source="agent", device_energy_j=1.2e6,
+                               jobs_energy_j=1.2e6, sampled_s=3600, occupied_s=3600)  # fmt: skip
+    footprints_recompute()
+    expected = dict(TeamDay.objects.values_list("day", "energy_low_j"))
+    assert len(expected) == 2 and all(low is not None and low < 1.2e6 for low in expected.values())
+    try:
+        # and the release before, which had no interval; the second day's hour rows since past retention
+        _migrate([("telemetry", "0010_unseen_backfill"), ("rollups", "0005_clusterday_unseen")])
+        for table in ("jobs_jobgpuhourenergy", "jobs_jobgpuhour", "telemetry_gpuhour"):
+            with connection.cursor() as cursor:
+                cursor.execute(f"DELETE FROM {table} WHERE hour >= %s", [T0 + 24 * HOUR])
+        # when it is migrated to this release
+        _migrate(latest)
+        # then the day whose rows are kept has the interval the daily sums give it, and the other none (not known)
+        days = dict(TeamDay.objects.values_list("day", "energy_low_j"))
+        first, second = sorted(days)
+        assert days[first] == pytest.approx(expected[first], rel=1e-12) and days[second] is None
+        # and a period over it says so, where a period over the first day alone has its interval
+        whole = selectors.team_rollup(team=fleet.team, start=T0, end=T0 + 48 * HOUR, granularity="week")
+        assert [p["energy_low_j"] for p in whole["periods"]] == [None]
+        first_day = selectors.team_rollup(team=fleet.team, start=T0, end=T0 + 24 * HOUR, granularity="day")
+        assert first_day["periods"][0]["energy_low_j"] == pytest.approx(expected[first], rel=1e-12)
     finally:
         _migrate(latest)

@@ -126,7 +126,32 @@ class UnobservedLineSerializer(FiguresSerializer):
     )
 
 
-class PeriodSerializer(FiguresSerializer):
+class WasteLineSerializer(FiguresSerializer):
+    energy_j = serializers.FloatField(help_text="GPU energy of the team's counted findings' job rows (J).")
+    energy_kwh = serializers.FloatField(help_text="The same in kWh.")
+    gpu_hours = serializers.FloatField(help_text="GPU-hours blocked: each GPU-hour once, however many findings (h).")
+    cost = serializers.DecimalField(
+        max_digits=18,
+        decimal_places=3,
+        help_text="`cost_exact` rounded half-even to the currency's minor unit (the totals' too: waste is no bill).",
+    )
+
+
+class EnergyBandSerializer(serializers.Serializer):
+    """The interval of a line's GPU energy (docs/accuracy.md, "Sums")."""
+
+    energy_low_j = serializers.FloatField(
+        allow_null=True,
+        help_text="Low end of energy_j's interval (J): its job-GPU-hours' lows added up, exact ones (one job on its "
+        "GPU) as they are; energy_j itself where all are exact. Null where a day's is not known (stored before "
+        "the interval was, its hour rows since past retention).",
+    )
+    energy_high_j = serializers.FloatField(allow_null=True, help_text="High end of energy_j's interval (J).")
+    energy_low_kwh = serializers.FloatField(allow_null=True, help_text="energy_low_j in kWh.")
+    energy_high_kwh = serializers.FloatField(allow_null=True, help_text="energy_high_j in kWh.")
+
+
+class PeriodSerializer(FiguresSerializer, EnergyBandSerializer):
     period = serializers.DateField(help_text="First day of the period.")
     energy_by_method_j = serializers.DictField(child=serializers.FloatField(), help_text="Joules per split method.")
     idle = IdleLineSerializer(allow_null=True, help_text="The idle line (clusters; teams when shared back).")
@@ -134,13 +159,23 @@ class PeriodSerializer(FiguresSerializer):
         allow_null=True,
         help_text="The part of `idle` nobody saw (idle seen with no job = idle - unobserved); null without `idle`.",
     )
+    waste = WasteLineSerializer(
+        allow_null=True,
+        help_text="A team's waste in the period: its open and disputed findings' job rows inside it, a GPU-hour "
+        "two findings share once (as its page and weekly report count it); null in cluster and job group rollups.",
+    )
 
 
-class TotalsSerializer(FiguresSerializer):
+class TotalsSerializer(FiguresSerializer, EnergyBandSerializer):
     cost = serializers.DecimalField(max_digits=18, decimal_places=3, help_text="Sum of the periods' `cost`.")
     idle = IdleLineSerializer(allow_null=True, help_text="The periods' idle lines added up; null without one.")
     unobserved = UnobservedLineSerializer(
         allow_null=True, help_text="The periods' `unobserved` added up; null without an idle line."
+    )
+    waste = WasteLineSerializer(
+        allow_null=True,
+        help_text="The periods' waste added up (`cost`: `cost_exact` rounded, the team page's figure for the same "
+        "days); null in cluster and job group rollups.",
     )
 
 

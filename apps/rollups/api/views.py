@@ -24,7 +24,7 @@ from apps.core.money import round_minor
 from apps.core.page_cache import CachedPagesMixin, cached_page, cached_page_or_previous
 from apps.fleet.models import Cluster, Team
 from apps.rollups import documents
-from apps.rollups.finance import money_as_text
+from apps.rollups.finance import BAND_KEYS, money_as_text
 from apps.rollups.selectors import (
     MixedBasisError,
     job_group_outcome_costs_minor,
@@ -87,11 +87,14 @@ def _csv_totals(request: Request) -> bool:
 
 
 def _csv_row(line: dict, first: dict) -> dict:
-    skipped = ("idle", "unobserved", "energy_by_method_j", "period")
+    skipped = ("idle", "unobserved", "waste", "energy_by_method_j", "period", *BAND_KEYS)
     row = {**first, **{k: v for k, v in line.items() if k not in skipped}}
     row.update({f"energy_{m}_j": j for m, j in line.get("energy_by_method_j", {}).items()})
     row.update({f"idle_{k}": v for k, v in (line["idle"] or {}).items()})
     row.update({f"unobserved_{k}": v for k, v in (line.get("unobserved") or {}).items()})
+    # Added with issue 34, after the old columns: a team's waste, then the energy's interval.
+    row.update({f"waste_{k}": v for k, v in (line.get("waste") or {}).items()})
+    row.update({k: line[k] for k in BAND_KEYS if k in line})
     return row
 
 

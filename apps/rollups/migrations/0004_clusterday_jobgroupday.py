@@ -1,27 +1,9 @@
-"""The clusters' and the job groups' daily sums, built for every day there are rows of (the teams' of those days
-are rebuilt with them, to the same figures). It calls this release's refresh
-(apps.rollups.services.day_sums_refresh): a later release that changes these tables replaces this step."""
+"""The clusters' and the job groups' daily sums. Their days were built here with this release's refresh
+(apps.rollups.services.day_sums_refresh), which a later release's tables no longer fit: the days are built by
+telemetry 0011_day_sums_rebuild, the last migration, with the refresh of its own release."""
 
 import django.db.models.deletion
 from django.db import migrations, models
-
-DAYS = """
-SELECT n.cluster_id, (h.hour AT TIME ZONE 'UTC')::date AS day
-FROM jobs_jobgpuhour h JOIN fleet_gpu g ON g.id = h.gpu_id JOIN fleet_node n ON n.id = g.node_id
-UNION
-SELECT n.cluster_id, (h.hour AT TIME ZONE 'UTC')::date
-FROM telemetry_gpuhour h JOIN fleet_gpu g ON g.id = h.gpu_id JOIN fleet_node n ON n.id = g.node_id
-"""
-
-
-def days_build(apps, schema_editor):
-    from apps.rollups.services import day_sums_refresh
-
-    with schema_editor.connection.cursor() as cursor:
-        cursor.execute(DAYS)
-        pairs = cursor.fetchall()
-    for cluster_id in sorted({c for c, _ in pairs}):
-        day_sums_refresh(cluster_ids=[cluster_id], days={d for c, d in pairs if c == cluster_id})
 
 
 class Migration(migrations.Migration):
@@ -88,6 +70,6 @@ class Migration(migrations.Migration):
                 'constraints': [models.UniqueConstraint(fields=('job_group', 'cluster', 'day'), name='jobgroupday_unique')],
             },
         ),
-        migrations.RunPython(days_build, migrations.RunPython.noop),
+        # (the days: telemetry 0011_day_sums_rebuild)
         migrations.RunSQL("ANALYZE rollups_clusterday; ANALYZE rollups_jobgroupday", migrations.RunSQL.noop),
     ]
