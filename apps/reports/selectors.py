@@ -7,6 +7,7 @@ and the archive by `report_document`."""
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from datetime import date, datetime, timedelta
@@ -26,8 +27,9 @@ from apps.fleet.models import Cluster, Team
 from apps.jobs.models import Job, JobGpuHour
 from apps.rollups.selectors import MixedBasisError, cluster_rollup, team_job_costs_minor, team_rollup
 from apps.waste import kinds as waste_kinds
+from apps.waste.advice import finding_advice
 from apps.waste.models import Flag
-from apps.waste.selectors import period_waste
+from apps.waste.selectors import counted_flags, period_waste
 
 from .models import WeeklyReport
 from .schedule import day_windows, week_label, week_window, zone
@@ -69,6 +71,7 @@ class WorstJob:
     totals: Footprint
     path: str
     url: str
+    advice: list[str] = field(default_factory=list)  # what to do about each finding (apps.waste.advice)
 
 
 @dataclass
@@ -236,8 +239,14 @@ def _waste(team: Team, start: datetime, end: datetime, tz: ZoneInfo) -> _Waste:
 
 def _worst_jobs(per_job: dict[int, tuple[set[str], Footprint]], limit: int = 5) -> list[WorstJob]:
     ranked = sorted(per_job.items(), key=lambda kv: (-kv[1][1].cost, -kv[1][1].gpu_hours, kv[0]))[:limit]
-    jobs = Job.objects.filter(pk__in=[k for k, _ in ranked]).values("id", "job_key", "name", "user")
+    jobs = Job.objects.filter(pk__in=[k for k, _ in ranked]).values("id", "job_key", "name", "user", "currency")
     info = {j["id"]: j for j in jobs}
+    advice: dict[int, list[str]] = defaultdict(list)
+    findings = counted_flags(Flag.objects.filter(job_id__in=info)).order_by("job_id", "kind", "pk")
+    for job_id, kind, evidence in findings.values_list("job_id", "kind", "evidence"):
+        line = finding_advice(kind, evidence, currency=info[job_id]["currency"])
+        if line and line not in advice[job_id]:
+            advice[job_id].append(line)
     out = []
     for job_id, (kinds, totals) in ranked:
         path = job_path(job_id)
@@ -245,7 +254,7 @@ def _worst_jobs(per_job: dict[int, tuple[set[str], Footprint]], limit: int = 5) 
         out.append(
             WorstJob(
                 id=job_id, job_key=j["job_key"], name=j["name"], user=j["user"], kinds=sorted(kinds),
-                totals=totals, path=path, url=absolute(path),
+                totals=totals, path=path, url=absolute(path), advice=advice[job_id],
             )
         )  # fmt: skip
     return out

@@ -12,12 +12,14 @@ from urllib.parse import urlsplit
 
 import pytest
 from django.test import Client
+from django.utils.html import escape
 from rest_framework.test import APIClient
 
 from apps.pipeline.inputs import footprints_recompute
 from apps.reports import services
 from apps.reports.models import WeeklyReport
 from apps.reports.tasks import send_weekly_reports_task
+from apps.waste.advice import finding_advice
 from apps.waste.models import Flag
 from tests.carbon.fleet_builder import HOUR, T0, fleet_build, job_run
 
@@ -133,6 +135,11 @@ def test_waste_lines_use_the_findings_units_and_the_worst_jobs_link_to_their_pag
     job_links = [link for link in _links(html) if "/jobs/" in link]
     assert job_links == [idle_url, hog_url]
     assert text.index(idle_url) < text.index(hog_url)
+    # each with what to do about its finding, in its own figures (apps.waste.advice), in both parts
+    for flag in (idle, hog):
+        line = finding_advice(flag.kind, flag.evidence, currency="EUR")
+        assert f"What to do: {line}" in text and f"What to do: {escape(line)}" in html
+    assert text.index("ask for fewer GPUs") < text.index(hog_url) < text.index("end the notebook or server")
     # the chart is HTML and CSS, no script and no image
     assert 'data-section="chart"' in html and "<script" not in html and "<img" not in html
     assert "location-based, zone TEST, source test" in text
