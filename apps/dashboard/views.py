@@ -3,10 +3,12 @@ from __future__ import annotations
 import json
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
+from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.db.models import Max, Min, Q, Sum
@@ -92,7 +94,8 @@ def month_to_date(now: datetime) -> tuple[date, date]:
 def home(request: HttpRequest) -> HttpResponse:
     """Where a login lands: a member of teams (not an admin, not finance) on their team this month; everyone
     else on the fleet page."""
-    if member_team_ids(request.user) and not user_sees_all_teams(request.user):
+    user = cast(User, request.user)  # login_required
+    if member_team_ids(user) and not user_sees_all_teams(user):
         return redirect("dashboard:my-team")
     return redirect("dashboard:fleet")
 
@@ -102,7 +105,7 @@ def home(request: HttpRequest) -> HttpResponse:
 def my_team(request: HttpRequest) -> HttpResponse:
     """ "My team": the viewer's one team this month, or a choice among their teams (admins and finance in no
     team: the fleet page, which lists every team)."""
-    teams = list(Team.objects.filter(pk__in=member_team_ids(request.user)).order_by("name"))
+    teams = list(Team.objects.filter(pk__in=member_team_ids(cast(User, request.user))).order_by("name"))
     if not teams:
         return redirect("dashboard:fleet")
     start, end = month_to_date(timezone.now())
@@ -134,6 +137,7 @@ def _fleet(request: HttpRequest) -> HttpResponse:
         "has_data": IngestedHour.objects.exists(),
         "teams": Team.objects.visible_to(request.user).order_by("name"),
         "fleet": _clusters_overview(start, end) if user_sees_all_teams(request.user) else None,
+        "teams_compared": _teams_compared(request, start, end) if user_sees_all_teams(request.user) else None,
         # Only to admins, and without any credentials the URL may carry (user:password@).
         "prometheus_url": _without_credentials(
             Cluster.objects.values_list("prometheus_url", flat=True).first() or settings.FLEETWATT_PROMETHEUS_URL
@@ -222,6 +226,25 @@ def _team_waste(request: HttpRequest, jobs: JobQuerySet, start: datetime, end: d
         "waste_not_counted": len(found) - len(counted),
         "reported_statuses": [FlagStatus(s).label for s in REPORTED_STATUSES],
     }
+
+
+def _teams_compared(request: HttpRequest, start: datetime, end: datetime) -> dict[str, Any]:
+    """The "Teams compared" chart's figures as a table, from the same document as the chart (the API's
+    `/api/teams/compare/`), with a totals row: its cost is the bill, the sum of the teams' billed costs."""
+    user = cast(User, request.user)  # login_required
+    value, _generation = documents.kept(documents.Ask("teams_compared", user.pk, start, end), user)
+    rows = [
+        {**t, "cost": Decimal(t["cost"]), "co2e_kg": t["operational_kg"] + t["embodied_kg"]}
+        for t in (json.loads(value) if isinstance(value, str | bytes) else value)
+    ]
+    names = dict(Team.objects.filter(name__in=[r["team"] for r in rows]).values_list("name", "display_name"))
+    for r in rows:
+        r["display_name"] = names.get(r["team"]) or r["team"]
+    totals = {
+        key: sum((r[key] for r in rows), Decimal(0) if key == "cost" else 0.0)
+        for key in ("gpu_hours", "facility_kwh", "co2e_kg", "cost")
+    }
+    return {"rows": rows, "totals": totals}
 
 
 def _finance_document(ask: documents.Ask, subject: Team | Cluster) -> dict:

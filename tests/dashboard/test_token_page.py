@@ -31,7 +31,7 @@ def test_the_example_command_fetches_last_month_s_focus_file_with_the_new_key(se
     client.force_login(_finance())
     page = client.post("/tokens/", {"name": "ERP"}, HTTP_HOST="fleetwatt.example.org")
     key = page.context["new_key"]
-    command = page.content.decode().split('<pre id="new-key-example">')[1].split("</pre>")[0]
+    command = page.content.decode().split('<pre id="new-key-example" class="wrap">')[1].split("</pre>")[0]
     # when the command's request is sent as printed (the page escapes its &)
     words = shlex.split(command.replace("&amp;", "&"))
     assert words[:3] == ["curl", "-fsS", "-H"] and words[3] == f"Authorization: Bearer {key}"
