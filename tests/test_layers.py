@@ -24,6 +24,7 @@ APPS = ROOT / "apps"
 
 PURE = {
     "apps.core.footprint",
+    "apps.core.params",
     "apps.fleet.endpoint",
     "apps.core.glossary",
     "apps.core.money",

@@ -13,6 +13,9 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from apps.core.access import user_sees_all_teams
 from apps.core.models import ApiToken
+from apps.core.query import bad_query_is_400, text_param
+
+TOKEN_NAME_MAX_CHARS = 100  # ApiToken.name
 
 
 def _finance_or_admin(request: HttpRequest) -> User:
@@ -23,14 +26,15 @@ def _finance_or_admin(request: HttpRequest) -> User:
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
+@bad_query_is_400
 @login_required
 def tokens(request: HttpRequest) -> HttpResponse:
     user = _finance_or_admin(request)
     new_key = ""
     if request.method == "POST":
-        name = request.POST.get("name", "").strip()
+        name = text_param(request.POST, "name", max_length=TOKEN_NAME_MAX_CHARS).strip()
         if name:
-            _, new_key = ApiToken.issue(user=user, name=name[:100])
+            _, new_key = ApiToken.issue(user=user, name=name)
     return render(
         request,
         "dashboard/tokens.html",
