@@ -9,6 +9,8 @@ from apps.sso import views as sso_views
 
 # A database that cannot be reached is a 503; the API's errors are JSON (apps.core.views.server_error).
 handler500 = "apps.core.views.server_error"
+# A request that cannot be read (a bad Host header, a form too large): the site's page, JSON under /api/.
+handler400 = "apps.core.views.bad_request"
 # The site's own pages for 403 and 404 (in its layout), JSON under /api/.
 handler403 = "apps.core.views.permission_denied"
 handler404 = "apps.core.views.page_not_found"
