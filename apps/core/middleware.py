@@ -90,3 +90,22 @@ def _unreadable(request: HttpRequest) -> Exception | None:
     if fields is not None and body.count(b"&") + 1 > fields:
         return TooManyFieldsSent()
     return None
+
+
+class SecurityHeadersMiddleware:
+    """Every answer carries the Content-Security-Policy (FLEETWATT_CONTENT_SECURITY_POLICY); an answer to a user who
+    is logged in, or to a request with credentials (an API token), `Cache-Control: private, no-store`: no proxy
+    or browser keeps a copy of a team's figures or a token's page (docs/operations.md, "Headers and tokens")."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        policy = settings.FLEETWATT_CONTENT_SECURITY_POLICY
+        if policy and "Content-Security-Policy" not in response:
+            response["Content-Security-Policy"] = policy
+        user = getattr(request, "user", None)  # (set by AuthenticationMiddleware, and by DRF for a token)
+        if request.META.get("HTTP_AUTHORIZATION") or (user is not None and user.is_authenticated):
+            response["Cache-Control"] = "private, no-store"
+        return response

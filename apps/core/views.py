@@ -7,14 +7,19 @@ import json
 import sys
 import threading
 import time
+from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import DisallowedHost, RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.template import loader
 from django.utils import timezone
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from rest_framework.exceptions import NotAuthenticated
+from rest_framework.permissions import AllowAny, BasePermission, IsAuthenticated
 
 from apps.core.health import database_check, redis_check
 from apps.telemetry.health import cluster_checks
@@ -120,3 +125,27 @@ def server_error(request: HttpRequest) -> HttpResponse:
     if unavailable:
         response["Retry-After"] = "30"
     return response
+
+
+class _DocsAccess:
+    """The schema and its docs: for logged-in users and API tokens while FLEETWATT_API_DOCS_LOGIN is on (read per
+    request), for anyone otherwise. A person sent to the docs without a session is sent to the login page."""
+
+    redirect_to_login = False
+
+    def get_permissions(self) -> list[BasePermission]:
+        return [IsAuthenticated()] if settings.FLEETWATT_API_DOCS_LOGIN else [AllowAny()]
+
+    def handle_exception(self, exc: Exception) -> Any:  # (a Response, or the login page's redirect)
+        request = self.request  # type: ignore[attr-defined]
+        if self.redirect_to_login and isinstance(exc, NotAuthenticated):
+            return redirect_to_login(request.get_full_path())
+        return super().handle_exception(exc)  # type: ignore[misc]
+
+
+class ApiSchemaView(_DocsAccess, SpectacularAPIView):
+    pass
+
+
+class ApiDocsView(_DocsAccess, SpectacularSwaggerSplitView):
+    redirect_to_login = True

@@ -46,7 +46,7 @@ def test_api_conforms_to_its_schema() -> None:
     footprints_recompute()
     admin = User.objects.create_user("schema-admin", is_staff=True)
     headers = {"Authorization": f"Token {Token.objects.create(user=admin).key}"}
-    schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", get_wsgi_application())
+    schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", get_wsgi_application(), headers=headers)
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 10
 
