@@ -87,7 +87,8 @@ class _ParsedFormField(forms.Field):
         try:
             return self.parse(value if isinstance(value, str) else str(value))
         except params.QueryError as exc:
-            raise forms.ValidationError(exc.sentence, code="invalid") from None
+            # As a parameter: the message may quote a "%", and django-filter formats every message with its params.
+            raise forms.ValidationError("%(message)s", code="invalid", params={"message": exc.sentence}) from None
 
 
 class MomentFormField(_ParsedFormField):
