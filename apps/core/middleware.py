@@ -21,8 +21,8 @@ from .views import bad_request, page_not_found, permission_denied, server_error
 # What Django's technical pages (its 404 page listing every URL pattern, its traceback page, which it also sends
 # for a 400 with DEBUG on) say of themselves; with DEBUG off, the handlers answer instead.
 _TECHNICAL = b"DEBUG = True"
-# Exceptions Django answers with a client error (400, 403, 404) rather than a 500.
-_CLIENT_ERRORS = (Http404, PermissionDenied, SuspiciousOperation, BadRequest)
+# Exceptions of a view that Django answers with its 403 and 404 rather than a 500.
+_NOT_ALLOWED_OR_FOUND = (Http404, PermissionDenied)
 
 logger = logging.getLogger("django.request")
 
@@ -54,7 +54,7 @@ class StyledErrorPagesMiddleware:
             return None  # DEBUG off: the handlers answer, and Django logs the error itself
         if isinstance(exception, SuspiciousOperation | BadRequest):
             return bad_request(request, exception)  # (RequestDataTooBig in a view: a 400, as with DEBUG off)
-        if isinstance(exception, _CLIENT_ERRORS):
+        if isinstance(exception, _NOT_ALLOWED_OR_FOUND):
             return None  # Django's 403 and 404 (the technical 404 replaced above)
         logger.error("Internal Server Error: %s", request.path, exc_info=exception, extra={"request": request})
         return server_error(request)
