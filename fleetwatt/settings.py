@@ -50,6 +50,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusBeforeMiddleware",  # first, as django-prometheus asks
     "django.middleware.security.SecurityMiddleware",
+    "apps.core.middleware.SecurityHeadersMiddleware",  # the CSP on every answer, no-store on authenticated ones
     "apps.core.middleware.StyledErrorPagesMiddleware",  # outermost: it sees the 404 page Django made
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -394,6 +395,23 @@ CELERY_BEAT_SCHEDULE["weekly-waste-reports"] = {
     "task": "apps.reports.tasks.send_weekly_reports_task",
     "schedule": crontab(minute=20),
 }
+
+# --- Headers and tokens (docs/operations.md, "Headers and tokens"). ---
+# The Content-Security-Policy of every answer: the site's own scripts only (no inline script: a page's data comes
+# through json_script, which is not run), styles inline too (Plotly writes its own), images as data: and blob:
+# URLs (Plotly's), Redoc's worker from a blob:, no frame around any page. "" sends none.
+FLEETWATT_CONTENT_SECURITY_POLICY = env.str(
+    "FLEETWATT_CONTENT_SECURITY_POLICY",
+    default="default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+    "font-src 'self' data:; connect-src 'self'; worker-src 'self' blob:; object-src 'none'; base-uri 'self'; "
+    "form-action 'self'; frame-ancestors 'none'",
+)
+# A new API token's life in days, as the Tokens page offers it first (its creator may choose another, or none);
+# finance tools run unattended, so a year: one rotation a year, in step with the yearly audit of who holds one.
+FLEETWATT_API_TOKEN_DAYS = env.int("FLEETWATT_API_TOKEN_DAYS", default=365)
+# /api/schema/ and /api/docs/ for logged-in users and API tokens only (0: for anyone). They hold no
+# data, but they map every route.
+FLEETWATT_API_DOCS_LOGIN = env.bool("FLEETWATT_API_DOCS_LOGIN", default=True)
 
 # --- Degraded dependencies: what /healthz reports (docs/operations.md, "Degraded dependencies"). ---
 # Its answer is kept this many seconds per process: an unauthenticated caller cannot make the app ask

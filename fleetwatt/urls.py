@@ -1,14 +1,16 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from django.views.generic import RedirectView
 
 from apps.core.metrics_views import metrics
-from apps.core.views import healthz
+from apps.core.views import ApiDocsView, ApiSchemaView, healthz
 from apps.sso import views as sso_views
 
 # A database that cannot be reached is a 503; the API's errors are JSON (apps.core.views.server_error).
 handler500 = "apps.core.views.server_error"
+# A request that cannot be read (a bad Host header, a form too large): the site's page, JSON under /api/.
+handler400 = "apps.core.views.bad_request"
 # The site's own pages for 403 and 404 (in its layout), JSON under /api/.
 handler403 = "apps.core.views.permission_denied"
 handler404 = "apps.core.views.page_not_found"
@@ -24,9 +26,11 @@ urlpatterns = [
     path("api/", include("apps.fleet.api.urls")),
     path("api/", include("apps.waste.api.urls")),
     path("api/", include("apps.reports.api.urls")),
-    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
-    path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
+    # Behind login unless FLEETWATT_API_DOCS_LOGIN=0; the docs' script is served apart (no inline script: the CSP).
+    path("api/schema/", ApiSchemaView.as_view(), name="schema"),
+    path("api/docs/", ApiDocsView.as_view(url_name="schema"), name="api-docs"),
+    # Redoc loaded its logo from a CDN on every view (no CDN, and the CSP refuses it): its old links go to the docs.
+    path("api/redoc/", RedirectView.as_view(pattern_name="api-docs"), name="api-redoc"),
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics, name="metrics"),
     path("reports/", include("apps.reports.urls")),

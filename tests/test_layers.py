@@ -24,11 +24,13 @@ APPS = ROOT / "apps"
 
 PURE = {
     "apps.core.footprint",
+    "apps.core.params",
     "apps.fleet.endpoint",
     "apps.core.glossary",
     "apps.core.money",
     "apps.rollups.focus",
     "apps.core.metrics",
+    "apps.jobs.identity",
     "apps.jobs.methods",
     "apps.jobs.states",
     "apps.jobs.summary",
@@ -46,6 +48,7 @@ PURE = {
     "apps.telemetry.shards",
     "apps.reports.schedule",
     "apps.reports.formatting",
+    "apps.schedulers.records",
     "apps.schedulers.slurm",
     "apps.schedulers.kube",
     "apps.simulator.scenario",

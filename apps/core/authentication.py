@@ -25,12 +25,18 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         if len(header) != 2 or header[0] != self.keyword or not header[1].startswith(PREFIX):
             return None
         key = header[1]
-        token = ApiToken.objects.active().select_related("user").filter(lookup=key[: len(PREFIX) + 8]).first()
+        tokens = ApiToken.objects.filter(revoked_at__isnull=True).select_related("user")
+        token = tokens.filter(lookup=key[: len(PREFIX) + 8]).first()
         if token is None or not hmac.compare_digest(token.key_hash, token_hash(key)):
             raise exceptions.AuthenticationFailed("Invalid or revoked API token.")
+        now = timezone.now()
+        if token.expired(now=now):
+            raise exceptions.AuthenticationFailed(
+                f"This API token expired at {token.expires_at:%Y-%m-%d %H:%M} UTC: its owner makes a new one on the "
+                "Tokens page."
+            )
         if not token.user.is_active:
             raise exceptions.AuthenticationFailed("The token's user is inactive.")
-        now = timezone.now()
         if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
             ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         return token.user, token

@@ -2,16 +2,23 @@
 
 Every list pages by a cursor (`next`, `previous`; no `count`): one style for finance tools, no COUNT per
 page, and a page costs the same however deep it is. A cursor's first ordering field should be unique (or
-nearly): DRF's cursor finds its place by that field and skips ties by an offset (at most 1,000)."""
+nearly): DRF's cursor finds its place by that field and skips ties by an offset (at most 1,000).
+
+A cursor is a parameter like any other: one that is not base64 of what a page wrote, or whose position is not a
+value of the list's first ordering field (`p=garbage`, a NUL byte, a day out of range), is a 400 naming `cursor`
+(apps.core.params reads the position as each list declares), never a query that fails in the database."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from django.conf import settings
-from rest_framework.exceptions import ValidationError
-from rest_framework.pagination import CursorPagination, PageNumberPagination
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.pagination import Cursor, CursorPagination, PageNumberPagination
 from rest_framework.request import Request
 
-from .query import QueryError, whole_number
+from . import params
 
 
 class _CappedPageSize:
@@ -28,8 +35,8 @@ class _CappedPageSize:
         if asked is None:
             return self.page_size
         try:
-            return whole_number(asked, name="page_size", low=1, high=self.max_page_size)
-        except QueryError:
+            return params.whole_number(asked, name="page_size", low=1, high=self.max_page_size)
+        except params.QueryError:
             raise ValidationError({"page_size": f"A whole number from 1 to {self.max_page_size}."}) from None
 
 
@@ -39,40 +46,77 @@ class CappedPageNumberPagination(_CappedPageSize, PageNumberPagination):  # type
     pass
 
 
-class JobCursorPagination(_CappedPageSize, CursorPagination):  # type: ignore[misc]  # as above
+INVALID_CURSOR = "Not a cursor of this list: follow a page's `next` or `previous` link."
+
+
+def _on_text(raw: str) -> Any:
+    return params.stored_text(raw, name="cursor")
+
+
+def _on_moment(raw: str) -> Any:
+    return params.position_moment(raw, name="cursor")
+
+
+def _on_day(raw: str) -> Any:
+    return params.position_day(raw, name="cursor")
+
+
+class _CheckedCursorPagination(_CappedPageSize, CursorPagination):  # type: ignore[misc]  # as above
+    """A cursor whose position `read_position` reads (the type of the list's first ordering field)."""
+
+    read_position: Callable[[str], Any] = staticmethod(_on_text)
+
+    def decode_cursor(self, request: Request) -> Cursor | None:
+        encoded = request.query_params.get(self.cursor_query_param)
+        try:
+            if encoded is not None:
+                params.cursor(encoded, name="cursor")
+            cursor = super().decode_cursor(request)  # (DRF's own "Invalid cursor" is a 404: NotFound)
+            if cursor is not None and cursor.position is not None:
+                type(self).read_position(str(cursor.position))  # (text, as decoded; the stubs say int)
+        except (params.QueryError, NotFound):
+            raise ValidationError({"cursor": INVALID_CURSOR}) from None
+        return cursor
+
+
+class JobCursorPagination(_CheckedCursorPagination):
     """Jobs page by a cursor on their start: no COUNT over a team's (possibly) million jobs, and a page
     costs the same however deep it is."""
 
     ordering = ("-start", "-id")
+    read_position = staticmethod(_on_moment)
 
 
-class FlagCursorPagination(_CappedPageSize, CursorPagination):  # type: ignore[misc]  # as above
+class FlagCursorPagination(_CheckedCursorPagination):
     """Findings page by a cursor on their creation, newest first: a team's page walks the index of all
     findings in that order and stops at the page's end, where a COUNT would join every one to its job."""
 
     ordering = ("-created_at", "-id")
+    read_position = staticmethod(_on_moment)
 
 
-class NameCursorPagination(_CappedPageSize, CursorPagination):  # type: ignore[misc]  # as above
+class NameCursorPagination(_CheckedCursorPagination):
     """Objects with a unique name (teams, clusters, job groups), by name."""
 
     ordering = ("name",)
 
 
-class GpuCursorPagination(_CappedPageSize, CursorPagination):  # type: ignore[misc]  # as above
+class GpuCursorPagination(_CheckedCursorPagination):
     """GPUs by cluster, node and index: the queryset annotates `position`, a unique text of the three (the
     cursor finds its place by one field)."""
 
     ordering = ("position",)
 
 
-class ReportCursorPagination(_CappedPageSize, CursorPagination):  # type: ignore[misc]  # as above
+class ReportCursorPagination(_CheckedCursorPagination):
     """Weekly reports, newest week first (ties within a week: one per team, skipped by offset)."""
 
     ordering = ("-week_start", "team__name", "id")
+    read_position = staticmethod(_on_day)
 
 
-class AuditCursorPagination(_CappedPageSize, CursorPagination):  # type: ignore[misc]  # as above
+class AuditCursorPagination(_CheckedCursorPagination):
     """The audit log, newest first."""
 
     ordering = ("-at", "-id")
+    read_position = staticmethod(_on_moment)

@@ -11,11 +11,12 @@ from django.views.decorators.http import require_POST, require_safe
 
 from apps.carbon.models import JobGroup
 from apps.core.access import acting_user, admin_required
-from apps.core.query import bad_query_is_400, filters_checked
+from apps.core.query import bad_query_is_400, filters_checked, text_param
 from apps.fleet.models import Cluster, Team
 from apps.jobs.models import Job
 from apps.pipeline import decisions
 from apps.waste import audit
+from apps.waste.audit import REASON_MAX_CHARS
 from apps.waste.filtersets import FlagFilterSet
 from apps.waste.kinds import KIND_CHOICES, STATUS_CHOICES
 from apps.waste.models import Flag
@@ -79,7 +80,7 @@ def queue(request: HttpRequest) -> HttpResponse:
 
 def _decide(request: HttpRequest, job: Job, flag: Flag | None) -> None:
     """One decision from a page: acknowledge, dispute (findings), exclude, include, reassign."""
-    action, reason = request.POST.get("action", ""), request.POST.get("reason", "")
+    action, reason = text_param(request.POST, "action"), _reason(request)
     actor = acting_user(request.user)
     try:
         if action in ("acknowledge", "dispute"):
@@ -90,12 +91,12 @@ def _decide(request: HttpRequest, job: Job, flag: Flag | None) -> None:
             decisions.job_exclude(actor=actor, job=job, exclude=action == "exclude", reason=reason, flag=flag)
         elif action == "reassign_team":
             # A form's mistake (no team chosen, a name since removed) is the form's error, not a 404.
-            team = Team.objects.filter(name=request.POST.get("team", "")).first()
+            team = Team.objects.filter(name=text_param(request.POST, "team")).first()
             if team is None:
                 raise audit.AuditError("Choose the team to reassign the job to.")
             decisions.job_reassign(actor=actor, job=job, team=team, reason=reason, flag=flag)
         elif action == "reassign_group":
-            group = JobGroup.objects.filter(name=request.POST.get("job_group", "")).first()
+            group = JobGroup.objects.filter(name=text_param(request.POST, "job_group")).first()
             if group is None:
                 raise audit.AuditError("Choose the job group to reassign the job to.")
             decisions.job_reassign(actor=actor, job=job, job_group=group, reason=reason, flag=flag)
@@ -107,9 +108,14 @@ def _decide(request: HttpRequest, job: Job, flag: Flag | None) -> None:
         messages.success(request, f"{job.job_key}: {action.replace('_', ' ')} recorded.")
 
 
+def _reason(request: HttpRequest) -> str:
+    """The decision's reason, as written to the audit log: lines of text."""
+    return text_param(request.POST, "reason", max_length=REASON_MAX_CHARS, lines=True)
+
+
 def _back(request: HttpRequest, default: str) -> str:
     """The page the form came from (`next`), if it is a page of this site; `default` otherwise."""
-    target = request.POST.get("next") or ""
+    target = text_param(request.POST, "next", max_length=2000)
     if target and url_has_allowed_host_and_scheme(
         target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
     ):
@@ -119,7 +125,7 @@ def _back(request: HttpRequest, default: str) -> str:
 
 def _review_gpu_hour(request: HttpRequest, flag: Flag) -> None:
     """A decision on a GPU-hour's finding: acknowledge or dispute it (there is no job to exclude or move)."""
-    action, reason = request.POST.get("action", ""), request.POST.get("reason", "")
+    action, reason = text_param(request.POST, "action"), _reason(request)
     subject = f"GPU {flag.gpu.node.hostname}/{flag.gpu.index} at {flag.hour:%Y-%m-%d %H}:00" if flag.gpu else "GPU-hour"
     try:
         if action not in ("acknowledge", "dispute"):
@@ -132,6 +138,7 @@ def _review_gpu_hour(request: HttpRequest, flag: Flag) -> None:
 
 
 @require_POST
+@bad_query_is_400
 @admin_required
 def act(request: HttpRequest, flag_id: int) -> HttpResponse:
     """A decision on a finding, from the queue: on its job, or on its GPU-hour."""
@@ -144,6 +151,7 @@ def act(request: HttpRequest, flag_id: int) -> HttpResponse:
 
 
 @require_POST
+@bad_query_is_400
 @admin_required
 def act_on_job(request: HttpRequest, job_id: int) -> HttpResponse:
     """A decision on a job, from its page."""

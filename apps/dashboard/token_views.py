@@ -1,10 +1,12 @@
-"""API tokens for finance tools: create (the key is shown once), list with last use, revoke. The one thing
-finance writes: its own credentials, never the fleet's data (apps.core.access)."""
+"""API tokens for finance tools: create (the key is shown once; for FLEETWATT_API_TOKEN_DAYS by default, or another
+life, or none), list with last use and expiry, revoke. The one thing finance writes: its own credentials, never the
+fleet's data (apps.core.access)."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
@@ -13,8 +15,14 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
+from apps.core import params
 from apps.core.access import user_sees_all_teams
 from apps.core.models import ApiToken
+from apps.core.query import bad_query_is_400, text_param
+
+TOKEN_NAME_MAX_CHARS = 100  # ApiToken.name
+LIFE_CHOICES_DAYS = (30, 90, 180, 365, 730)  # what the page offers beside the default and "never" (0)
+LIFE_MAX_DAYS = 3650
 
 
 def _finance_or_admin(request: HttpRequest) -> User:
@@ -25,20 +33,29 @@ def _finance_or_admin(request: HttpRequest) -> User:
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
+@bad_query_is_400
 @login_required
 def tokens(request: HttpRequest) -> HttpResponse:
     user = _finance_or_admin(request)
     new_key = ""
+    default_days = settings.FLEETWATT_API_TOKEN_DAYS
     if request.method == "POST":
-        name = request.POST.get("name", "").strip()
+        name = text_param(request.POST, "name", max_length=TOKEN_NAME_MAX_CHARS).strip()
+        raw_days = text_param(request.POST, "days") or str(default_days)
+        days = params.whole_number(raw_days, name="days", low=0, high=LIFE_MAX_DAYS)
         if name:
-            _, new_key = ApiToken.issue(user=user, name=name[:100])
-    last_month = (timezone.now().date().replace(day=1) - timedelta(days=1)).strftime("%Y-%m")
-    return render(
-        request,
-        "dashboard/tokens.html",
-        {"tokens": ApiToken.objects.filter(user=user), "new_key": new_key, "example_month": last_month},
-    )
+            expires_at = timezone.now() + timedelta(days=days) if days else None
+            _, new_key = ApiToken.issue(user=user, name=name, expires_at=expires_at)
+    choices = sorted({*LIFE_CHOICES_DAYS, default_days} - {0})
+    context = {
+        "tokens": ApiToken.objects.filter(user=user),
+        "new_key": new_key,
+        "now": timezone.now(),
+        "life_choices": [(days, days == default_days) for days in choices],
+        "never_default": default_days == 0,
+        "example_month": (timezone.now().date().replace(day=1) - timedelta(days=1)).strftime("%Y-%m"),
+    }
+    return render(request, "dashboard/tokens.html", context)
 
 
 @require_POST

@@ -19,10 +19,11 @@ from django.utils import timezone
 from django.views.decorators.http import require_safe
 
 from apps.carbon.models import JobGroup
+from apps.core import params
 from apps.core.access import member_team_ids, user_sees_all_teams
 from apps.core.footprint import S_PER_HOUR, Footprint, kwh
 from apps.core.money import round_minor
-from apps.core.query import QueryError, bad_query_is_400, date_param
+from apps.core.query import QueryError, bad_query_is_400, date_param, text_param
 from apps.fleet.models import Cluster, Gpu, Team
 from apps.jobs.methods import method_legend
 from apps.jobs.models import Job, JobQuerySet
@@ -60,9 +61,9 @@ def page_period(request: HttpRequest) -> tuple[datetime, datetime]:
         end = (latest or timezone.now()).replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
     start = datetime.combine(start_day, time(), tzinfo=UTC) if start_day is not None else end - timedelta(days=7)
     if start >= end:
-        raise QueryError(f"start ({start.date()}) must be before end ({end.date()}).")
+        raise QueryError("start", f"{start.date()} must be before end ({end.date()}).")
     if end - start > timedelta(days=MAX_ROLLUP_DAYS):
-        raise QueryError(f"start and end: a period covers at most {MAX_ROLLUP_DAYS} days.")
+        raise QueryError("start and end", f"a period covers at most {MAX_ROLLUP_DAYS} days.")
     return start, end
 
 
@@ -410,6 +411,7 @@ def gpu(request: HttpRequest, gpu_id: int) -> HttpResponse:
 
 
 JOB_SEARCH_LIMIT = 100
+JOB_SEARCH_MAX_CHARS = 200
 
 
 @require_safe
@@ -419,12 +421,10 @@ def jobs(request: HttpRequest) -> HttpResponse:
     """Find a job: by the scheduler's id (`123`, an array task `6_2`), its key (`slurm/123`) or a part of
     its name; `?mine=1`: the jobs the user ran (the scheduler's user name equal to the login's). Newest
     first, at most JOB_SEARCH_LIMIT, of the teams the user may see."""
-    q = request.GET.get("q", "").strip()
-    if len(q) > 200:
-        raise QueryError("q: at most 200 characters.")
-    mine = request.GET.get("mine", "")
+    q = text_param(request.GET, "q", max_length=JOB_SEARCH_MAX_CHARS).strip()
+    mine = text_param(request.GET, "mine")
     if mine not in ("", "0", "1"):
-        raise QueryError("mine: 1 for the jobs you ran, else leave it out.")
+        raise QueryError("mine", "1 for the jobs you ran, else leave it out.")
     found = Job.objects.visible_to(request.user)
     if mine == "1":
         found = found.filter(user=request.user.get_username())
@@ -444,9 +444,11 @@ def jobs(request: HttpRequest) -> HttpResponse:
 
 
 @require_safe
+@bad_query_is_400
 @login_required
 def job_by_scheduler_id(request: HttpRequest, scheduler: str, scheduler_job_id: str) -> HttpResponse:
     """`/jobs/slurm/123/`: the job's page, as its users know it; a list where the id is on several clusters."""
+    params.text(scheduler_job_id, name="job id")
     found = list(
         Job.objects.visible_to(request.user)
         .filter(scheduler=scheduler, job_id=scheduler_job_id)

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import django_filters
-from django import forms
 from django.db.models import QuerySet
-from django_filters.fields import IsoDateTimeField
 from rest_framework.exceptions import ValidationError
 
-from apps.core.filtersets import FilterSet
+from apps.core.filtersets import FilterSet, MomentFilter, TextFilter
 from apps.fleet.models import Cluster, Team
 
 from .models import Job, JobQuerySet
@@ -19,41 +17,22 @@ from .states import STATE_CHOICES
 MAX_RANGE_DAYS = 400
 
 
-class UtcDateTimeField(IsoDateTimeField):
-    """ISO 8601, in UTC: Python accepts offsets up to 24 h that Postgres refuses (beyond 15:59)."""
-
-    def to_python(self, value: object) -> datetime | None:
-        parsed = super().to_python(value)
-        if parsed is None:
-            return None
-        try:
-            return parsed.astimezone(UTC)
-        except OverflowError:
-            raise forms.ValidationError("Out of range.", code="invalid") from None
-
-
-class UtcDateTimeFilter(django_filters.IsoDateTimeFilter):
-    field_class = UtcDateTimeField
-
-
 class JobFilterSet(FilterSet):
     cluster = django_filters.ModelChoiceFilter(
         queryset=Cluster.objects.all(), to_field_name="name", help_text="Cluster name."
     )
     team = django_filters.ModelChoiceFilter(queryset=Team.objects.all(), to_field_name="name", help_text="Team name.")
-    start = UtcDateTimeFilter(
-        method="filter_seen_since", help_text="Jobs still running at or after this time (ISO 8601)."
-    )
-    end = UtcDateTimeFilter(field_name="start", lookup_expr="lt", help_text="Jobs started before this time.")
+    start = MomentFilter(method="filter_seen_since", help_text="Jobs still running at or after this time (ISO 8601).")
+    end = MomentFilter(field_name="start", lookup_expr="lt", help_text="Jobs started before this time.")
     flagged = django_filters.BooleanFilter(
         method="filter_flagged", help_text="Only jobs with (true) or without (false) flags."
     )
-    flag = django_filters.CharFilter(method="filter_flag", help_text="Only jobs with this kind of flag.")
-    job_id = django_filters.CharFilter(help_text="The scheduler's job id (exact).")
-    user = django_filters.CharFilter(help_text="User who ran the job (exact).")
+    flag = TextFilter(method="filter_flag", help_text="Only jobs with this kind of flag.")
+    job_id = TextFilter(help_text="The scheduler's job id (exact).")
+    user = TextFilter(help_text="User who ran the job (exact).")
     state = django_filters.ChoiceFilter(choices=STATE_CHOICES, help_text="The scheduler's state of the job.")
-    partition = django_filters.CharFilter(help_text="Scheduler partition (exact).")
-    account = django_filters.CharFilter(help_text="Slurm account (exact).")
+    partition = TextFilter(help_text="Scheduler partition (exact).")
+    account = TextFilter(help_text="Slurm account (exact).")
 
     class Meta:
         model = Job

@@ -24,7 +24,14 @@ from apps.telemetry import promql
 from apps.telemetry import services as telemetry
 from apps.telemetry.fetch import hour_fetch
 from apps.telemetry.guard import beyond_retention, source_loss
-from apps.telemetry.hour import HostLabelMissingError, HourInput, UnknownSeriesError, hour_compute
+from apps.telemetry.hour import (
+    HostLabelMissingError,
+    HourInput,
+    SeriesLabelError,
+    UnknownMethodError,
+    UnknownSeriesError,
+    hour_compute,
+)
 from apps.telemetry.models import IngestWatermark
 from apps.telemetry.partitions import expiry_horizon, hour_partition_ensure
 from apps.telemetry.prometheus import PrometheusReader, PrometheusUnavailable, reader_for
@@ -137,8 +144,10 @@ def hour_write(
         )
     try:
         result = hour_compute(fetched.data, dcgm_host_label=cluster.dcgm_host_label)
-    except (HostLabelMissingError, UnknownSeriesError) as exc:
+    except (HostLabelMissingError, UnknownSeriesError, UnknownMethodError, SeriesLabelError) as exc:
         raise IngestError(f"cluster {cluster.name}, hour {hour:%Y-%m-%d %H}:00 UTC: {exc}") from None
+    for note in result.repaired:  # the agents' words made storable (a name of 10,000 characters, a NUL)
+        log.warning("cluster %s, hour %s:00 UTC: %s", cluster.name, f"{hour:%Y-%m-%d %H}", note)
     hour_partition_ensure(hour)
     with transaction.atomic():
         telemetry.cluster_hour_lock(cluster=cluster, hour=hour)
@@ -245,8 +254,8 @@ def closed_hours_ingest(*, now: datetime | None = None) -> list[HourReport]:
             try:
                 for hour in hours:
                     reports.append(hour_ingest(cluster=cluster, hour=hour, reader=reader))
-            except (PrometheusUnavailable, SourceLossError) as exc:
-                # Both name the cluster (the reader's errors, SourceLossError's "cluster a, hour ...").
+            except (PrometheusUnavailable, SourceLossError, IngestError) as exc:
+                # Each names the cluster (the reader's errors, SourceLossError's and IngestError's "cluster a, hour").
                 log.warning("%s; will catch up from %s next run", exc, hour.isoformat())
             finally:
                 reader.close()

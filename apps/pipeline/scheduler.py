@@ -17,13 +17,14 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from apps.core.task_retries import DATABASE_UNAVAILABLE
 from apps.fleet import services as fleet
 from apps.fleet.models import Cluster
 from apps.fleet.selectors import TeamResolver
 from apps.jobs.models import Job
 from apps.schedulers import services as schedulers
 from apps.schedulers.services import SyncReport
-from apps.schedulers.sources import SchedulerUnavailable, scheduler_records_read
+from apps.schedulers.sources import SchedulerUnavailable, one_line, scheduler_records_read
 from apps.telemetry import services as telemetry
 
 from .derive import Fact, Scope, derive
@@ -70,7 +71,7 @@ def scheduler_sync(*, cluster: Cluster, start: datetime, end: datetime, now: dat
         raise SchedulerSyncError(f"The window's start {start.isoformat()} must be before its end {end.isoformat()}.")
     now = now or timezone.now()  # before the read: the watermark never passes what it can have seen
     try:
-        records = scheduler_records_read(cluster=cluster, start=start, end=end)
+        records = scheduler_records_read(cluster=cluster, start=start, end=end, now=now)
     except SchedulerUnavailable as exc:
         schedulers.scheduler_status_record(cluster=cluster, status=str(exc))
         log.warning("scheduler sync: %s; nothing written, synced through %s", exc, cluster.scheduler_synced_through)
@@ -136,7 +137,8 @@ def schedulers_catch_up(*, now: datetime | None = None) -> list[SyncReport]:
     """What beat runs: for every cluster with a scheduler, sync from its watermark less the look-back
     (FLEETWATT_SCHEDULER_LOOKBACK_H, re-read each time so that jobs which end later get their final state),
     or from 24 h ago on its first sync, to now, a day at a time. An unreadable scheduler is recorded and
-    left for the next run (from where its watermark stayed); the other clusters go on."""
+    left for the next run (from where its watermark stayed); the other clusters go on, whatever failed (a
+    database that cannot be reached excepted: the task is retried)."""
     now = now or timezone.now()
     lookback = timedelta(hours=settings.FLEETWATT_SCHEDULER_LOOKBACK_H)
     reports: list[SyncReport] = []
@@ -148,4 +150,10 @@ def schedulers_catch_up(*, now: datetime | None = None) -> list[SyncReport]:
                 reports.append(scheduler_sync(cluster=cluster, start=start, end=end, now=now))
         except SchedulerUnavailable:
             continue  # recorded and logged by scheduler_sync
+        except DATABASE_UNAVAILABLE:
+            raise
+        except Exception as exc:  # a fault of this cluster's (its records, a bug they reach): not the others'
+            status = f"cluster {cluster.name}: the sync failed: {type(exc).__name__}: {one_line(str(exc))}"
+            log.exception("scheduler sync: %s; nothing written, synced through %s", status, mark)
+            schedulers.scheduler_status_record(cluster=cluster, status=status)
     return reports

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import django_filters
 
-from apps.core.filtersets import FilterSet
+from apps.core.filtersets import DayFilter, FilterSet
 from apps.fleet.models import Team
 
 from .models import WeeklyReport
@@ -16,10 +16,8 @@ class WeeklyReportFilterSet(FilterSet):
         field_name="team", lookup_expr="isnull", help_text="true: the fleet summaries."
     )
     status = django_filters.ChoiceFilter(choices=WeeklyReport.Status.choices)
-    week_start = django_filters.DateFilter()
-    since = django_filters.DateFilter(
-        field_name="week_start", lookup_expr="gte", help_text="Weeks from this Monday on."
-    )
+    week_start = DayFilter()
+    since = DayFilter(field_name="week_start", lookup_expr="gte", help_text="Weeks from this Monday on.")
 
     class Meta:
         model = WeeklyReport

@@ -18,8 +18,9 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
+from apps.core import params
 from apps.core.access import user_is_read_only
-from apps.core.query import bad_query_is_400, date_param, filters_checked, id_param
+from apps.core.query import bad_query_is_400, date_param, filters_checked, id_param, text_param
 from apps.fleet.models import Team, TeamMembership
 from apps.rollups.selectors import MixedBasisError
 
@@ -66,7 +67,7 @@ def archive(request: HttpRequest) -> HttpResponse:
     )
     filters_checked(filterset)
     reports = filterset.qs
-    team_name = request.GET.get("team") or ""
+    team_name = text_param(request.GET, "team")
     manageable = [t for t in teams if _can_manage(request.user, t)]
     context = {
         "reports": reports.order_by("-week_start", "team__name", "id")[:200],
@@ -204,8 +205,10 @@ def recipients(request: HttpRequest, team_id: int) -> HttpResponse:
 
 @csrf_exempt  # the token in the URL is the authority; mail clients POST here without a form (RFC 8058)
 @require_http_methods(["GET", "POST"])
+@bad_query_is_400
 def unsubscribe(request: HttpRequest, token: str) -> HttpResponse:
     """GET asks to confirm (link scanners must not unsubscribe anyone); POST unsubscribes."""
+    params.text(token, name="token")
     recipient = ReportRecipient.objects.filter(token=token).select_related("team").first()
     if recipient is None:
         raise Http404("This unsubscribe link is not valid.")

@@ -4,7 +4,8 @@ or a range's hour rows where it is not whole UTC days (tenths of a second), so e
 data's generation (apps.core.generation), and the ones people asked for lately are prepared again after every
 ingest, by the ingest's own task once its hours are committed: the first ask after an ingest reads the cache.
 
-Every ask is recorded (what, and when: a sorted set in Redis, FLEETWATT_ROLLUPS_ASKED_KEEP at most). After an
+Every ask answered is recorded (what, and when: a sorted set in Redis, FLEETWATT_ROLLUPS_ASKED_KEEP at most); one
+that failed is not. After an
 ingest, `asked_prepare` computes again those asked within FLEETWATT_ROLLUPS_ASKED_WITHIN_S, most recent first,
 for FLEETWATT_ROLLUPS_PREPARE_BUDGET_S at most. Until then a document kept before the ingest is served in its
 stead (`kept_read_or_previous`: figures as of the hour before, for FLEETWATT_ROLLUPS_STALE_S at most; an
@@ -133,9 +134,9 @@ def kept(ask: Ask, subject: Model) -> tuple[Any, int]:
     """The document `ask` names (of `subject`, loaded by the caller with the caller's permissions), from the cache
     or computed and kept; and the generation it is of: the current one, or, while an ingest is in progress, the
     one it was kept at before (what is made of it is kept under that generation: the page cache's pages). Records
-    the ask for `asked_prepare`. Raises what the computation raises (selectors.MixedBasisError)."""
+    the ask for `asked_prepare` once it is answered: an ask that fails (a period the data cannot hold, a mixed
+    basis) is not prepared again after every ingest. Raises what the computation raises (selectors.MixedBasisError)."""
     kind = KINDS[ask.kind]
-    _asked(ask)
     key = kind.key(subject, ask)
     generation, value, kept_at = kept_read_or_previous(key)
     metric_count(
@@ -144,6 +145,7 @@ def kept(ask: Ask, subject: Model) -> tuple[Any, int]:
     if value is None:
         value = kind.compute(subject, ask)
         kept_write(key, generation, value, KEPT_S)
+    _asked(ask)
     return value, generation if kept_at is None else kept_at
 
 

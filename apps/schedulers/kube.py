@@ -233,6 +233,8 @@ def _pods_gather(answers: KubeAnswers, label_allowlist: Sequence[str]) -> dict[P
     for key, labels, value in _samples(answers.gpu_requests, POD_REQUESTS):
         if key not in pods or value < 0:
             continue
+        if not math.isfinite(value):
+            raise SchedulerDataError(f"{POD_REQUESTS} of pod {key[0]}/{key[1]} is not a number of GPUs: {value!r}")
         container = _label(labels, "container")
         # One container's request before and after scheduling is two series (its `node` label): the same GPUs.
         by_container = pods[key].gpus_by_container
@@ -259,8 +261,13 @@ def _group_key(pod: _Pod) -> str:
     return f"k8s/{pod.namespace}/{owner[0]}/{owner[1]}" if owner else ""
 
 
-def _time(seconds: float | None) -> datetime | None:
-    return datetime.fromtimestamp(seconds, tz=UTC) if seconds else None
+def _time(seconds: float | None, where: str) -> datetime | None:
+    if not seconds:
+        return None
+    try:
+        return datetime.fromtimestamp(seconds, tz=UTC)
+    except (OverflowError, OSError, ValueError):  # inf, 1e20: no calendar holds it
+        raise SchedulerDataError(f"{where} is out of range: {seconds!r}") from None
 
 
 def _job(pod: _Pod) -> SchedulerJob:
@@ -282,9 +289,9 @@ def _job(pod: _Pod) -> SchedulerJob:
         # current termination (only of the one before a restart), so a failed pod's stays unknown.
         exit_code=0 if state is JobState.COMPLETED else None,
         signal=0 if state is JobState.COMPLETED else None,
-        submit=_time(pod.times.get("created")),
-        start=_time(pod.times.get("start")),
-        end=_time(pod.times.get("completion")) if final else None,
+        submit=_time(pod.times.get("created"), f"pod {pod.namespace}/{pod.name} created"),
+        start=_time(pod.times.get("start"), f"pod {pod.namespace}/{pod.name} start time"),
+        end=_time(pod.times.get("completion"), f"pod {pod.namespace}/{pod.name} completion time") if final else None,
         gpus_requested=gpus,
         gpus_allocated=gpus if pod.node else 0,  # a pod's GPUs are its node's once it is scheduled there
         nodes=(pod.node,) if pod.node else (),

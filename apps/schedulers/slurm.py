@@ -297,7 +297,7 @@ def _job_parse(record: Any, index: int) -> SchedulerJob:
 
 
 def _job_id(value: Any, where: str) -> str:
-    if isinstance(value, str) and value.isdigit():
+    if isinstance(value, str) and value.isascii() and value.isdigit():
         return str(int(value))
     number = _number(value, where)
     if number is None or number <= 0:
@@ -451,8 +451,8 @@ def _exit_decode(value: Any, *, completed: bool, where: str) -> tuple[int | None
 
 # --- sacct --parsable2 ----------------------------------------------------------------------------------
 
-_RAW_ID = re.compile(r"\d+(?:\.[A-Za-z0-9_+-]+)?")
-_EXIT_CODE = re.compile(r"(\d+):(\d+)")
+_RAW_ID = re.compile(r"[0-9]+(?:\.[A-Za-z0-9_+-]+)?")
+_EXIT_CODE = re.compile(r"([0-9]+):([0-9]+)")
 
 
 def sacct_parsable_exit_codes(text: str) -> dict[str, tuple[int, int]]:

@@ -2,7 +2,9 @@
 parse what it says (`apps.schedulers.slurm`), or ask the cluster's Prometheus for kube-state-metrics' pods
 (`apps.schedulers.kube`). Anything that goes wrong, from a missing command to output that is not JSON or a
 Prometheus that does not answer, raises `SchedulerUnavailable` with one line naming the cluster; nothing
-here writes.
+here writes. Every record is then checked (`apps.schedulers.records`): one that cannot be stored fails the
+window the same way, naming the record; a name that needed repairs (bytes that are not UTF-8, 10,000
+characters) is logged with its record and kept repaired.
 
 The window [start, end) is what sacct's `-S`/`-E` select without `--state`: every job that was eligible
 before `end` and had not ended before `start`, so a job that started before the window and ran into it is
@@ -12,10 +14,12 @@ as it was last seen in the window."""
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import shlex
 import subprocess
+import unicodedata
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,7 +31,10 @@ from apps.fleet.models import Cluster
 from apps.telemetry.prometheus import PrometheusUnavailable, reader_for
 
 from .kube import KubeAnswers, KubeQueries, kube_jobs_parse, kube_window
+from .records import records_checked
 from .slurm import SchedulerDataError, SchedulerJob, exit_codes_apply, sacct_json_parse, sacct_parsable_exit_codes
+
+log = logging.getLogger(__name__)
 
 SLURMDB_JOBS_PATH = "/slurmdb/v0.0.38/jobs"
 _STDERR_CHARS = 300
@@ -53,9 +60,18 @@ def sacct_arguments(*, start: datetime, end: datetime) -> tuple[list[str], list[
     )
 
 
-def _one_line(text: str) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= _STDERR_CHARS else line[: _STDERR_CHARS - 3] + "..."
+def one_line(text: str, *, limit: int = _STDERR_CHARS) -> str:
+    """A message as one line the cluster's `scheduler_status` can hold: no control character or byte that is not
+    UTF-8 (each a U+FFFD), at most `limit` characters."""
+    storable = "".join("\ufffd" if unicodedata.category(c) in ("Cc", "Cs") and not c.isspace() else c for c in text)
+    line = " ".join(storable.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _decoded(output: bytes) -> str:
+    """sacct's or slurmrestd's answer as text: UTF-8, a byte that is not read as a lone surrogate, so that the
+    parser reads on and the check of the records names the one that holds it (apps.schedulers.records)."""
+    return output.decode("utf-8", errors="surrogateescape")
 
 
 def _sacct_run(cluster: Cluster, command: list[str], *, timeout_s: float) -> str:
@@ -65,7 +81,6 @@ def _sacct_run(cluster: Cluster, command: list[str], *, timeout_s: float) -> str
         done = subprocess.run(  # a fixed argument list, no shell
             command,
             capture_output=True,
-            text=True,
             timeout=timeout_s,
             check=False,
             env={**os.environ, "TZ": "UTC"},
@@ -77,11 +92,11 @@ def _sacct_run(cluster: Cluster, command: list[str], *, timeout_s: float) -> str
     except subprocess.TimeoutExpired:
         raise SchedulerUnavailable(f"{where}: no answer within {timeout_s:g} s") from None
     except OSError as exc:
-        raise SchedulerUnavailable(f"{where}: {_one_line(str(exc))}") from None
+        raise SchedulerUnavailable(f"{where}: {one_line(str(exc))}") from None
     if done.returncode != 0:
-        said = _one_line(done.stderr or done.stdout) or "no message"
+        said = one_line((done.stderr or done.stdout).decode("utf-8", errors="replace")) or "no message"
         raise SchedulerUnavailable(f"{where}: exited {done.returncode}: {said}")
-    return done.stdout
+    return _decoded(done.stdout)
 
 
 def sacct_records_read(*, cluster: Cluster, start: datetime, end: datetime) -> list[SchedulerJob]:
@@ -100,7 +115,7 @@ def sacct_records_read(*, cluster: Cluster, start: datetime, end: datetime) -> l
     try:
         return exit_codes_apply(sacct_json_parse(document), sacct_parsable_exit_codes(parsable))
     except SchedulerDataError as exc:
-        raise SchedulerUnavailable(f"cluster {cluster.name}: {_one_line(str(exc))}") from None
+        raise SchedulerUnavailable(f"cluster {cluster.name}: {one_line(str(exc))}") from None
 
 
 def _slurmrest_time(moment: datetime, now: datetime) -> str:
@@ -135,13 +150,13 @@ def slurmrest_records_read(*, cluster: Cluster, start: datetime, end: datetime) 
     except requests.Timeout:
         raise SchedulerUnavailable(f"{where}: no answer within {settings.FLEETWATT_SCHEDULER_TIMEOUT_S:g} s") from None
     except requests.RequestException as exc:
-        raise SchedulerUnavailable(f"{where}: {_one_line(str(exc))}") from None
+        raise SchedulerUnavailable(f"{where}: {one_line(str(exc))}") from None
     if response.status_code != 200:
-        raise SchedulerUnavailable(f"{where}: HTTP {response.status_code}: {_one_line(response.text)}")
+        raise SchedulerUnavailable(f"{where}: HTTP {response.status_code}: {one_line(response.text)}")
     try:
-        return sacct_json_parse(response.text)
+        return sacct_json_parse(_decoded(response.content))
     except SchedulerDataError as exc:
-        raise SchedulerUnavailable(f"{where}: {_one_line(str(exc))}") from None
+        raise SchedulerUnavailable(f"{where}: {one_line(str(exc))}") from None
 
 
 def kube_records_read(*, cluster: Cluster, start: datetime, end: datetime) -> list[SchedulerJob]:
@@ -153,22 +168,22 @@ def kube_records_read(*, cluster: Cluster, start: datetime, end: datetime) -> li
     try:
         reader = reader_for(cluster)
     except PrometheusUnavailable as exc:  # its connection settings cannot be used: nothing asked
-        raise SchedulerUnavailable(f"cluster {cluster.name}: kube-state-metrics: {_one_line(exc.detail)}") from None
+        raise SchedulerUnavailable(f"cluster {cluster.name}: kube-state-metrics: {one_line(exc.detail)}") from None
     answers: dict[str, list[dict[str, Any]]] = {}
     try:
         for name, query in queries.by_answer().items():
             answers[name] = reader.instant(query, at=at)
         return kube_jobs_parse(KubeAnswers(**answers), label_allowlist=settings.FLEETWATT_K8S_POD_LABELS)
     except PrometheusUnavailable as exc:
-        raise SchedulerUnavailable(f"cluster {cluster.name}: kube-state-metrics: {_one_line(exc.detail)}") from None
+        raise SchedulerUnavailable(f"cluster {cluster.name}: kube-state-metrics: {one_line(exc.detail)}") from None
     except (KeyError, TypeError) as exc:  # a 200 answer without Prometheus's data.result: another server
         raise SchedulerUnavailable(
             f"cluster {cluster.name}: kube-state-metrics: {reader.url} did not answer as Prometheus does "
-            f"({type(exc).__name__}: {_one_line(str(exc))})"
+            f"({type(exc).__name__}: {one_line(str(exc))})"
         ) from None
     except SchedulerDataError as exc:
         raise SchedulerUnavailable(
-            f"cluster {cluster.name}: kube-state-metrics answer from {reader.url} cannot be read: {_one_line(str(exc))}"
+            f"cluster {cluster.name}: kube-state-metrics answer from {reader.url} cannot be read: {one_line(str(exc))}"
         ) from None
     finally:
         reader.close()
@@ -186,11 +201,23 @@ def _source_records_read(source: str, cluster: Cluster, start: datetime, end: da
     raise SchedulerUnavailable(f"cluster {cluster.name}: unknown scheduler {source!r}")
 
 
-def scheduler_records_read(*, cluster: Cluster, start: datetime, end: datetime) -> list[SchedulerJob]:
+def scheduler_records_read(
+    *, cluster: Cluster, start: datetime, end: datetime, now: datetime | None = None
+) -> list[SchedulerJob]:
     """The jobs of [start, end) from every source the cluster names (`Cluster.scheduler_sources`): its
-    scheduler, and kube-state-metrics' pods beside Slurm. All or nothing: one source that cannot be read
-    fails the window, so that no job is marked missing from a window only half read."""
+    scheduler, and kube-state-metrics' pods beside Slurm, each checked as it can be stored (no record's time may
+    pass the read, the clock's time or the sync's `now` if later, by more than a day). All or nothing: one source
+    that cannot be read, or one record that cannot be stored, fails the window, so that no job is marked missing
+    from a window only half read."""
     sources = cluster.scheduler_sources()
     if not sources:
         raise SchedulerUnavailable(f"cluster {cluster.name}: no scheduler configured")
-    return [record for source in sources for record in _source_records_read(source, cluster, start, end)]
+    records = [record for source in sources for record in _source_records_read(source, cluster, start, end)]
+    read_at = max(timezone.now(), now or end, end)  # (a sync's `now` may be set: the clock's is the bound)
+    try:
+        checked, notes = records_checked(records, now=read_at)
+    except SchedulerDataError as exc:
+        raise SchedulerUnavailable(f"cluster {cluster.name}: {one_line(str(exc))}") from None
+    for note in notes:
+        log.warning("scheduler sync: cluster %s: %s", cluster.name, note)
+    return checked

@@ -17,6 +17,8 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from apps.jobs.identity import key_storable, text_storable
+
 from . import promql
 from .counters import CounterWindow, counter_increase, merge_copies
 
@@ -31,6 +33,17 @@ class UnknownSeriesError(ValueError):
 
 class HostLabelMissingError(ValueError):
     """A dcgm-exporter series carries no host label of the ones the cluster reads: its GPU has no node."""
+
+
+class SeriesLabelError(ValueError):
+    """A series' label is not what its exporter writes (a GPU index that is not a number)."""
+
+
+# A time an agent's gauge reports (a job's start, when it was last seen) is read only from 2000 to a day past the
+# hour: another value (0, NaN, 1e20) is no time, and is left out as if the agent had not reported it.
+TIME_MIN_S = 946_684_800.0  # 2000-01-01T00:00:00Z
+TIME_AHEAD_S = 86_400.0
+MEMORY_MAX_BYTES = 2.0**62
 
 
 # dcgm-exporter names its host `Hostname`, from 4.8.3 `hostname` (NVIDIA/dcgm-exporter#655); a site may
@@ -195,6 +208,18 @@ class HourResult:
     jobs: dict[str, JobMeta]
     meterless: list[MeterlessGpu] = field(default_factory=list)
     unclaimed: list[UnclaimedPod] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)  # the agents' words made storable (apps.jobs.identity)
+
+
+def _gpu_index(labels: Labels, uuid: str) -> int:
+    """A series' `gpu` label: the GPU's index on its node (0 where the label is absent)."""
+    raw = labels.get("gpu", "") or "0"
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 6):
+        raise SeriesLabelError(
+            f"the series of GPU {uuid[:80]!r} label it gpu={raw[:40]!r}, not an index. Nothing was written for this "
+            "hour."
+        )
+    return int(raw)
 
 
 def _first(labels: Labels, *names: str) -> str:
@@ -276,7 +301,7 @@ def hour_compute(data: HourInput, *, dcgm_host_label: str = "") -> HourResult:
     for s in counters(promql.GPU_ENERGY):
         uuid = s.labels.get("uuid", "")
         if uuid and s.window.last is not None:
-            gpus.setdefault(uuid, GpuRef(uuid, s.labels.get("hostname", ""), int(s.labels.get("gpu", "0") or 0), ""))
+            gpus.setdefault(uuid, GpuRef(uuid, s.labels.get("hostname", ""), _gpu_index(s.labels, uuid), ""))
     device = _increases(counters(promql.GPU_ENERGY), _by_uuid, hour_start=t0)
     idle = _increases(counters(promql.GPU_IDLE_ENERGY), _by_uuid, hour_start=t0)
     resets = _increases(counters(promql.GPU_COUNTER_RESETS), _by_uuid, hour_start=t0)
@@ -293,13 +318,14 @@ def hour_compute(data: HourInput, *, dcgm_host_label: str = "") -> HourResult:
     memory: dict[tuple[str, str], float] = {}
     last_seen: dict[tuple[str, str], float] = {}
     start: dict[str, float] = {}
+    latest_s = t0 + 3600.0 + TIME_AHEAD_S
     for tag, labels, value in data.job_gauges:
         key = (labels.get("uuid", ""), labels.get("job_key", ""))
-        if tag == "memory":
+        if tag == "memory" and 0.0 <= value <= MEMORY_MAX_BYTES:  # (NaN fails both)
             memory[key] = max(value, memory.get(key, 0.0))
-        elif tag == "last_seen":
+        elif tag == "last_seen" and TIME_MIN_S <= value <= latest_s:
             last_seen[key] = max(value, last_seen.get(key, 0.0))
-        elif tag == "start" and value > 0:
+        elif tag == "start" and TIME_MIN_S <= value <= latest_s:
             job_key = labels.get("job_key", "")
             start[job_key] = min(value, start.get(job_key, value))
 
@@ -352,7 +378,7 @@ def hour_compute(data: HourInput, *, dcgm_host_label: str = "") -> HourResult:
         if s.labels.get("modelName"):
             models[uuid] = s.labels["modelName"]
         if uuid not in gpus and s.window.last is not None:
-            gpus[uuid] = GpuRef(uuid, dcgm_host(s.labels, dcgm_host_label), int(s.labels.get("gpu", "0") or 0), "")
+            gpus[uuid] = GpuRef(uuid, dcgm_host(s.labels, dcgm_host_label), _gpu_index(s.labels, uuid), "")
     dcgm_energy: dict[str, float] = {}
     dcgm_resets: dict[str, int] = {}
     for uuid, windows in copies.items():
@@ -420,9 +446,11 @@ def hour_compute(data: HourInput, *, dcgm_host_label: str = "") -> HourResult:
             f"{promql.GPU_ENERGY} from fleetwatt-agent (docs/metrics.md); dcgm-exporter 1.x's dcgm_* names are "
             "not read: upgrade the exporter. Nothing was written for this hour."
         )
+    repaired = _keys_storable(job_rows, jobs)
     return HourResult(
-        gpus=gpus, gpu_hours=gpu_hours, job_hours=job_rows, jobs=jobs, meterless=meterless, unclaimed=unclaimed
-    )
+        gpus=gpus, gpu_hours=gpu_hours, job_hours=job_rows, jobs=jobs, meterless=meterless, unclaimed=unclaimed,
+        repaired=repaired,
+    )  # fmt: skip
 
 
 def _dcgm_hosts_check(labels: list[dict[str, str]], host_label: str) -> None:
@@ -693,25 +721,39 @@ def _dcgm_weights(
     return "equal", {k: p.samples for k in present for p in [present[k]]}
 
 
+_META_TEXT = ("scheduler", "job_id", "user", "account", "namespace", "pod", "name")
+
+
 def _job_metas(infos: list[dict[str, str]], job_keys: set[str]) -> dict[str, JobMeta]:
     metas: dict[str, JobMeta] = {}
     for labels in infos:
         key = labels.get("job_key", "")
         if key:
-            metas[key] = JobMeta(
-                job_key=key,
-                scheduler=labels.get("scheduler", ""),
-                job_id=labels.get("job_id", ""),
-                user=labels.get("user", ""),
-                account=labels.get("account", ""),
-                namespace=labels.get("namespace", ""),
-                pod=labels.get("pod", ""),
-                name=labels.get("name", ""),
-            )
+            metas[key] = JobMeta(job_key=key, **{name: labels.get(name, "") for name in _META_TEXT})
     for key in job_keys:
         if key not in metas:
             metas[key] = _meta_from_key(key)
     return metas
+
+
+def _keys_storable(job_rows: list[JobGpuHourRow], jobs: dict[str, JobMeta]) -> list[str]:
+    """The hour's job keys and the words of its jobs' `job_info` (names, users...) as they can be stored
+    (apps.jobs.identity), in place; what was changed, a line per job."""
+    notes: list[str] = []
+    for row in job_rows:
+        row.job_key = key_storable(row.job_key)
+    for key in list(jobs):
+        meta = jobs.pop(key)
+        stored = key_storable(key)
+        changes = [f"its key stored as {stored!r}"] if stored != key else []
+        words: dict[str, str] = {}
+        for name in _META_TEXT:
+            words[name], changed = text_storable(getattr(meta, name))
+            changes += [f"its {name}: {change}" for change in changed]
+        jobs[stored] = JobMeta(job_key=stored, **words)
+        if changes:
+            notes.append(f"job {key[:60]!r}: {'; '.join(changes)}")
+    return notes
 
 
 def _meta_from_key(job_key: str) -> JobMeta:

@@ -16,6 +16,8 @@ from apps.jobs.models import Job
 
 from .models import AuditEntry, Flag
 
+REASON_MAX_CHARS = 5000  # a decision's reason, as the pages and the API take it
+
 
 class AuditError(ValueError):
     """The decision cannot be taken as asked; nothing was written."""

@@ -33,7 +33,7 @@ API_FLEET = "401 403 403 200 200 403"
 API_NO_METHOD = "401 405 405 403 405 405"
 API_GET_NO_METHOD = "401 405 405 405 405 405"  # a GET is safe: finance too learns the route has no GET
 API_NO_METHOD_FLEET = "401 403 403 403 405 403"  # admins' or fleet-wide routes: refused before the method
-PUBLIC = "200 200 200 200 200 200"  # the schema and its docs: the API's description, no data
+PUBLIC = "200 200 200 200 200 200"  # an unsubscribe link: its token is the authority
 NO_METHOD = "405 405 405 405 405 405"  # pages (and the schema): the method is checked first
 # The pages: anonymous to the login page; team B's pages 404 for A's people and the user in no team.
 PAGE_ALL = "login 200 200 200 200 200"
@@ -54,9 +54,11 @@ class Rule:
 RULES: dict[str, Rule] = {
     # The API.
     "api-root": Rule(get=API_ALL),
-    "schema": Rule(get=PUBLIC, other=NO_METHOD),
-    "api-docs": Rule(get=PUBLIC, other=NO_METHOD),
-    "api-redoc": Rule(get=PUBLIC, other=NO_METHOD),
+    # The schema and its docs: no data, but a map of every route, so for logged-in users and tokens
+    # (FLEETWATT_API_DOCS_LOGIN); the docs send a person to the login page. Redoc's old address goes to the docs.
+    "schema": Rule(get=API_ALL, other=API_GET_NO_METHOD),
+    "api-docs": Rule(get=PAGE_ALL, other="login 405 405 405 405 405"),
+    "api-redoc": Rule(get="302 302 302 302 302 302", other="302 302 302 302 302 302"),
     "job-list": Rule(get=API_ALL),
     "job-detail": Rule(get=API_TEAM_B),
     # A job's work: its team's members and admins; finance only reads.

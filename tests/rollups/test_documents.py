@@ -186,3 +186,25 @@ def test_a_derivation_keeps_an_ingest_s_mark_only_for_an_ingest_s_facts(
     with django_capture_on_commit_callbacks(execute=True):
         derive(scope, changed={fact})
     assert (ingest_started_at() is not None) == kept
+
+
+def test_only_asks_that_were_answered_are_prepared_after_an_ingest(world, monkeypatch) -> None:
+    """A refused ask (a period the data cannot hold, a computation that fails) was recorded before it was answered,
+    and every ingest then tried it again for a day, logging an ERROR each time."""
+    fleet, member = world
+    client = APIClient(raise_request_exception=False)
+    client.force_authenticate(member)
+    # given a rollup whose computation fails, and a period the data cannot hold
+    failing = documents.Kind(
+        load=documents.KINDS["team"].load, key=documents.KINDS["team"].key, compute=lambda *_: 1 / 0
+    )
+    monkeypatch.setitem(documents.KINDS, "team", failing)
+    assert client.get(f"/api/teams/{fleet.team.pk}/rollup/?{PERIOD}").status_code == 500
+    assert client.get(f"/api/teams/{fleet.team.pk}/rollup/?start=9999-12-30&end=9999-12-31").status_code == 400
+    # then neither is prepared after the next ingest
+    data_changed()
+    assert documents.asked_prepare().asked == 0
+    # and one that was answered is
+    monkeypatch.undo()
+    assert client.get(f"/api/teams/{fleet.team.pk}/rollup/?{PERIOD}").status_code == 200
+    assert documents.asked_prepare().asked == 1

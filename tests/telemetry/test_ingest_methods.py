@@ -13,7 +13,8 @@ from apps.jobs.uncertainty import energy_band
 from apps.pipeline.ingest import Fetched, hour_write
 from apps.telemetry import promql
 from apps.telemetry.counters import CounterWindow
-from apps.telemetry.hour import HourInput, SeriesWindow, UnknownMethodError
+from apps.telemetry.hour import HourInput, SeriesWindow
+from apps.telemetry.services import IngestError
 from tests.carbon.fleet_builder import fleet_build
 
 pytestmark = pytest.mark.django_db
@@ -85,8 +86,8 @@ def test_a_method_this_release_does_not_know_refuses_the_hour() -> None:
     fleet = fleet_build(servers=1, gpus_per_server=1)
     gpu = fleet.gpus[0]
     data = _agent_hour(gpu.uuid, gpu.node.hostname, {("slurm/1", "sm_time"): 1.0, ("slurm/1", "quantum"): 5.0})
-    # when / then: a message that names the agent and the method, and nothing written
-    with pytest.raises(UnknownMethodError, match=r"quantum.*upgrade fleetwatt"):
+    # when / then: a message that names the cluster, the agent and the method, and nothing written
+    with pytest.raises(IngestError, match=rf"cluster {fleet.cluster.name}, hour .*quantum.*upgrade fleetwatt"):
         hour_write(cluster=fleet.cluster, hour=HOUR, fetched=Fetched(data, None, 0, 0.0))
     assert not JobGpuHourEnergy.objects.exists()
     assert not Job.objects.filter(job_key="slurm/1").exists()

@@ -8,9 +8,11 @@ from rest_framework import serializers, viewsets
 
 from apps.carbon.models import JobGroup
 from apps.core.authentication import FLEET_WIDE
-from apps.core.filtersets import FilterSet
+from apps.core.fields import MomentField
+from apps.core.filtersets import FilterSet, TextFilter
 from apps.core.page_cache import CachedListMixin
 from apps.core.pagination import GpuCursorPagination, NameCursorPagination
+from apps.core.params import ID_PATTERN
 from apps.fleet.models import Cluster, Gpu, Team
 
 from .serializers import ClusterSerializer, GpuSerializer, JobGroupSerializer, TeamSerializer
@@ -20,7 +22,8 @@ class GpuFilterSet(FilterSet):
     cluster = django_filters.ModelChoiceFilter(
         field_name="node__cluster", queryset=Cluster.objects.all(), to_field_name="name"
     )
-    hostname = django_filters.CharFilter(field_name="node__hostname")
+    hostname = TextFilter(field_name="node__hostname")
+    model_name = TextFilter()
 
     class Meta:
         model = Gpu
@@ -28,8 +31,8 @@ class GpuFilterSet(FilterSet):
 
 
 class GpuPeriodSerializer(serializers.Serializer):
-    start = serializers.DateTimeField(required=False, help_text="Hours from (ISO 8601).")
-    end = serializers.DateTimeField(required=False, help_text="Hours before (ISO 8601).")
+    start = MomentField(required=False, help_text="Hours from (ISO 8601).")
+    end = MomentField(required=False, help_text="Hours before (ISO 8601).")
 
 
 @extend_schema_view(list=extend_schema(parameters=[GpuPeriodSerializer]))
@@ -37,6 +40,7 @@ class GpuViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     """GPUs with their hours, energy, idle energy and utilisation over `?start=&end=` (ISO 8601): the whole
     fleet's, so admins and finance only."""
 
+    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.params)
     permission_classes = FLEET_WIDE
     serializer_class = GpuSerializer
     filterset_class = GpuFilterSet
@@ -84,6 +88,7 @@ class GpuViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
 class TeamViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     """Teams the user may see (their rollups: apps.rollups.api)."""
 
+    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.params)
     serializer_class = TeamSerializer
     pagination_class = NameCursorPagination
 
@@ -94,6 +99,7 @@ class TeamViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
 class ClusterViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     """Clusters (admins and finance; their rollups: apps.rollups.api)."""
 
+    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.params)
     serializer_class = ClusterSerializer
     pagination_class = NameCursorPagination
     permission_classes = FLEET_WIDE
@@ -103,6 +109,7 @@ class ClusterViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
 class JobGroupViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     """Job groups: campaigns, models (finance, admins; their rollups: apps.rollups.api)."""
 
+    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.params)
     serializer_class = JobGroupSerializer
     pagination_class = NameCursorPagination
     permission_classes = FLEET_WIDE

@@ -280,5 +280,7 @@ class JobDetailSerializer(JobSerializer):
 class WorkSerializer(serializers.Serializer):
     work_units = serializers.FloatField(min_value=1e-9, max_value=1e18, help_text="How many units of work the run did.")
     work_unit = serializers.RegexField(
-        r"^[a-z0-9_]{1,30}$", help_text='The unit, e.g. "1k_tokens" or "request" (lower case, digits, _).'
+        r"\A[a-z0-9_]{1,30}\Z",
+        trim_whitespace=False,  # "req\n" is refused, not stored as "req"
+        help_text='The unit, e.g. "1k_tokens" or "request" (lower case, digits, _).',
     )

@@ -12,12 +12,14 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from apps.core.filtersets import MomentFormField
 from apps.core.footprint import Footprint
 from apps.core.page_cache import CachedListMixin
 from apps.core.pagination import JobCursorPagination
+from apps.core.params import ID_PATTERN
 from apps.core.query_params import StrictQueryParamsMixin
 from apps.core.renderers import csv_stream
-from apps.jobs.filtersets import JobFilterSet, UtcDateTimeField
+from apps.jobs.filtersets import JobFilterSet
 from apps.jobs.methods import METHODS
 from apps.jobs.models import Job
 from apps.jobs.selectors import jobs_in_period_footprints
@@ -29,6 +31,7 @@ from .serializers import JobDetailSerializer, JobSerializer, WorkSerializer
 class JobViewSet(CachedListMixin, StrictQueryParamsMixin, viewsets.ReadOnlyModelViewSet):
     """Jobs with their GPU energy, split method and coverage. Members see their teams' jobs."""
 
+    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.params)
     filterset_class = JobFilterSet
     pagination_class = JobCursorPagination
 
@@ -48,7 +51,7 @@ class JobViewSet(CachedListMixin, StrictQueryParamsMixin, viewsets.ReadOnlyModel
         start, end = (self.request.query_params.get(k) for k in ("start", "end"))
         if not start and not end:
             return None
-        field = UtcDateTimeField(required=False)
+        field = MomentFormField(required=False)
         return field.clean(start or None), field.clean(end or None)
 
     def _in_period(self, rows: list[Any]) -> dict[int, Footprint] | None:

@@ -4,7 +4,6 @@ clusters' idle and unobserved cost for whoever sees every team."""
 
 from __future__ import annotations
 
-import re
 from datetime import date
 from typing import Any
 
@@ -17,10 +16,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.core.fields import MonthField
 from apps.rollups.focus import csv_chunks, parquet_bytes
 from apps.rollups.focus_selectors import focus_file_rows
 
-_MONTH = re.compile(r"^(\d{4})-(\d{2})$")
 PARQUET = "application/vnd.apache.parquet"
 
 
@@ -46,13 +45,7 @@ class FocusParquetRenderer(BaseRenderer):
 
 
 class FocusQuerySerializer(serializers.Serializer):
-    month = serializers.CharField(help_text="The calendar month (UTC), YYYY-MM, e.g. 2026-11.")
-
-    def validate_month(self, value: str) -> date:
-        match = _MONTH.match(value)
-        if not match or not 1 <= int(match[2]) <= 12 or int(match[1]) < 1:
-            raise serializers.ValidationError("A month as YYYY-MM, e.g. 2026-11.")
-        return date(int(match[1]), int(match[2]), 1)
+    month = MonthField(help_text="The calendar month (UTC), YYYY-MM, e.g. 2026-11.")
 
 
 class FocusExportView(APIView):

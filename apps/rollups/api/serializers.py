@@ -2,75 +2,43 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any
 
 from rest_framework import serializers
+
+from apps.core.fields import MomentField, MonthField, WeekField
+from apps.core.params import month_after
 
 MAX_ROLLUP_DAYS = 400
 
 
-_MONTH = re.compile(r"^(\d{4})-(\d{2})$")
-_WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
-
-
-def _month_bounds(value: str) -> tuple[datetime, datetime]:
-    match = _MONTH.match(value)
-    if not match or not 1 <= int(match[2]) <= 12:
-        raise serializers.ValidationError({"month": "A month as YYYY-MM, e.g. 2026-11."})
-    year, month = int(match[1]), int(match[2])
-    first = date(year, month, 1)
-    after = date(year + month // 12, month % 12 + 1, 1)
-    return datetime.combine(first, time(0), tzinfo=UTC), datetime.combine(after, time(0), tzinfo=UTC)
-
-
-def _week_bounds(value: str) -> tuple[datetime, datetime]:
-    match = _WEEK.match(value)
-    try:
-        monday = date.fromisocalendar(int(match[1]), int(match[2]), 1) if match else None
-    except ValueError:
-        monday = None
-    if monday is None:
-        raise serializers.ValidationError({"week": "An ISO week as YYYY-Www, e.g. 2026-W48."})
-    first = datetime.combine(monday, time(0), tzinfo=UTC)
-    return first, first + timedelta(days=7)
+def _midnight(day: date) -> datetime:
+    return datetime.combine(day, time(0), tzinfo=UTC)
 
 
 class PeriodQuerySerializer(serializers.Serializer):
-    start = serializers.DateTimeField(
+    start = MomentField(
         required=False, help_text="Period start (ISO 8601 date or time, UTC if no zone); or give `month` or `week`."
     )
-    end = serializers.DateTimeField(required=False, help_text="Period end, exclusive.")
-    month = serializers.CharField(
+    end = MomentField(required=False, help_text="Period end, exclusive.")
+    month = MonthField(
         required=False, help_text="Instead of start and end: a calendar month (UTC), YYYY-MM, e.g. 2026-11."
     )
-    week = serializers.CharField(
+    week = WeekField(
         required=False, help_text="Instead of start and end: an ISO week (Monday to Monday, UTC), e.g. 2026-W48."
     )
-
-    def to_internal_value(self, data: Mapping[str, Any]) -> dict:
-        values = dict(data.items())  # the request's query parameters, copied to be rewritten
-        for key in ("start", "end"):
-            value = values.get(key)
-            if isinstance(value, str) and len(value) == 10:  # a plain date
-                values[key] = f"{value}T00:00:00Z"
-        return super().to_internal_value(values)
 
     def validate(self, attrs: dict) -> dict:
         shortcuts = [k for k in ("month", "week") if attrs.get(k)]
         if shortcuts:
             if len(shortcuts) > 1 or attrs.get("start") or attrs.get("end"):
                 raise serializers.ValidationError("Give start and end, or month, or week: one of them.")
-            key = shortcuts[0]
-            attrs["start"], attrs["end"] = (_month_bounds if key == "month" else _week_bounds)(attrs.pop(key))
+            first: date = attrs.pop(shortcuts[0])
+            after = month_after(first) if shortcuts[0] == "month" else first + timedelta(days=7)
+            attrs["start"], attrs["end"] = _midnight(first), _midnight(after)
         missing = {k: "This field is required (or give month or week)." for k in ("start", "end") if not attrs.get(k)}
         if missing:
             raise serializers.ValidationError(missing)
-        for key in ("start", "end"):
-            if attrs[key].tzinfo is None:
-                attrs[key] = attrs[key].replace(tzinfo=UTC)
         if attrs["start"] >= attrs["end"]:
             raise serializers.ValidationError("start must be before end.")
         if attrs["end"] - attrs["start"] > timedelta(days=MAX_ROLLUP_DAYS):

@@ -3,10 +3,11 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from apps.carbon.models import JobGroup
-from apps.core.fields import NameField
+from apps.core.fields import NameField, TextField
 from apps.core.serializers import PlannedRepresentationMixin
 from apps.fleet.models import Cluster, Team
 from apps.jobs.models import Job
+from apps.waste.audit import REASON_MAX_CHARS
 from apps.waste.models import AuditEntry, Flag
 
 
@@ -30,7 +31,9 @@ class FlagSerializer(PlannedRepresentationMixin, serializers.ModelSerializer):
 
 
 class ReasonSerializer(serializers.Serializer):
-    reason = serializers.CharField(help_text="Why: written to the audit log. Required.", allow_blank=False)
+    reason = TextField(
+        lines=True, max_length=REASON_MAX_CHARS, help_text="Why: written to the audit log. Required.", allow_blank=False
+    )
 
 
 class ExcludeSerializer(ReasonSerializer):

@@ -13,10 +13,11 @@ from apps.core.authentication import FLEET_WIDE, ReadOnlyForApiTokens
 from apps.core.models import ApiToken
 from apps.core.page_cache import CachedListMixin
 from apps.core.pagination import AuditCursorPagination, FlagCursorPagination
+from apps.core.params import ID_PATTERN
 from apps.jobs.models import Job
 from apps.pipeline import decisions
 from apps.waste import audit
-from apps.waste.filtersets import FlagFilterSet
+from apps.waste.filtersets import AuditEntryFilterSet, FlagFilterSet
 from apps.waste.models import AuditEntry, Flag
 
 from .serializers import AuditEntrySerializer, ExcludeSerializer, FlagSerializer, ReasonSerializer, ReassignSerializer
@@ -30,6 +31,7 @@ class IsAdmin(permissions.BasePermission):
 class FlagViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     """Findings. Members see those of their teams' jobs; only admins act on them."""
 
+    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.params)
     serializer_class = FlagSerializer
     filterset_class = FlagFilterSet
     pagination_class = FlagCursorPagination
@@ -71,6 +73,7 @@ class FlagViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
 class JobActionViewSet(viewsets.GenericViewSet):
     """Admin decisions on a job: exclude from its team's bill, reassign to a team or job group."""
 
+    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.params)
     permission_classes = [permissions.IsAuthenticated, IsAdmin, ReadOnlyForApiTokens]
     queryset = Job.objects.select_related("team", "job_group").order_by("id")
 
@@ -112,4 +115,4 @@ class AuditLogViewSet(CachedListMixin, mixins.ListModelMixin, viewsets.GenericVi
     pagination_class = AuditCursorPagination
     permission_classes = FLEET_WIDE
     queryset = AuditEntry.objects.select_related("actor", "job", "gpu").order_by("-at", "-id")
-    filterset_fields = ["action", "job"]
+    filterset_class = AuditEntryFilterSet
