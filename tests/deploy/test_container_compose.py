@@ -301,7 +301,7 @@ def api_token(stack: ComposeStack) -> str:
             data={"name": "compose test", "csrfmiddlewaretoken": csrf("/tokens/")},
             timeout=10,
         )
-    key = re.search(r"<code>(fw_[^<]+)</code>", made.text)
+    key = re.search(r'<code id="new-key-value">(fw_[^<]+)</code>', made.text)
     assert made.status_code == 200 and key, made.text[-2000:]
     return key.group(1)
 
