@@ -115,14 +115,16 @@ def preview(request: HttpRequest) -> HttpResponse:
     team, week = _preview_target(request)
     existing = WeeklyReport.objects.filter(team=team, week_start=week).first()
     recipients = team.report_recipients.filter(active=True).order_by("email") if team else None
+    addresses_shown = team is None or _can_manage(request.user, team)
     next_at, next_week = next_report(now=timezone.now(), team=team)
     context: dict[str, Any] = {
         "teams": Team.objects.visible_to(request.user).order_by("name"),
         "team": team,
         "week": week,
         "existing": existing,
-        "recipients": recipients if team is None or _can_manage(request.user, team) else None,
-        "recipients_count": recipients.count() if recipients is not None else None,
+        "recipients": recipients if addresses_shown else None,
+        # only where the addresses are not shown: the page says how many instead
+        "recipients_count": None if addresses_shown or recipients is None else recipients.count(),
         "next_at": next_at,
         "next_week": next_week,
         "may_send": request.user.is_staff,

@@ -27,7 +27,7 @@ def _pages(w: World) -> list[tuple[str, dict[str, int]]]:
     admins = {"member": 403, "lead": 403, "finance": 403, "admin": 200}
     return [
         (f"/{PERIOD}", everyone),
-        (f"/teams/{w.team_a.pk}/{PERIOD}", everyone | {"finance": 200}),
+        (f"/teams/{w.team_a.pk}/{PERIOD}", everyone),
         (f"/teams/{w.team_b.pk}/{PERIOD}", sees_all),
         ("/teams/999999/", dict.fromkeys(ROLES, 404)),
         (f"/jobs/{w.job_a.pk}/", everyone),
