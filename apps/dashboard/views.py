@@ -233,11 +233,8 @@ def _teams_compared(request: HttpRequest, start: datetime, end: datetime) -> dic
     """The "Teams compared" chart's figures as a table, from the same document as the chart (the API's
     `/api/teams/compare/`), with a totals row: its cost is the bill, the sum of the teams' billed costs."""
     user = cast(User, request.user)  # login_required
-    value, _generation = documents.kept(documents.Ask("teams_compared", user.pk, start, end), user)
-    rows = [
-        {**t, "cost": Decimal(t["cost"]), "co2e_kg": t["operational_kg"] + t["embodied_kg"]}
-        for t in (json.loads(value) if isinstance(value, str | bytes) else value)
-    ]
+    teams, _generation = documents.kept(documents.Ask("teams_compared", user.pk, start, end), user)
+    rows = [{**t, "cost": Decimal(t["cost"]), "co2e_kg": t["operational_kg"] + t["embodied_kg"]} for t in teams]
     names = dict(Team.objects.filter(name__in=[r["team"] for r in rows]).values_list("name", "display_name"))
     for r in rows:
         r["display_name"] = names.get(r["team"]) or r["team"]
