@@ -37,6 +37,7 @@ PURE = {
     "apps.jobs.uncertainty",
     "apps.waste.kinds",
     "apps.waste.findings",
+    "apps.waste.triage",
     "apps.carbon.arithmetic",
     "apps.carbon.config",
     "apps.carbon.intensity",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from datetime import UTC, date, datetime, time, timedelta, timezone
+from decimal import Decimal
 
 YEAR_MIN = 2000
 YEAR_MAX = 2100
@@ -41,6 +42,10 @@ _MONTH_RE = re.compile(r"([0-9]{4})-([0-9]{2})")
 _WEEK_RE = re.compile(r"([0-9]{4})-W([0-9]{2})")
 _LINE_BREAKS = frozenset("\t\n\r")
 _BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+# An amount of money as a person types it: digits, an optional decimal point; no sign, exponent, NaN or infinity
+# (Decimal() reads all of those).
+_AMOUNT = re.compile(r"[0-9]{1,12}(?:\.[0-9]{0,6})?")
+_CURRENCY = re.compile(r"[A-Z]{3}")
 
 
 class QueryError(ValueError):
@@ -66,6 +71,21 @@ def whole_number(raw: str, *, name: str, low: int, high: int) -> int:
 def object_id(raw: str, *, name: str) -> int:
     """An object's id: a whole number from 1 to the largest bigint."""
     return whole_number(raw, name=name, low=1, high=ID_MAX)
+
+
+def amount(raw: str, *, name: str) -> Decimal:
+    """An amount of money, 0 or more: digits with an optional decimal point ("1", "0.50"), at most 12 digits before
+    it and 6 after (as costs are stored)."""
+    if not isinstance(raw, str) or not _AMOUNT.fullmatch(raw):
+        raise QueryError(name, f"an amount of money, 0 or more, in digits, e.g. 1 or 0.50 (got {_shown(str(raw))}).")
+    return Decimal(raw)
+
+
+def currency(raw: str, *, name: str) -> str:
+    """A currency's ISO 4217 code: three capital letters (EUR)."""
+    if not isinstance(raw, str) or not _CURRENCY.fullmatch(raw):
+        raise QueryError(name, f"a currency's three-letter code, e.g. EUR (got {_shown(str(raw))}).")
+    return raw
 
 
 def _shown(raw: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import date
+from decimal import Decimal
 from functools import wraps
 from typing import Any
 
@@ -14,7 +15,16 @@ from django.shortcuts import render
 from . import params
 from .params import QueryError
 
-__all__ = ["QueryError", "bad_query_is_400", "date_param", "filters_checked", "id_param", "text_param"]
+__all__ = [
+    "QueryError",
+    "amount_param",
+    "bad_query_is_400",
+    "currency_param",
+    "date_param",
+    "filters_checked",
+    "id_param",
+    "text_param",
+]
 
 
 def _raw(values: Mapping[str, Any], name: str) -> str:
@@ -33,6 +43,16 @@ def date_param(values: Mapping[str, Any], name: str) -> date | None:
     """A day as YYYY-MM-DD, or None when the parameter is absent or empty (a cleared date field)."""
     raw = _raw(values, name)
     return params.day(raw, name=name) if raw else None
+
+
+def amount_param(values: Mapping[str, Any], name: str) -> Decimal:
+    """An amount of money, 0 or more (required: an absent one is an error, as a wrong one)."""
+    return params.amount(_raw(values, name), name=name)
+
+
+def currency_param(values: Mapping[str, Any], name: str) -> str:
+    """A currency's three-letter code (required)."""
+    return params.currency(_raw(values, name), name=name)
 
 
 def text_param(values: Mapping[str, Any], name: str, *, max_length: int = params.TEXT_MAX, lines: bool = False) -> str:

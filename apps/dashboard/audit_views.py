@@ -2,30 +2,56 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+from urllib.parse import urlencode
+
 from django.contrib import messages
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST, require_safe
 
 from apps.carbon.models import JobGroup
 from apps.core.access import acting_user, admin_required
-from apps.core.query import bad_query_is_400, filters_checked, text_param
+from apps.core.params import whole_number
+from apps.core.query import QueryError, amount_param, bad_query_is_400, currency_param, filters_checked, text_param
 from apps.fleet.models import Cluster, Team
 from apps.jobs.models import Job
 from apps.pipeline import decisions
 from apps.waste import audit
 from apps.waste.audit import REASON_MAX_CHARS
 from apps.waste.filtersets import FlagFilterSet
-from apps.waste.kinds import KIND_CHOICES, STATUS_CHOICES
+from apps.waste.kinds import KIND_CHOICES, STATUS_CHOICES, FlagKind
 from apps.waste.models import Flag
-from apps.waste.selectors import counted_flags, period_waste
+from apps.waste.selectors import (
+    QueueTriage,
+    latest_decisions,
+    queue_order,
+    queue_rows,
+    queue_triage,
+    recent_decisions,
+    rule_matches,
+)
+from apps.waste.triage import (
+    PAGE_SIZE,
+    QUEUE_ORDER_CHOICES,
+    REVIEW_CHOICES,
+    RULE_KIND_CHOICES,
+    RULE_KINDS,
+    RULE_SAMPLE,
+    BulkRule,
+    QueueOrder,
+    Review,
+    selection_digest,
+)
 
 from .selectors import gpu_hour_flag_jobs
-from .views import page_period
+from .views import page_period, period_of
 
-QUEUE_LISTED = 500
+RECENT_DECISIONS = 20  # the "Recently decided" table
 
 
 @require_safe
@@ -33,42 +59,65 @@ QUEUE_LISTED = 500
 @admin_required
 def queue(request: HttpRequest) -> HttpResponse:
     """Findings on jobs and on GPU-hours (a counter reset, a sum that does not add up), open ones by default;
-    `?status=` (empty) for any status. A GPU-hour finding lists the jobs that ran in it; it is acknowledged or
-    disputed as it is (the log names its GPU and hour), and a job of it is decided on from the job's page."""
+    `?status=` (empty) for any status. Above them, per kind, the open findings and the money at stake in the period;
+    the list by money at stake (`?order=oldest`: oldest first), 50 a page (`?page=`). A GPU-hour finding lists the
+    jobs that ran in it; it is acknowledged or disputed as it is (the log names its GPU and hour), and a job of it is
+    decided on from the job's page. The queries do not grow with the findings: a page's rows are read by their ids."""
     params = request.GET.copy()
     params.setdefault("status", Flag.Status.OPEN)
-    flags = Flag.objects.select_related("job__team", "cluster", "gpu__node").order_by("created_at", "id")
-    filterset = FlagFilterSet(params, queryset=flags)
+    filterset = FlagFilterSet(params, queryset=Flag.objects.all())
     filters_checked(filterset)
+    order = _order(request)
     start, end = page_period(request)
-    listed = list(filterset.qs[:QUEUE_LISTED])
-    jobs_in_hour = gpu_hour_flag_jobs(listed)
     # The waste the findings filtered by kind, team, cluster and age count in the period, as the team page, the
     # weekly report and the team's rollup count it: open and disputed findings of jobs on the bill, each clipped
     # to the period, a shared GPU-hour once. The status filter picks what is listed, not what counts (the queue
     # lists open findings by default; a disputed one is still waste), so a team's line is its page's figure.
     unfiltered_status = params.copy()
     unfiltered_status.pop("status")
-    unlisted = FlagFilterSet(unfiltered_status, queryset=flags)
-    counted = counted_flags(unlisted.qs)
-    waste = period_waste(flags=counted, start=start, end=end)
+    triage = queue_triage(flags=FlagFilterSet(unfiltered_status, queryset=Flag.objects.all()).qs, start=start, end=end)
+    stake = triage.stake()
+    paginator = Paginator(queue_order(flags=filterset.qs, stake=stake, order=order), PAGE_SIZE)
+    page = paginator.page(_page_number(request, paginator.num_pages))
+    listed = queue_rows(ids=list(page.object_list))
+    jobs_in_hour = gpu_hour_flag_jobs(listed)
+    decided = latest_decisions(flag_ids=[f.pk for f in listed])
     for flag in listed:
-        flag.hour_jobs = jobs_in_hour.get(flag.pk, [])
-        flag.worth = waste.per_flag.get(flag.pk)
+        flag.hour_jobs = jobs_in_hour.get(flag.pk, [])  # type: ignore[attr-defined]
+        flag.stake = stake.get(flag.pk)  # type: ignore[attr-defined]
+        flag.decision = decided.get(flag.pk)  # type: ignore[attr-defined]
+    waste = triage.waste
+    unpaged = request.GET.copy()
+    unpaged.pop("page", None)
+    unkinded = unpaged.copy()
+    unkinded.pop("kind", None)
     context = {
         "start": start.date(),
         "end": end.date(),
+        "triage": triage,
+        "kinds_total": {
+            "open": sum(k.open for k in triage.kinds),
+            "disputed": sum(k.disputed for k in triage.kinds),
+        },
         "waste_counted": {
             "findings": len(waste.per_flag),
             "gpu_hours_blocked": waste.total.gpu_hours,
             "facility_kwh": waste.total.facility_kwh,
             "co2e_kg": waste.total.co2e_kg,
             "cost": waste.total.cost,
-            "currency": ",".join(sorted(set(counted.values_list("job__currency", flat=True).distinct().order_by()))),
+            "currency": triage.currency,
         },
         "filter": filterset,
         "flags": listed,
-        "listed": QUEUE_LISTED,
+        "page": page,
+        "unpaged_query": unpaged.urlencode(),  # the pager's links keep the filters
+        "unkinded_query": unkinded.urlencode(),  # the summary's links filter on their kind
+        "order": order,
+        "orders": QUEUE_ORDER_CHOICES,
+        "recent": recent_decisions(limit=RECENT_DECISIONS),
+        "rule": _rule_defaults(request, triage),
+        "rule_kinds": RULE_KIND_CHOICES,
+        "reviews": REVIEW_CHOICES,
         "teams": Team.objects.order_by("name"),
         "clusters": Cluster.objects.order_by("name"),
         "groups": JobGroup.objects.order_by("name"),
@@ -76,6 +125,98 @@ def queue(request: HttpRequest) -> HttpResponse:
         "statuses": STATUS_CHOICES,
     }
     return render(request, "dashboard/audit_queue.html", context)
+
+
+def _order(request: HttpRequest) -> QueueOrder:
+    raw = text_param(request.GET, "order") or QueueOrder.MONEY
+    try:
+        return QueueOrder(raw)
+    except ValueError:
+        raise QueryError("order", "money (money at stake, largest first) or oldest (oldest first).") from None
+
+
+def _page_number(request: HttpRequest, pages: int) -> int:
+    raw = text_param(request.GET, "page")
+    return whole_number(raw, name="page", low=1, high=pages) if raw else 1
+
+
+def _rule_defaults(request: HttpRequest, triage: QueueTriage) -> dict[str, str | list[str]]:
+    """The bulk rule's form as the queue opens it: the kind filtered if it can be a rule's, else the kind with the
+    most open findings that can; the currencies of the findings counted."""
+    kind = text_param(request.GET, "kind")
+    if kind not in RULE_KINDS:
+        kind = next((k.kind.value for k in sorted(triage.kinds, key=lambda k: -k.open) if k.kind in RULE_KINDS), "")
+    return {"kind": kind, "currencies": triage.currency.split(",") if triage.currency else []}
+
+
+@require_POST
+@bad_query_is_400
+@admin_required
+def bulk(request: HttpRequest) -> HttpResponse:
+    """A decision by a rule ("acknowledge every failed run under 1 EUR in this period"), with one reason: sent
+    without `confirm`, the preview (how many findings it takes, and which); confirmed, each of them decided and logged
+    as one decision, in one transaction, if they are still those the preview counted. Input the rule cannot read
+    (a kind without money at stake, an amount that is not one, no reason): the 400 page, nothing written."""
+    rule, action, reason = _bulk_form(request)
+    if text_param(request.POST, "confirm") != "yes":
+        return _bulk_preview(request, rule, action, reason)
+    try:
+        entries = decisions.flags_review_by_rule(
+            actor=acting_user(request.user), rule=rule, action=action, reason=reason,
+            selection=text_param(request.POST, "selection", max_length=64),
+        )  # fmt: skip
+    except audit.AuditError as exc:
+        return _bulk_preview(request, rule, action, reason, error=str(exc))
+    if entries:
+        n = len(entries)
+        messages.success(request, f"{n} finding{pluralize(n)} {action.done}: {rule.words}.")
+    else:
+        messages.info(request, f"No open finding is left that this rule takes ({rule.words}): nothing was decided.")
+    back = {"kind": rule.kind.value, "start": f"{rule.start:%Y-%m-%d}", "end": f"{rule.end:%Y-%m-%d}"}
+    return HttpResponseRedirect(f"{reverse('dashboard:audit')}?{urlencode(back)}")
+
+
+def _bulk_form(request: HttpRequest) -> tuple[BulkRule, Review, str]:
+    """The rule, its decision and its reason, as the form sends them; QueryError naming what is wrong."""
+    values = request.POST
+    kind = text_param(values, "kind")
+    if kind not in RULE_KINDS:
+        named = ", ".join(k.label for k in RULE_KINDS)
+        raise QueryError("kind", f"a kind of finding with money at stake: {named}.")
+    try:
+        action = Review(text_param(values, "action"))
+    except ValueError:
+        raise QueryError("action", "acknowledge or dispute.") from None
+    reason = _reason(request).strip()
+    if not reason:
+        raise QueryError("reason", "a reason is required: it is written to the audit log beside each decision.")
+    start, end = period_of(values)
+    rule = BulkRule(
+        kind=FlagKind(kind), under=amount_param(values, "under"), currency=currency_param(values, "currency"),
+        start=start, end=end,
+    )  # fmt: skip
+    return rule, action, reason
+
+
+def _bulk_preview(request: HttpRequest, rule: BulkRule, action: Review, reason: str, error: str = "") -> HttpResponse:
+    taken = rule_matches(rule=rule)
+    ids = sorted(taken, key=lambda pk: (-taken[pk], pk))
+    sample = queue_rows(ids=ids[:RULE_SAMPLE])
+    for flag in sample:
+        flag.stake = taken[flag.pk]  # type: ignore[attr-defined]
+    context = {
+        "rule": rule,
+        "action": action,
+        "reason": reason,
+        "count": len(taken),
+        "total": sum(taken.values(), Decimal(0)),
+        "sample": sample,
+        "selection": selection_digest(taken),
+        "error": error,
+        "back": f"{reverse('dashboard:audit')}?"
+        + urlencode({"kind": rule.kind.value, "start": f"{rule.start:%Y-%m-%d}", "end": f"{rule.end:%Y-%m-%d}"}),
+    }
+    return render(request, "dashboard/audit_bulk.html", context, status=409 if error else 200)
 
 
 def _decide(request: HttpRequest, job: Job, flag: Flag | None) -> None:

@@ -100,11 +100,13 @@ def gpu_hour_flag_jobs(flags: list[Flag]) -> dict[int, list[Job]]:
     for gpu_id, hour in subjects:
         match |= Q(gpu_id=gpu_id, hour=hour)
     out: dict[int, list[Job]] = {pk: [] for pk in subjects.values()}
+    seen: set[tuple[int, int]] = set()  # (flag, job): a job once per finding, without scanning its list
     rows = JobGpuHour.objects.filter(match).select_related("job").order_by("job__job_key", "id")
     for row in rows:
-        jobs = out[subjects[(row.gpu_id, row.hour)]]
-        if row.job not in jobs:
-            jobs.append(row.job)
+        flag_id = subjects[(row.gpu_id, row.hour)]
+        if (flag_id, row.job_id) not in seen:
+            seen.add((flag_id, row.job_id))
+            out[flag_id].append(row.job)
     return out
 
 

@@ -15,6 +15,7 @@ urlpatterns = [
     path("groups/", views.groups, name="groups"),
     path("status/", views.status, name="status"),
     path("audit/", audit_views.queue, name="audit"),
+    path("audit/bulk/", audit_views.bulk, name="audit-bulk"),
     path("audit/<int:flag_id>/act/", audit_views.act, name="audit-act"),
     path("audit/jobs/<int:job_id>/act/", audit_views.act_on_job, name="audit-job-act"),
     path("tokens/", token_views.tokens, name="tokens"),

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any, cast
@@ -53,7 +54,12 @@ FAILED_RUNS_LISTED = 20  # the costliest failed runs a page lists; its totals co
 def page_period(request: HttpRequest) -> tuple[datetime, datetime]:
     """?start=YYYY-MM-DD&end=YYYY-MM-DD (end exclusive); by default the last 7 days of ingested data. A day
     the page cannot read, a start not before the end, or more days than a rollup covers: QueryError (400)."""
-    start_day, end_day = date_param(request.GET, "start"), date_param(request.GET, "end")
+    return period_of(request.GET)
+
+
+def period_of(values: Mapping[str, Any]) -> tuple[datetime, datetime]:
+    """The period of a page's query or of a form (`start`, `end`), read as page_period reads it."""
+    start_day, end_day = date_param(values, "start"), date_param(values, "end")
     if end_day is not None:
         end = datetime.combine(end_day, time(), tzinfo=UTC)
     else:

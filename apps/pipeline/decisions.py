@@ -12,6 +12,8 @@ from apps.fleet.models import Team
 from apps.jobs.models import Job
 from apps.waste import audit
 from apps.waste.models import AuditEntry, Flag
+from apps.waste.selectors import rule_matches
+from apps.waste.triage import BulkRule, selection_digest
 
 from .derive import Fact, Scope, derive
 
@@ -19,6 +21,20 @@ from .derive import Fact, Scope, derive
 def flag_review(*, actor: User, flag: Flag, action: str, reason: str) -> AuditEntry:
     """Acknowledge or dispute a finding: nothing else follows from it."""
     return audit.flag_review(actor=actor, flag=flag, action=action, reason=reason)
+
+
+def flags_review_by_rule(*, actor: User, rule: BulkRule, action: str, reason: str, selection: str) -> list[AuditEntry]:
+    """Acknowledge or dispute the open findings `rule` takes, each logged as one decision, in one transaction; only
+    if they are still the findings the admin's preview counted (`selection`, their digest): else AuditError, and
+    nothing is written. None left to take (decided already): nothing is written, and no error."""
+    with transaction.atomic():
+        taken = rule_matches(rule=rule)
+        if taken and selection_digest(taken) != selection:
+            raise audit.AuditError(
+                f"The findings this rule takes changed since the preview ({len(taken)} now): look at them again "
+                "before deciding."
+            )
+        return audit.flags_review(actor=actor, flag_ids=taken.keys(), action=action, reason=reason)
 
 
 def job_exclude(*, actor: User, job: Job, exclude: bool, reason: str, flag: Flag | None = None) -> AuditEntry:

@@ -1,9 +1,11 @@
 """Admin decisions on findings and jobs. Each writes its change and exactly one audit entry, in one
-transaction, and needs a reason. What a decision changes downstream (teams' daily sums, a job's
-footprint) is derived by apps.pipeline.decisions, which callers use."""
+transaction, and needs a reason (a rule's decisions on many findings: one entry each, all in one transaction).
+What a decision changes downstream (teams' daily sums, a job's footprint) is derived by apps.pipeline.decisions,
+which callers use."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -58,10 +60,12 @@ def _job_state(job: Job) -> dict[str, Any]:
 
 
 def _entry(*, actor: User, action: str, job: Job | None, reason: str, before: dict, after: dict,
-           flag: Flag | None = None) -> AuditEntry:  # fmt: skip
-    """The log's line. A decision on a GPU-hour's finding (no job) names the GPU and the hour instead."""
+           flag: Flag | None = None, announce: bool = True) -> AuditEntry:  # fmt: skip
+    """The log's line. A decision on a GPU-hour's finding (no job) names the GPU and the hour instead. `announce`:
+    False where the caller says once that the data changed, for many lines (a rule's decisions)."""
     on_gpu_hour = job is None and flag is not None
-    data_changed()  # the audit log shows it, and the lists what the decision changed
+    if announce:
+        data_changed()  # the audit log shows it, and the lists what the decision changed
     return AuditEntry.objects.create(
         actor=actor, action=action, job=job, reason=reason, before=before, after=after,
         flag_id=flag.pk if flag else None, flag_kind=flag.kind if flag else "",
@@ -69,25 +73,59 @@ def _entry(*, actor: User, action: str, job: Job | None, reason: str, before: di
     )  # fmt: skip
 
 
+_REVIEWED: dict[str, str] = {
+    AuditEntry.Action.ACKNOWLEDGE: Flag.Status.ACKNOWLEDGED,
+    AuditEntry.Action.DISPUTE: Flag.Status.DISPUTED,
+}
+
+
+def _review_checked(action: str) -> str:
+    if action not in _REVIEWED:
+        raise AuditError(f"Unknown review {action!r}: acknowledge or dispute.")
+    return action
+
+
+def _reviewed(*, actor: User, flag: Flag, action: str, reason: str, announce: bool = True) -> AuditEntry:
+    """The finding (locked by the caller) given the status of `action`, and the decision's line in the log."""
+    if flag.job is None and (flag.gpu_id is None or flag.hour is None):
+        raise AuditError(f"Finding {flag.pk} names neither a job nor a GPU-hour.")
+    before = {"status": flag.status}
+    flag.status = _REVIEWED[action]
+    flag.save(update_fields=["status", "updated_at"])
+    return _entry(actor=actor, action=action, job=flag.job, reason=reason, before=before,
+                  after={"status": flag.status}, flag=flag, announce=announce)  # fmt: skip
+
+
 @transaction.atomic
 def flag_review(*, actor: User, flag: Flag, action: str, reason: str) -> AuditEntry:
     """Acknowledge (expected, e.g. a debugging session, a known driver reset) or dispute (the attribution, or
     the meter, looks wrong). A finding on a GPU-hour is decided on as it is: the log names its GPU and hour."""
     reason = _require(actor, reason)
-    status: dict[str, str] = {
-        AuditEntry.Action.ACKNOWLEDGE: Flag.Status.ACKNOWLEDGED,
-        AuditEntry.Action.DISPUTE: Flag.Status.DISPUTED,
-    }
-    if action not in status:
-        raise AuditError(f"Unknown review {action!r}: acknowledge or dispute.")
+    action = _review_checked(action)
     flag = Flag.objects.select_for_update(of=("self",)).get(pk=flag.pk)
-    if flag.job is None and (flag.gpu_id is None or flag.hour is None):
-        raise AuditError(f"Finding {flag.pk} names neither a job nor a GPU-hour.")
-    before = {"status": flag.status}
-    flag.status = status[action]
-    flag.save(update_fields=["status", "updated_at"])
-    return _entry(actor=actor, action=action, job=flag.job, reason=reason, before=before,
-                  after={"status": flag.status}, flag=flag)  # fmt: skip
+    return _reviewed(actor=actor, flag=flag, action=action, reason=reason)
+
+
+@transaction.atomic
+def flags_review(*, actor: User, flag_ids: Collection[int], action: str, reason: str) -> list[AuditEntry]:
+    """Acknowledge or dispute many open findings with one reason (an admin's rule, from the audit queue), in one
+    transaction: each decided as flag_review decides one, with its own line in the log. A finding no longer open
+    once its lock is taken (decided meanwhile, or by an earlier submit of the same rule) is left as it is, so the
+    same rule sent twice decides nothing the second time."""
+    reason = _require(actor, reason)
+    action = _review_checked(action)
+    # Locked in the order of their ids, as any other caller locking several would: two rules overlapping wait, never
+    # deadlock. Still open is read after the lock: Postgres checks the row again once the other transaction ends.
+    flags = (
+        Flag.objects.select_for_update(of=("self",))
+        .select_related("job")
+        .filter(pk__in=list(flag_ids), status=Flag.Status.OPEN)
+        .order_by("pk")
+    )
+    entries = [_reviewed(actor=actor, flag=flag, action=action, reason=reason, announce=False) for flag in flags]
+    if entries:
+        data_changed()  # once for them all
+    return entries
 
 
 @transaction.atomic

@@ -90,6 +90,8 @@ class AuditEntry(models.Model):
             models.Index(fields=["job", "at"], name="audit_job_at"),  # a job's trail
             # The log's pages, newest first by a cursor: without it every page joined and sorted the whole log.
             models.Index(fields=["-at", "-id"], name="audit_newest_first"),
+            # The audit queue's rows: each finding's last decision (who, when, why), for a page of findings at once.
+            models.Index(fields=["flag_id", "-at", "-id"], name="audit_flag_at"),
         ]
         constraints = [
             models.CheckConstraint(

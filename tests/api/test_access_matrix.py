@@ -108,6 +108,12 @@ RULES: dict[str, Rule] = {
     "dashboard:status": Rule(get=PAGE_ADMIN, other=NO_METHOD),
     # The audit queue: admins; anyone else logged in gets the site's 403 (never the admin's login).
     "dashboard:audit": Rule(get=PAGE_ADMIN, other=NO_METHOD),
+    # A decision by a rule: its preview (200) and its confirmation, admins only, by POST.
+    "dashboard:audit-bulk": Rule(
+        post="login 403 403 403 200 403",
+        other=NO_METHOD,
+        body={"action": "acknowledge", "kind": "failed_run", "under": "1", "currency": "EUR", "reason": "m"},
+    ),
     "dashboard:audit-act": Rule(
         post="login 403 403 403 302 403", other=NO_METHOD, body={"action": "acknowledge", "reason": "m"}
     ),

@@ -4,6 +4,7 @@ against Python's own reading of the values it takes."""
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta, timezone
+from decimal import Decimal
 
 import pytest
 from hypothesis import given
@@ -13,6 +14,7 @@ from apps.core import params
 from apps.core.params import QueryError
 
 FULL_WIDTH = str.maketrans("0123456789", "".join(chr(0xFF10 + d) for d in range(10)))
+FULL_WIDTH_LETTERS = str.maketrans("EUR", "".join(chr(0xFF21 + ord(c) - ord("A")) for c in "EUR"))
 ARABIC_INDIC = str.maketrans("0123456789", "".join(chr(0x0660 + d) for d in range(10)))
 
 
@@ -24,6 +26,7 @@ ARABIC_INDIC = str.maketrans("0123456789", "".join(chr(0x0660 + d) for d in rang
         (params.month, "2026-11"),
         (params.iso_week, "2026-W48"),
         (lambda raw, name: params.whole_number(raw, name=name, low=1, high=100), "42"),
+        (params.amount, "0.50"),
     ],
 )
 def test_each_parser_refuses_other_digits_trailing_newlines_nul_bytes_and_spaces(parse, good: str) -> None:
@@ -138,3 +141,18 @@ def test_ids_are_bigints_in_ascii_digits() -> None:
     for raw in ("0", "9223372036854775808", "-1", "1.0", "1e3", "²", "9" * 5000):
         with pytest.raises(QueryError):
             params.object_id(raw, name="id")
+
+
+def test_an_amount_is_digits_and_a_point_without_sign_exponent_or_special_values() -> None:
+    assert params.amount("1", name="under") == 1 and params.amount("0.5", name="under") == Decimal("0.5")
+    assert params.amount("12.", name="under") == 12
+    for bad in ("-1", "+1", "-0", "1e3", "NaN", "Infinity", "1,000", ".5", "1.1234567", "1" * 13, "one"):
+        with pytest.raises(QueryError, match=r"^under: an amount of money"):
+            params.amount(bad, name="under")
+
+
+def test_a_currency_is_three_capital_letters() -> None:
+    assert params.currency("EUR", name="currency") == "EUR"
+    for bad in ("eur", "EURO", "EU", "", "EUR\n", "E1R", "EUR".translate(FULL_WIDTH_LETTERS)):
+        with pytest.raises(QueryError, match=r"^currency: a currency's three-letter code"):
+            params.currency(bad, name="currency")

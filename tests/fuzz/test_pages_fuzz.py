@@ -35,7 +35,7 @@ PAGES: dict[str, tuple[tuple[str, ...], str]] = {
     "/jobs/slurm/{free}/": ((), "am"),
     "/groups/": (PERIOD, "am"),
     "/status/": ((), "a"),
-    "/audit/": (("kind", "status", "team", "cluster", "older_than_days", *PERIOD), "a"),
+    "/audit/": (("kind", "status", "team", "cluster", "older_than_days", "order", "page", *PERIOD), "a"),
     "/tokens/": ((), "f"),
     "/reports/": (("team", "fleet", "status", "week_start", "since"), "am"),
     "/reports/{report}/": ((), "a"),
@@ -47,6 +47,7 @@ PAGES: dict[str, tuple[tuple[str, ...], str]] = {
 FORMS: dict[str, tuple[tuple[str, ...], str]] = {
     "/tokens/": (("name", "days"), "f"),
     "/tokens/{token}/revoke/": ((), "f"),
+    "/audit/bulk/": (("action", "kind", "under", "currency", "reason", "confirm", "selection", *PERIOD), "a"),
     "/audit/{flag}/act/": (("action", "reason", "next"), "a"),
     "/audit/jobs/{job}/act/": (("action", "reason", "team", "job_group", "flag", "next"), "a"),
     "/reports/teams/{team}/recipients/": (("action", "email", "recipient"), "a"),

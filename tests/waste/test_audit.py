@@ -16,6 +16,7 @@ from apps.core.pagination import AuditCursorPagination
 from apps.fleet.models import Team, TeamMembership
 from apps.pipeline.inputs import footprints_recompute
 from apps.rollups.selectors import cluster_rollup, team_rollup
+from apps.waste import audit
 from apps.waste.api.views import AuditLogViewSet
 from apps.waste.models import AuditEntry, Flag
 from tests.carbon.fleet_builder import HOUR, T0, fleet_build, intensity_set, job_run
@@ -156,3 +157,34 @@ def test_a_page_of_the_log_reads_its_rows_by_the_newest_first_index(setup) -> No
         cursor.execute("EXPLAIN " + sql, params)
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "audit_newest_first" in plan and "Sort" not in plan, plan
+
+
+def test_a_rule_s_decisions_are_each_logged_as_one_decision_once(setup) -> None:
+    fleet, keep, odd, flag, admin, member = setup
+    other = Flag.objects.create(kind="failed_run", cluster=fleet.cluster, job=keep, evidence={"gpu_hours_blocked": 20})
+    decided = Flag.objects.create(kind="failed_run", cluster=fleet.cluster, job=odd, status="acknowledged")
+    # a member may not, and a rule needs a reason as any decision
+    with pytest.raises(PermissionError):
+        audit.flags_review(actor=member, flag_ids=[flag.pk, other.pk], action="acknowledge", reason="mine")
+    with pytest.raises(audit.AuditError, match="reason"):
+        audit.flags_review(actor=admin, flag_ids=[flag.pk, other.pk], action="acknowledge", reason=" ")
+    with pytest.raises(audit.AuditError, match="Unknown review"):
+        audit.flags_review(actor=admin, flag_ids=[flag.pk, other.pk], action="exclude", reason="x")
+    assert not AuditEntry.objects.exists()
+    # when an admin acknowledges three findings, one of them decided already
+    entries = audit.flags_review(actor=admin, flag_ids=[flag.pk, other.pk, decided.pk], action="acknowledge",
+                                 reason="a sweep's known failures")  # fmt: skip
+    # then the two open ones are, each with its line as flag_review writes one; the decided one is left as it was
+    single = audit.flag_review(actor=admin, flag=decided, action="dispute", reason="for the shape")
+    assert [e.flag_id for e in entries] == sorted([flag.pk, other.pk])
+    for entry in entries:
+        assert (entry.actor, entry.action, entry.reason, entry.before, entry.after, entry.gpu_id, entry.hour) == (
+            admin, "acknowledge", "a sweep's known failures", {"status": "open"}, {"status": "acknowledged"},
+            single.gpu_id, single.hour,
+        )  # fmt: skip
+        assert entry.job_id == Flag.objects.get(pk=entry.flag_id).job_id and entry.flag_kind
+    statuses = Flag.objects.filter(pk__in=[flag.pk, other.pk, decided.pk]).order_by("pk").values_list("status")
+    assert [s for (s,) in statuses] == ["acknowledged", "acknowledged", "disputed"]
+    # and the same decision again decides nothing
+    assert audit.flags_review(actor=admin, flag_ids=[flag.pk, other.pk], action="acknowledge", reason="again") == []
+    assert AuditEntry.objects.count() == 3
