@@ -29,6 +29,7 @@ PURE = {
     "apps.core.glossary",
     "apps.core.money",
     "apps.rollups.focus",
+    "apps.rollups.breakdown",
     "apps.core.metrics",
     "apps.jobs.identity",
     "apps.jobs.methods",

@@ -50,6 +50,12 @@ def from_minor_units(units: int | Decimal, exponent: int) -> Decimal:
     return (Decimal(units) * unit).quantize(unit)
 
 
+def minor_units(amount: Decimal, currency: str) -> int:
+    """The amount as a whole number of the currency's minor units, rounded half-even first: 12.30 EUR -> 1230,
+    1235 JPY -> 1235, 1.234 KWD -> 1234."""
+    return int(round_minor(amount, currency).scaleb(minor_exponent(currency)))
+
+
 def money_text(amount: Decimal, currency: str) -> str:
     """The amount as a decimal string in the currency's minor unit ("12.30", "1235" for JPY)."""
     return str(round_minor(amount, currency))

@@ -9,7 +9,8 @@ from decimal import Decimal
 from functools import wraps
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
 from django.shortcuts import render
 
 from . import params
@@ -67,11 +68,11 @@ def filters_checked(filterset: Any) -> None:
         raise QueryError("", errors)
 
 
-def bad_query_is_400(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+def bad_query_is_400(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
     """The page answers a QueryError with a 400 page that says what was wrong."""
 
     @wraps(view)
-    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         try:
             return view(request, *args, **kwargs)
         except QueryError as exc:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import audit_views, token_views, views
+from . import audit_views, team_views, token_views, views
 
 app_name = "dashboard"
 urlpatterns = [
@@ -8,6 +8,8 @@ urlpatterns = [
     path("home/", views.home, name="home"),
     path("teams/mine/", views.my_team, name="my-team"),
     path("teams/<int:team_id>/", views.team, name="team"),
+    path("teams/<int:team_id>/jobs/", team_views.team_jobs, name="team-jobs"),
+    path("teams/<int:team_id>/jobs.csv", team_views.team_jobs_csv, name="team-jobs-csv"),
     path("jobs/", views.jobs, name="jobs"),
     path("jobs/<int:job_id>/", views.job, name="job"),
     path("jobs/<slug:scheduler>/<str:scheduler_job_id>/", views.job_by_scheduler_id, name="job-by-scheduler-id"),

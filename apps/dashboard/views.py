@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
@@ -33,6 +34,7 @@ from apps.jobs.states import OUTCOMES
 from apps.reports.selectors import REPORTED_STATUSES
 from apps.rollups import documents
 from apps.rollups.api.serializers import MAX_ROLLUP_DAYS
+from apps.rollups.breakdown import waste_kind_lines
 from apps.rollups.selectors import (
     MixedBasisError,
     failed_run_jobs,
@@ -41,6 +43,7 @@ from apps.rollups.selectors import (
     job_groups_outcome_costs_minor,
     team_idle,
 )
+from apps.rollups.team_selectors import NO_GROUP, team_breakdowns, team_job_parts
 from apps.telemetry.models import IngestedHour
 from apps.waste.kinds import GPU_HOUR_KINDS, WASTE_KINDS, FlagStatus
 from apps.waste.models import Flag
@@ -175,6 +178,7 @@ def team(request: HttpRequest, team_id: int) -> HttpResponse:
     # Jobs that ran in the period, as the API's `?start=&end=` picks them (index job_team_last_seen).
     jobs = Job.objects.visible_to(request.user).filter(team=team, start__lt=end).seen_since(start)
     threshold = settings.FLEETWATT_COVERAGE_THRESHOLD
+    waste = _team_waste(request, jobs, start, end)
     context = {
         "team": team,
         "start": start.date(),
@@ -187,7 +191,8 @@ def team(request: HttpRequest, team_id: int) -> HttpResponse:
             _with_split(job)
             for job in low_coverage_jobs(user=request.user, start=start, end=end, threshold=threshold, team=team)
         ],
-        **_team_waste(request, jobs, start, end),
+        **waste,
+        **_breakdowns(request, team, start, end, waste=waste["waste_per_job"]),
         "idle": team_idle(team=team, start=start, end=end),
         "threshold_pct": round(threshold * 100),
         "sources": sorted(set(jobs.order_by().values_list("intensity_source", flat=True).distinct()) - {""}),
@@ -196,6 +201,19 @@ def team(request: HttpRequest, team_id: int) -> HttpResponse:
         **_failed_runs(request, start, end, team=team),
     }
     return render(request, "dashboard/team.html", context)
+
+
+def _breakdowns(request: HttpRequest, team: Team, start: datetime, end: datetime, *, waste: dict) -> dict:
+    """The period's jobs on the bill by user and by job group, each table adding up to the bill."""
+    found = team_breakdowns(team_job_parts(user=request.user, team=team, start=start, end=end, waste=waste))
+    return {
+        "breakdowns": found,
+        "breakdown_tables": [
+            ("By user", "User", "by-user", found.by_user, "user"),
+            ("By job group", "Job group", "by-group", found.by_group, "group"),
+        ],
+        "no_group": NO_GROUP,
+    }
 
 
 def _with_period(jobs: list[Job], start: datetime, end: datetime) -> list[Job]:
@@ -212,7 +230,7 @@ def _team_waste(request: HttpRequest, jobs: JobQuerySet, start: datetime, end: d
     each clipped to the period), with their status, and the waste counted: open and disputed findings of jobs on
     the team's bill, a GPU-hour two of them share counted once, as the weekly report and the audit queue count
     them; an acknowledged or resolved one, or one of a job an admin excluded from the bill, is shown, not
-    counted."""
+    counted. The counted waste split by kind (every kind, a GPU-hour two kinds share under one) and per job."""
     flags = Flag.objects.visible_to(request.user).filter(job__in=jobs, kind__in=WASTE_KINDS)
     worth = period_waste(flags=flags, start=start, end=end).per_flag
     found = list(flags.filter(pk__in=list(worth)).select_related("job").order_by("kind", "-created_at"))
@@ -220,7 +238,9 @@ def _team_waste(request: HttpRequest, jobs: JobQuerySet, start: datetime, end: d
         f.worth = worth[f.pk]  # type: ignore[attr-defined]
         f.counted = f.status in REPORTED_STATUSES and not f.job.excluded_from_bill  # type: ignore[attr-defined,union-attr]
     counted = [f for f in found if f.counted]  # type: ignore[attr-defined]
-    total = period_waste(flags=Flag.objects.filter(pk__in=[f.pk for f in counted]), start=start, end=end).total
+    counted_worth = period_waste(flags=Flag.objects.filter(pk__in=[f.pk for f in counted]), start=start, end=end)
+    total = counted_worth.total
+    currency = ",".join(sorted({f.job.currency for f in counted if f.job}))
     return {
         "waste": found,
         "waste_counted": {
@@ -230,6 +250,9 @@ def _team_waste(request: HttpRequest, jobs: JobQuerySet, start: datetime, end: d
             "co2e_kg": total.co2e_kg,
             "cost": total.cost,
         },
+        # Each kind at zero too, the most money first; its GPU-hours counted once, so the kinds add up to the total.
+        "waste_by_kind": waste_kind_lines(Counter(f.kind for f in counted), counted_worth.per_kind_once, currency),
+        "waste_per_job": counted_worth.per_job,
         "waste_not_counted": len(found) - len(counted),
         "reported_statuses": [FlagStatus(s).label for s in REPORTED_STATUSES],
     }

@@ -123,7 +123,7 @@ KINDS: dict[str, Kind] = {
     "teams_compared": Kind(
         load=lambda pk: get_user_model().objects.get(pk=pk, is_active=True),
         key=lambda user, ask: (
-            f"fleetwatt:rollup:v2:teams_compared:{viewer_scope(user)}:{ask.start.isoformat()}:{ask.end.isoformat()}"
+            f"fleetwatt:rollup:v3:teams_compared:{viewer_scope(user)}:{ask.start.isoformat()}:{ask.end.isoformat()}"
         ),
         compute=lambda user, ask: selectors.teams_compared(user=user, start=ask.start, end=ask.end),
     ),

@@ -93,3 +93,14 @@ def money_as_text(value: Any) -> Any:
     if isinstance(value, list):
         return [money_as_text(v) for v in value]
     return value
+
+
+CSV_PLACES = 6  # a CSV's quantities (GPU-hours, kWh, kg): a millionth is far below what any meter reads
+
+
+def csv_quantity(value: float | None, places: int = CSV_PLACES) -> float | None:
+    """A quantity as a CSV writes it: rounded to `places` decimals, so a float's binary noise (12.000000000000002)
+    is not written; None stays None (an empty cell)."""
+    if value is None:
+        return None
+    return round(value, places) + 0.0  # (+ 0.0: never "-0.0")

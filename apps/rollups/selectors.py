@@ -40,6 +40,7 @@ from apps.core.money import (
     MINOR_EXPONENTS,
     from_minor_units,
     minor_exponent,
+    minor_units,
     round_minor,
     split_rounded,
 )
@@ -793,17 +794,23 @@ def team_totals(*, user: User, start: datetime, end: datetime) -> list[dict[str,
         r["team_id"]: r for r in days.values("team_id").annotate(**footprint_sums(columns=DAY_SUM_COLUMNS)).order_by()
     }
     bases: dict[int, set[str]] = defaultdict(set)
+    currencies: dict[int, set[str]] = defaultdict(set)  # as the team's rollup names its `currency` (_bases)
     zoned = days.filter(cluster__site__isnull=False).exclude(cluster__site__grid_zone="")
-    for team_id, basis in zoned.values_list("team_id", "cluster__site__intensity_basis").distinct().order_by():
+    site = ("team_id", "cluster__site__intensity_basis", "cluster__site__currency")
+    for team_id, basis, currency in zoned.values_list(*site).distinct().order_by():
         bases[team_id].add(basis)
+        currencies[team_id].add(currency)
     out = []
-    for team_id, name in Team.objects.filter(pk__in=list(sums)).order_by("name").values_list("pk", "name"):
+    teams = Team.objects.filter(pk__in=list(sums)).order_by("name").values_list("pk", "name", "display_name")
+    for team_id, name, display_name in teams:
         if len(bases[team_id]) > 1:
             continue
         total = Footprint.from_sums(sums[team_id])
         out.append(
             {
                 "team": name,
+                "display_name": display_name or name,
+                "currency": ",".join(sorted(currencies[team_id])),
                 "gpu_hours": total.gpu_hours,
                 "energy_j": total.energy_j,
                 "facility_kwh": total.facility_kwh,
@@ -817,18 +824,29 @@ def team_totals(*, user: User, start: datetime, end: datetime) -> list[dict[str,
 
 def teams_compared(*, user: User, start: datetime, end: datetime) -> list[dict[str, Any]]:
     """team_totals with kWh beside J and each team's cost in minor units (`cost`: the sum of its jobs' rounded
-    costs, as its rollup's `totals.cost` over the same days) beside the exact one (`cost_exact`), as text."""
+    costs, as its rollup's `totals.cost` over the same days) beside the exact one (`cost_exact`), as text. After
+    them (issue 35, for finance's CSV): the team's display name and currency, the days summed (`period_start`,
+    `period_end`, exclusive) and the cost as a whole number of the currency's minor units (`cost_minor`)."""
     teams = team_totals(user=user, start=start, end=end)
     minor = team_totals_costs_minor(user=user, start=start, end=end)
-    return [
-        {
-            **t,
-            "energy_kwh": kwh(t["energy_j"]),
-            "cost": str(minor.get(t["team"], Decimal("0.00"))),
-            "cost_exact": t["cost"],
-        }
-        for t in teams
-    ]
+    first, after = start.astimezone(UTC).date(), day_after(end)
+    out = []
+    for t in teams:
+        names = {"display_name": t.pop("display_name"), "currency": t.pop("currency")}
+        cost = minor.get(t["team"], Decimal("0.00"))
+        out.append(
+            {
+                **t,
+                "energy_kwh": kwh(t["energy_j"]),
+                "cost": str(cost),
+                "cost_exact": t["cost"],
+                **names,
+                "period_start": first.isoformat(),
+                "period_end": after.isoformat(),
+                "cost_minor": minor_units(cost, names["currency"]),
+            }
+        )
+    return out
 
 
 # --- what a job group's runs came to: delivered, failed, stopped --------------------------------------------

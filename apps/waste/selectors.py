@@ -5,7 +5,9 @@ none: a failed run, or an allocation whose only idle GPUs are ones it never ran 
 is the job's rows in that range on those GPUs: clipped to the period, never the whole run's evidence. Waste
 totals add up the union of those rows: a GPU-hour that two findings of one job share (a failed run that was
 also an idle allocation) is counted once; each kind's line counts its own findings' rows. A finding with no
-row in the period is worth nothing there and is not listed.
+row in the period is worth nothing there and is not listed. Split by kind so that the kinds add up to the total
+(`per_kind_once`), a GPU-hour two kinds share is counted under the first of WASTE_KINDS (memory hog, idle
+allocation, failed run): the most specific reason it was wasted.
 
 The team page, the weekly report, the audit queue and the team's rollups all read their waste here, and count the
 same findings (`counted_flags`). The audit queue's triage (its summary per kind, its order by money at stake, the
@@ -36,14 +38,22 @@ from .triage import BulkRule, QueueOrder, money_first, oldest_first
 UTC_ZONE = ZoneInfo("UTC")
 
 
+def _kind_rank(kind: str) -> int:
+    """Where a kind comes in counting a GPU-hour that several kinds share (per_kind_once): in WASTE_KINDS' order,
+    the most specific reason first; any other kind counted after them."""
+    return WASTE_KINDS.index(kind) if kind in WASTE_KINDS else len(WASTE_KINDS)
+
+
 @dataclass
 class PeriodWaste:
     """Findings' worth inside one period: each finding's, each kind's, and their union (`total`, counted once);
+    the union split by kind (`per_kind_once`: each GPU-hour under its first kind, so the kinds add up to `total`);
     per job (the union of its findings) and per local day (`per_day`: the union's part on that day, which the
     team's rollups add up per period; `per_day_gpu_hours`: its GPU-hours, for the weekly report's bars)."""
 
     per_flag: dict[int, Footprint] = field(default_factory=dict)
     per_kind: dict[str, Footprint] = field(default_factory=lambda: defaultdict(Footprint))
+    per_kind_once: dict[str, Footprint] = field(default_factory=lambda: defaultdict(Footprint))
     jobs_of_kind: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
     total: Footprint = field(default_factory=Footprint)
     per_job: dict[int, Footprint] = field(default_factory=dict)
@@ -100,6 +110,7 @@ def period_waste(
     for r in rows:
         by_job[r["job_id"]].append(r)
     wasted: dict[tuple[int, str, date], Footprint] = {}  # the union over findings: a GPU-hour is wasted once
+    wasted_as: dict[tuple[int, str, date], str] = {}  # and the kind it is counted under (_kind_rank's first)
     for flag_id, job_id, kind, evidence in found:
         gpus = flag_gpus(evidence)
         worth = Footprint()
@@ -109,7 +120,10 @@ def period_waste(
             part = Footprint.from_sums(r)
             worth = worth + part
             if kind in counted_kinds:
-                wasted[(job_id, r["gpu__uuid"], r["day"].date())] = part
+                cell = (job_id, r["gpu__uuid"], r["day"].date())
+                wasted[cell] = part
+                if cell not in wasted_as or _kind_rank(kind) < _kind_rank(wasted_as[cell]):
+                    wasted_as[cell] = kind
         if not worth.gpu_hours and not worth.energy_j and not worth.cost:
             continue  # nothing of it in the period: not waste here
         out.per_flag[flag_id] = worth
@@ -117,8 +131,10 @@ def period_waste(
         out.jobs_of_kind[kind].add(job_id)
         if kind in counted_kinds:
             out.kinds_of_job[job_id].add(kind)
-    for (job_id, _gpu, day), part in wasted.items():
+    for cell, part in wasted.items():
+        job_id, _gpu, day = cell
         out.total = out.total + part
+        out.per_kind_once[wasted_as[cell]] = out.per_kind_once[wasted_as[cell]] + part
         out.per_day[day] = out.per_day.get(day, Footprint()) + part
         out.per_job[job_id] = out.per_job.get(job_id, Footprint()) + part
     out.per_day_gpu_hours = {day: part.gpu_hours for day, part in out.per_day.items()}

@@ -99,6 +99,8 @@ RULES: dict[str, Rule] = {
     "dashboard:home": Rule(get="login 302 302 302 302 302", other=NO_METHOD),
     "dashboard:my-team": Rule(get="login 302 302 302 302 302", other=NO_METHOD),
     "dashboard:team": Rule(get=PAGE_TEAM_B, other=NO_METHOD, query=P),
+    "dashboard:team-jobs": Rule(get=PAGE_TEAM_B, other=NO_METHOD, query=P),
+    "dashboard:team-jobs-csv": Rule(get=PAGE_TEAM_B, other=NO_METHOD, query=P),
     "dashboard:job": Rule(get=PAGE_TEAM_B, other=NO_METHOD),
     "dashboard:jobs": Rule(get=PAGE_ALL, other=NO_METHOD, query="?q=1"),
     # Team B's job by its scheduler id: its page (a redirect) for those who see team B, else not found.

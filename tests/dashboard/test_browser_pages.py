@@ -78,6 +78,7 @@ def _pages(data: dict, role: str) -> dict[str, tuple[str, int]]:
     pages = {
         "fleet": (f"/{PERIOD}", 200),
         "team": (f"/teams/{team}/{PERIOD}", 200),
+        "team-jobs": (f"/teams/{team}/jobs/{PERIOD}", 200),
         "job": (f"/jobs/{job}/", 200),
         "jobs": ("/jobs/?q=slurm", 200),
         "groups": (f"/groups/{PERIOD}", 200),

@@ -30,6 +30,8 @@ def _pages(w: World) -> list[tuple[str, dict[str, int]]]:
         (f"/teams/{w.team_a.pk}/{PERIOD}", everyone),
         (f"/teams/{w.team_b.pk}/{PERIOD}", sees_all),
         ("/teams/999999/", dict.fromkeys(ROLES, 404)),
+        (f"/teams/{w.team_a.pk}/jobs/{PERIOD}", everyone),
+        (f"/teams/{w.team_b.pk}/jobs/{PERIOD}", sees_all),
         (f"/jobs/{w.job_a.pk}/", everyone),
         (f"/jobs/{w.job_b.pk}/", sees_all),
         ("/jobs/999999/", dict.fromkeys(ROLES, 404)),

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from apps.core.money import minor_exponent, money_text, round_minor, split_rounded
+from apps.core.money import minor_exponent, minor_units, money_text, round_minor, split_rounded
 
 
 @pytest.mark.parametrize(
@@ -35,6 +35,15 @@ def test_minor_exponent_is_iso_4217s(currency: str, places: int) -> None:
 )
 def test_money_text_rounds_half_even_to_the_minor_unit(amount: str, currency: str, text: str) -> None:
     assert money_text(Decimal(amount), currency) == text
+
+
+@pytest.mark.parametrize(
+    ("amount", "currency", "units"),
+    [("12.30", "EUR", 1230), ("0.125", "EUR", 12), ("1235.5", "JPY", 1236), ("1.2345", "KWD", 1234),
+     ("-0.005", "EUR", 0), ("-2.50", "usd", -250), ("7", "", 700)],
+)  # fmt: skip
+def test_minor_units_are_a_whole_number_of_the_currencys_minor_unit(amount: str, currency: str, units: int) -> None:
+    assert minor_units(Decimal(amount), currency) == units
 
 
 def test_split_gives_the_left_over_units_to_the_largest_remainders() -> None:

@@ -166,7 +166,14 @@ class DailyEnergySerializer(serializers.Serializer):
 
 
 class TeamTotalsSerializer(FiguresSerializer):
-    team = serializers.CharField()
+    team = serializers.CharField(help_text="The team's name (a slug).")
+    display_name = serializers.CharField(help_text="The team's name as people read it (its name where it has none).")
+    currency = serializers.CharField(help_text="ISO 4217, as the team's rollup names it.")
+    period_start = serializers.DateField(help_text="The first UTC day summed.")
+    period_end = serializers.DateField(help_text="The day after the last one summed (exclusive).")
+    cost_minor = serializers.IntegerField(
+        help_text="`cost` as a whole number of the currency's minor units (cents for EUR, yen for JPY: ISO 4217)."
+    )
 
 
 class OutcomeFiguresSerializer(FiguresSerializer):

@@ -25,7 +25,7 @@ from apps.core.page_cache import CachedPagesMixin, cached_page, cached_page_or_p
 from apps.core.params import ID_PATTERN
 from apps.fleet.models import Cluster, Team
 from apps.rollups import documents
-from apps.rollups.finance import BAND_KEYS, money_as_text
+from apps.rollups.finance import BAND_KEYS, csv_quantity, money_as_text
 from apps.rollups.selectors import (
     MixedBasisError,
     job_group_outcome_costs_minor,
@@ -141,12 +141,18 @@ class TeamRollupViewSet(CachedPagesMixin, _RollupMixin, viewsets.GenericViewSet)
         energy (J and kWh), facility kWh, CO2e, and cost in minor units (`cost`: the sum of the team's jobs' rounded
         costs, as its rollup's `totals.cost` over the same days) and exact (`cost_exact`). A
         team whose days span sites on different intensity bases is left out. `?format=csv` gives one row per
-        team. Teams a member is not in are not listed; finance and admins see every team."""
+        team. Teams a member is not in are not listed; finance and admins see every team. After those (issue 35):
+        `display_name`, `currency`, `period_start` and `period_end` (the whole UTC days summed, the end exclusive)
+        and `cost_minor` (`cost` as a whole number of the currency's minor units: cents, yen); the CSV writes its
+        quantities to 6 decimal places."""
         start, end, _ = _period_query(request)
         if request.user.pk is None:  # (the permissions let only users in)
             raise NotAuthenticated()
         ask = documents.Ask("teams_compared", request.user.pk, start, end)
-        return Response(self._document(ask, request.user))
+        teams = self._document(ask, request.user)
+        if request.accepted_renderer.format == "csv":
+            teams = [{k: csv_quantity(v) if isinstance(v, float) else v for k, v in t.items()} for t in teams]
+        return Response(teams)
 
 
 class ClusterRollupViewSet(CachedPagesMixin, _RollupMixin, viewsets.GenericViewSet):
