@@ -35,6 +35,7 @@ PURE = {
     "apps.jobs.states",
     "apps.jobs.summary",
     "apps.jobs.uncertainty",
+    "apps.jobs.utilisation",
     "apps.waste.kinds",
     "apps.waste.findings",
     "apps.carbon.arithmetic",

@@ -27,7 +27,7 @@ from apps.core.query import QueryError, bad_query_is_400, date_param, text_param
 from apps.fleet.models import Cluster, Gpu, Team
 from apps.jobs.methods import method_legend
 from apps.jobs.models import Job, JobQuerySet
-from apps.jobs.selectors import jobs_in_period_footprints, low_coverage_jobs
+from apps.jobs.selectors import job_utilisation_summary, jobs_in_period_footprints, low_coverage_jobs
 from apps.jobs.states import OUTCOMES
 from apps.reports.selectors import REPORTED_STATUSES
 from apps.rollups import documents
@@ -285,8 +285,8 @@ def _failed_runs(request: HttpRequest, start: datetime, end: datetime, team: Tea
 @bad_query_is_400
 @login_required
 def job(request: HttpRequest, job_id: int) -> HttpResponse:
-    """A job: its split per GPU and hour, coverage, footprint, flags and audit trail, and what a
-    TDP-based estimate would have claimed."""
+    """A job: how it used its GPUs (SM, memory, power, sharing), its split per GPU and hour, coverage, footprint,
+    flags and audit trail, and what a TDP-based estimate would have claimed."""
     job = get_object_or_404(
         Job.objects.visible_to(request.user).select_related("team", "cluster__site", "job_group"), pk=job_id
     )
@@ -298,6 +298,7 @@ def job(request: HttpRequest, job_id: int) -> HttpResponse:
     estimated = [r for r in rows if r.source == "estimated"]
     context = {
         "job": _with_split(job),
+        "utilisation": job_utilisation_summary(job=job, rows=rows),
         "rows": [
             (r, energy.get(key, {}), (r.operational_kg or 0.0) + r.embodied_kg, gaps.get(key))
             for r in rows
