@@ -45,6 +45,8 @@ from apps.waste.kinds import GPU_HOUR_KINDS, WASTE_KINDS, FlagStatus
 from apps.waste.models import Flag
 from apps.waste.selectors import period_waste
 
+from .attention import fleet_attention
+from .heatmap import gpu_power_grid
 from .selectors import RECENT, job_hour_gaps, scheduler_sync_status
 
 FAILED_RUNS_LISTED = 20  # the costliest failed runs a page lists; its totals count them all
@@ -127,18 +129,25 @@ def fleet(request: HttpRequest) -> HttpResponse:
 def _fleet(request: HttpRequest) -> HttpResponse:
     start, end = page_period(request)
     threshold = settings.FLEETWATT_COVERAGE_THRESHOLD
+    flagged = [
+        _with_split(job) for job in low_coverage_jobs(user=request.user, start=start, end=end, threshold=threshold)
+    ]
+    sees_all = user_sees_all_teams(request.user)
     context = {
         "start": start.date(),
         "end": end.date(),
         "api_query": f"start={start.date().isoformat()}&end={end.date().isoformat()}",
-        "flagged": [
-            _with_split(job) for job in low_coverage_jobs(user=request.user, start=start, end=end, threshold=threshold)
-        ],
+        "attention": fleet_attention(
+            user=request.user, start=start, end=end, now=timezone.now(), low_coverage=len(flagged)
+        ),
+        # The GPUs' pages are for admins and finance, and so is a grid of every team's GPUs.
+        "heatmap": gpu_power_grid(start=start, end=end) if sees_all else None,
+        "flagged": flagged,
         "threshold_pct": round(threshold * 100),
         "has_data": IngestedHour.objects.exists(),
         "teams": Team.objects.visible_to(request.user).order_by("name"),
-        "fleet": _clusters_overview(start, end) if user_sees_all_teams(request.user) else None,
-        "teams_compared": _teams_compared(request, start, end) if user_sees_all_teams(request.user) else None,
+        "fleet": _clusters_overview(start, end) if sees_all else None,
+        "teams_compared": _teams_compared(request, start, end) if sees_all else None,
         # Only to admins, and without any credentials the URL may carry (user:password@).
         "prometheus_url": _without_credentials(
             Cluster.objects.values_list("prometheus_url", flat=True).first() or settings.FLEETWATT_PROMETHEUS_URL
