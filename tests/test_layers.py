@@ -36,6 +36,7 @@ PURE = {
     "apps.jobs.states",
     "apps.jobs.summary",
     "apps.jobs.uncertainty",
+    "apps.jobs.utilisation",
     "apps.waste.kinds",
     "apps.waste.findings",
     "apps.waste.triage",

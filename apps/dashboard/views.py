@@ -29,7 +29,7 @@ from apps.core.query import QueryError, bad_query_is_400, date_param, text_param
 from apps.fleet.models import Cluster, Gpu, Team
 from apps.jobs.methods import method_legend
 from apps.jobs.models import Job, JobQuerySet
-from apps.jobs.selectors import jobs_in_period_footprints, low_coverage_jobs
+from apps.jobs.selectors import job_utilisation_summary, jobs_in_period_footprints, low_coverage_jobs
 from apps.jobs.states import OUTCOMES
 from apps.reports.selectors import REPORTED_STATUSES
 from apps.rollups import documents
@@ -49,6 +49,8 @@ from apps.waste.kinds import GPU_HOUR_KINDS, WASTE_KINDS, FlagStatus
 from apps.waste.models import Flag
 from apps.waste.selectors import period_waste
 
+from .attention import fleet_attention
+from .heatmap import gpu_power_grid
 from .selectors import RECENT, job_hour_gaps, scheduler_sync_status
 
 FAILED_RUNS_LISTED = 20  # the costliest failed runs a page lists; its totals count them all
@@ -136,18 +138,25 @@ def fleet(request: HttpRequest) -> HttpResponse:
 def _fleet(request: HttpRequest) -> HttpResponse:
     start, end = page_period(request)
     threshold = settings.FLEETWATT_COVERAGE_THRESHOLD
+    flagged = [
+        _with_split(job) for job in low_coverage_jobs(user=request.user, start=start, end=end, threshold=threshold)
+    ]
+    sees_all = user_sees_all_teams(request.user)
     context = {
         "start": start.date(),
         "end": end.date(),
         "api_query": f"start={start.date().isoformat()}&end={end.date().isoformat()}",
-        "flagged": [
-            _with_split(job) for job in low_coverage_jobs(user=request.user, start=start, end=end, threshold=threshold)
-        ],
+        "attention": fleet_attention(
+            user=request.user, start=start, end=end, now=timezone.now(), low_coverage=len(flagged)
+        ),
+        # The GPUs' pages are for admins and finance, and so is a grid of every team's GPUs.
+        "heatmap": gpu_power_grid(start=start, end=end) if sees_all else None,
+        "flagged": flagged,
         "threshold_pct": round(threshold * 100),
         "has_data": IngestedHour.objects.exists(),
         "teams": Team.objects.visible_to(request.user).order_by("name"),
-        "fleet": _clusters_overview(start, end) if user_sees_all_teams(request.user) else None,
-        "teams_compared": _teams_compared(request, start, end) if user_sees_all_teams(request.user) else None,
+        "fleet": _clusters_overview(start, end) if sees_all else None,
+        "teams_compared": _teams_compared(request, start, end) if sees_all else None,
         # Only to admins, and without any credentials the URL may carry (user:password@).
         "prometheus_url": _without_credentials(
             Cluster.objects.values_list("prometheus_url", flat=True).first() or settings.FLEETWATT_PROMETHEUS_URL
@@ -314,8 +323,8 @@ def _failed_runs(request: HttpRequest, start: datetime, end: datetime, team: Tea
 @bad_query_is_400
 @login_required
 def job(request: HttpRequest, job_id: int) -> HttpResponse:
-    """A job: its split per GPU and hour, coverage, footprint, flags and audit trail, and what a
-    TDP-based estimate would have claimed."""
+    """A job: how it used its GPUs (SM, memory, power, sharing), its split per GPU and hour, coverage, footprint,
+    flags and audit trail, and what a TDP-based estimate would have claimed."""
     job = get_object_or_404(
         Job.objects.visible_to(request.user).select_related("team", "cluster__site", "job_group"), pk=job_id
     )
@@ -327,6 +336,7 @@ def job(request: HttpRequest, job_id: int) -> HttpResponse:
     estimated = [r for r in rows if r.source == "estimated"]
     context = {
         "job": _with_split(job),
+        "utilisation": job_utilisation_summary(job=job, rows=rows),
         "rows": [
             (r, energy.get(key, {}), (r.operational_kg or 0.0) + r.embodied_kg, gaps.get(key))
             for r in rows

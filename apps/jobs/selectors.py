@@ -10,7 +10,7 @@ from decimal import Decimal
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.contrib.postgres.aggregates import BoolOr
-from django.db.models import Max, Min, Sum
+from django.db.models import Count, Max, Min, Sum
 
 from apps.core.aggregates import exact_sum, footprint_sums
 from apps.core.footprint import Footprint
@@ -18,6 +18,7 @@ from apps.fleet.models import Team
 
 from .models import ExpiredJobDay, Job, JobGpuHour, JobGpuHourEnergy, Source
 from .summary import JobGpuTotals
+from .utilisation import JobUtilisation, UtilisationRow, job_utilisation
 
 User = AbstractBaseUser | AnonymousUser
 HOUR = timedelta(hours=1)
@@ -32,6 +33,34 @@ def low_coverage_jobs(
     if team is not None:
         jobs = jobs.filter(team=team)
     return list(jobs.seen_since(start).select_related("team", "cluster").order_by("coverage", "id"))
+
+
+def gpu_hour_job_counts(*, job: Job) -> dict[tuple[int, datetime], int]:
+    """{(GPU id, hour): jobs with a measured row there} for the GPU-hours the job ran in (apps.jobs.utilisation:
+    its time on a shared GPU). One query, bounded by the job's GPUs and hours (index jobgpuhour_gpu_hour)."""
+    own = job.gpu_hours_rows.exclude(source=Source.ESTIMATED)
+    rows = (
+        JobGpuHour.objects.filter(gpu_id__in=own.values("gpu_id"), hour__in=own.values("hour"))
+        .exclude(source=Source.ESTIMATED)
+        .values("gpu_id", "hour")
+        .annotate(jobs=Count("job_id", distinct=True))
+        .order_by()
+    )
+    return {(r["gpu_id"], r["hour"]): r["jobs"] for r in rows}
+
+
+def job_utilisation_summary(*, job: Job, rows: Iterable[JobGpuHour]) -> JobUtilisation:
+    """The job page's summary of how it used its GPUs (apps.jobs.utilisation), from its rows as the page read them
+    (their GPUs' nodes joined) and one query for the jobs beside it on each GPU-hour."""
+    read = [
+        UtilisationRow(
+            gpu_id=r.gpu_id, gpu=f"{r.gpu.node.hostname}/{r.gpu.index}", hour=r.hour,
+            estimated=r.source == Source.ESTIMATED, energy_j=r.energy_j, sampled_s=r.sampled_s, sm_s=r.sm_s,
+            occupancy_s=r.occupancy_s, peak_memory_bytes=r.peak_memory_bytes,
+        )
+        for r in rows
+    ]  # fmt: skip
+    return job_utilisation(read, jobs_on_gpu_hour=gpu_hour_job_counts(job=job))
 
 
 def job_gpu_totals(*, job_ids: Iterable[int]) -> dict[int, list[JobGpuTotals]]:

@@ -1,0 +1,109 @@
+"""The fleet page's heatmap: each GPU's mean power per hour of the period (GPUs as rows, time as columns), from
+the GPU-hours alone, in one query for the grid (and one for its GPUs' names) whatever the number of GPUs.
+
+Power, not SM utilisation: the GPU-hour rows hold each GPU's energy, and a GPU's SM time would be a sum over its
+jobs' rows (a second, larger table) on every load of the page. Mean power shows an idle GPU as plainly (an H200
+idles near 75 W and computes at several hundred), and each cell also says what share of the hour jobs held it.
+
+Bounded: at most MAX_COLUMNS columns (hours, else days, else weeks, from the period's start) and MAX_GPUS rows
+(over that, the GPUs that drew the least on average: the idle ones are what the page is for); the grid is kept in
+the cache at the data's generation (apps.core.generation), so a change of the figures is seen at once."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connection
+from django.urls import reverse
+
+from apps.core.footprint import S_PER_HOUR
+from apps.core.generation import kept_read, kept_write
+from apps.fleet.models import Gpu
+from apps.telemetry.models import GpuHour
+
+MAX_COLUMNS = 168  # a week of hours
+MAX_GPUS = 128  # 18 px a row: a chart of 2,300 px at most
+KEPT_S = 3600  # a period's grid, at one generation: a new ingest or edit makes the next one anyway
+BUCKETS = (timedelta(hours=1), timedelta(days=1), timedelta(days=7))
+
+
+def heatmap_bucket(start: datetime, end: datetime) -> timedelta:
+    """The shortest of an hour, a day and a week that keeps the period within MAX_COLUMNS columns."""
+    for bucket in BUCKETS:
+        if (end - start) / bucket <= MAX_COLUMNS:
+            return bucket
+    return BUCKETS[-1]
+
+
+def _grid_sql(bucket: timedelta) -> str:
+    # `kept` ranks the GPUs of the period by their mean power (the window counts them all before the LIMIT), so that
+    # over MAX_GPUS the grid is the least-drawing GPUs' whole rows. Each cell comes out
+    # as the page shows it, its column's index and its figures rounded (a week of hours at MAX_GPUS is 21,504 cells:
+    # Python's arithmetic and datetimes per cell cost more than the query): mean power, W = J / (hours x 3,600 s);
+    # held by jobs, % = occupied seconds / the hours' seconds. Sorted by ids: the names are read apart, for at most
+    # MAX_GPUS GPUs, not repeated on every cell.
+    bucket_s = int(bucket.total_seconds())
+    table = f'"{GpuHour._meta.db_table}"'
+    kept = (
+        f"SELECT gpu_id, count(*) OVER () AS gpus FROM {table} WHERE hour >= %(start)s AND hour < %(end)s "
+        "GROUP BY gpu_id ORDER BY avg(device_energy_j), gpu_id LIMIT %(max_gpus)s"
+    )
+    # Joined by a hash on the GPU over the period's hours, read in order: by the (GPU, hour) key, each GPU's hours
+    # are on as many pages as hours (the ingest writes an hour of every GPU at a time), and measured slower.
+    return f"""
+        SELECT h.gpu_id, k.gpus, floor(extract(epoch FROM h.hour - %(start)s) / {bucket_s})::int AS col,
+               round(sum(h.device_energy_j) / (count(*) * 3600.0))::int,
+               round(least(100.0, 100.0 * sum(h.occupied_s) / (count(*) * 3600.0)))::int,
+               count(*)
+        FROM ({kept}) k JOIN {table} h ON h.gpu_id = k.gpu_id AND h.hour >= %(start)s AND h.hour < %(end)s
+        GROUP BY 1, 2, 3
+        ORDER BY 1, 3
+    """
+
+
+def gpu_power_grid(*, start: datetime, end: datetime) -> dict[str, Any]:
+    """The heatmap's figures for the page's script (json_script): the columns' starts, and per GPU (in the order of
+    their clusters, hosts and indices) its name, its page and per column its mean power (W), the share of the time
+    jobs held it (%) and the hours ingested (None where none was). For admins and finance: every team's GPUs. Two
+    queries: the grid, and the names of its GPUs."""
+    key = f"fleetwatt:dashboard:gpu-power-grid:{start.isoformat()}:{end.isoformat()}"
+    generation, kept = kept_read(key)
+    if kept is not None:
+        return kept
+    bucket = heatmap_bucket(start, end)
+    columns = []
+    at = start
+    while at < end:
+        columns.append(at)
+        at += bucket
+    with connection.cursor() as cursor:
+        cursor.execute(_grid_sql(bucket), {"start": start, "end": end, "max_gpus": MAX_GPUS})
+        found = cursor.fetchall()
+    cells: dict[int, dict[str, list[Any]]] = {}
+    for gpu_id, _total, i, power_w, held_pct, hours in found:
+        row = cells.get(gpu_id)
+        if row is None:
+            row = cells[gpu_id] = {k: [None] * len(columns) for k in ("power_w", "held_pct", "hours")}
+        row["power_w"][i], row["held_pct"][i], row["hours"][i] = power_w, held_pct, hours
+    period = f"?start={start.date().isoformat()}&end={end.date().isoformat()}"
+    named = Gpu.objects.filter(pk__in=list(cells)).order_by("node__cluster__name", "node__hostname", "index", "pk")
+    grid = {
+        "columns": [c.isoformat() for c in columns],
+        "bucket_h": round(bucket.total_seconds() / S_PER_HOUR),
+        "rows": [
+            {
+                "name": f"{cluster} · {hostname}/{gpu_index}",
+                "url": reverse("dashboard:gpu", args=[gpu_id]) + period,
+                **cells[gpu_id],
+            }
+            for gpu_id, cluster, hostname, gpu_index in named.values_list(
+                "pk", "node__cluster__name", "node__hostname", "index"
+            )
+        ],
+        # Every GPU with an hour in the period; `rows` holds at most MAX_GPUS of them.
+        "gpus": found[0][1] if found else 0,
+        "max_gpus": MAX_GPUS,
+    }
+    kept_write(key, generation, grid, timeout=KEPT_S)
+    return grid
