@@ -2,6 +2,8 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 export PYTHONUNBUFFERED := 1
+# `make test` runs the suite in this many processes (pytest-xdist; tests/conftest.py says what stays in one).
+TEST_PROCESSES ?= 2
 
 .PHONY: demo test bootstrap lint run worker beat bench stop gpu-two-jobs gpu-accuracy gpu-time-campaign migrate
 
@@ -21,7 +23,7 @@ endef
 test:
 	@WANT_CHROMIUM=1 WANT_CUDA_HEADERS=1 bash scripts/bootstrap.sh
 	@DJANGO_DEBUG=1 $(PY) manage.py check >/dev/null
-	$(PY) -m pytest -q -p no:cacheprovider --durations=25
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_PROCESSES) --durations=25
 	$(LINT_CHECKS)
 
 lint: bootstrap

@@ -4,6 +4,8 @@ history through promtool (and the same history in VictoriaMetrics, through its i
 from __future__ import annotations
 
 import json
+import os
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +19,56 @@ from apps.simulator.local_prometheus import LocalPrometheus, blocks_create, conf
 from apps.simulator.local_victoria import LocalVictoria
 from apps.simulator.scenario import Scenario, scenario_from_dict
 
+_STARTED = pytest.StashKey[float]()
 SIM_LABELS = {"job": "fleetwatt-sim", "instance": "simulator:9400"}
+ROOT = Path(__file__).resolve().parents[1]
+
+# `make test` spreads the test modules over two processes (pytest-xdist): a module's tests stay in one process, so
+# a module's shared world is built once. What uses something the whole machine has one of (podman's containers and
+# images, the local Slurm, the demo's script) runs in one process, one test after the other, and first: it is the
+# longest. So do the fuzz suites, which count their cases in one process's memory.
+ONE_PROCESS = {
+    "host": ("tests/deploy/", "tests/schedulers/test_local_slurm", "tests/schedulers/test_sync_local_slurm",
+             "tests/faults/test_demo_guard"),
+    "fuzz": ("tests/fuzz/",),
+}  # fmt: skip
+
+
+def _scope(nodeid: str) -> str:
+    module = nodeid.split("::", 1)[0]
+    return next((name for name, where in ONE_PROCESS.items() if module.startswith(where)), module)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModulesAndMachineWide(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _scope(nodeid)
+
+    config.option.loadscopereorder = False  # the order of the collection, below: the machine's tests first
+    return ModulesAndMachineWide(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: _scope(item.nodeid) != "host")  # (stable: the rest keep their order)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_STARTED] = time.time()
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """The fuzz suites' count of cases (tests/fuzz/conftest.py writes it where they ran)."""
+    counts = ROOT / "test-artifacts" / "fuzz-cases.json"  # tests/fuzz/conftest.py: FUZZ_CASES
+    if not counts.exists() or counts.stat().st_mtime < config.stash.get(_STARTED, 0.0):
+        return
+    cases: dict[str, int] = json.loads(counts.read_text())
+    terminalreporter.write_line(
+        f"fuzz: {sum(cases.values())} cases over {len(cases)} endpoints and pages "
+        f"(fewest: {min(cases.values())}, per endpoint in test-artifacts/fuzz-cases.json)"
+    )
 
 
 @dataclass

@@ -1,12 +1,14 @@
 """Every page for every role in Debian's chromium (issue 13): no serious or critical axe-core violation, a
 chart's legend, a table that sorts and filters, quick ranges, a phone's width (390 px) without the page
-scrolling sideways, and a screenshot of each page (test-artifacts/screenshots/, git-ignored).
+scrolling sideways, and, with FLEETWATT_TEST_SCREENSHOTS=1, a screenshot of each page at both widths
+(test-artifacts/screenshots/, git-ignored; off by default, to keep the walk short).
 
 One browser and one set of data for the whole walk: each page is loaded once per role at a desktop's width
 (and once more at a phone's), so that the walk adds seconds, not minutes."""
 
 from __future__ import annotations
 
+import os
 from datetime import date
 from pathlib import Path
 
@@ -26,6 +28,7 @@ from .test_fleet_dashboard import ARTIFACTS, _login, browser  # noqa: F401 (fixt
 
 AXE = Path(__file__).resolve().parents[2] / "frontend" / "static" / "vendor" / "axe-core" / "axe.min.js"
 SCREENSHOTS = ARTIFACTS / "screenshots"
+TAKE_SCREENSHOTS = os.environ.get("FLEETWATT_TEST_SCREENSHOTS") == "1"
 PERIOD = "?start=2026-11-02&end=2026-11-04"
 # Every chart drawn, or its container saying why not.
 CHARTS_SETTLED = (
@@ -44,11 +47,16 @@ def _axe_serious(page) -> list[str]:
     return list(found)
 
 
+def _shot(page, name: str) -> None:
+    if TAKE_SCREENSHOTS:
+        page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
 def _visit(page, url: str, shot: str, *, status: int = 200) -> list[str]:
     answer = page.goto(url)
     assert answer is not None and answer.status == status, f"{url}: {answer and answer.status}"
     page.wait_for_function(CHARTS_SETTLED)
-    page.screenshot(path=str(SCREENSHOTS / f"{shot}.png"), full_page=True)
+    _shot(page, shot)
     return [f"{shot}: {v}" for v in _axe_serious(page)]
 
 
@@ -134,7 +142,7 @@ def test_every_page_for_every_role_is_accessible_and_fits_a_phone(walk_data, liv
             width = page.evaluate("document.documentElement.scrollWidth")
             if width > 390:
                 overflow.append(f"{role}-{name}: {width} px")
-            page.screenshot(path=str(SCREENSHOTS / f"phone-{role}-{name}.png"), full_page=True)
+            _shot(page, f"phone-{role}-{name}")
         page.close()
     assert not violations, "\n".join(violations)
     assert not overflow, overflow

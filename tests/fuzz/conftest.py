@@ -15,6 +15,7 @@ from django.db import close_old_connections
 
 from tests.dashboard.test_fleet_dashboard import ARTIFACTS
 
+FUZZ_CASES = "fuzz-cases.json"
 CASES: Counter[str] = Counter()  # "GET /api/jobs/" (or a page's "GET /jobs/") -> cases asked
 TRACEBACK_MARKS = ("Traceback (most recent call last)", "DEBUG = True")  # a traceback, Django's technical page
 
@@ -43,15 +44,12 @@ def _keep_the_test_connection() -> Iterator[None]:
     signals.request_finished.connect(close_old_connections)
 
 
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not CASES:
-        return
-    ARTIFACTS.mkdir(exist_ok=True)
-    (ARTIFACTS / "fuzz-cases.json").write_text(json.dumps(dict(sorted(CASES.items())), indent=1) + "\n")
-    terminalreporter.write_line(
-        f"fuzz: {sum(CASES.values())} cases over {len(CASES)} endpoints and pages "
-        f"(fewest: {min(CASES.values())}, per endpoint in test-artifacts/fuzz-cases.json)"
-    )
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The counts, for the run's summary (tests/conftest.py prints it; under pytest-xdist the fuzz tests run in
+    one process of their own group, and the summary is printed by another)."""
+    if CASES:
+        ARTIFACTS.mkdir(exist_ok=True)
+        (ARTIFACTS / FUZZ_CASES).write_text(json.dumps(dict(sorted(CASES.items())), indent=1) + "\n")
 
 
 @pytest.fixture

@@ -120,7 +120,7 @@ def _page(browser: Client, team: Team, first: date, after: date) -> Decimal:
     return Decimal(found[1].replace(",", ""))
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(fleet_runs=runs, period=periods, tz=zones)
 def test_a_teams_cost_is_one_figure_on_every_page_file_and_email(fleet_runs: list[Run], period, tz: str) -> None:
     with transaction.atomic():
