@@ -30,6 +30,7 @@ from .conftest import FIXTURES
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "agent" / "scripts"))
 import accuracy_analysis as analysis
+from accuracy_campaign import paired_overhead
 
 RUNS = sorted(p for p in (FIXTURES / "accuracy").iterdir() if p.is_dir())
 REPO = Path(__file__).resolve().parents[2]
@@ -314,6 +315,25 @@ def test_the_campaign_runs_end_to_end_without_a_gpu(tmp_path: Path) -> None:
     assert rep["gpu_time"] is not None and rep["time_cupti"] is not None and rep["time_nvml"] is not None
     assert all(v["busy_s"] > 0.1 for v in mix["gputime"]["pids"].values())
     assert set(campaign["overhead"]["kinds"]) == {"mm"} and "overhead_pct" in results["summary"]
+    assert len(campaign["overhead"]["kinds"]["mm"]["paired_pct"]) == 1
+
+
+def test_the_library_s_cost_is_read_from_pairs_of_runs_back_to_back() -> None:
+    # three repetitions of tiny (1,000 iterations), each without and with the library; the machine slows
+    # down over the campaign, which the pairs cancel
+    runs = [
+        {"rep": rep, "gputime": lib, "work_s": base * (1.02 if lib else 1.0)}
+        for rep, base in enumerate((7.0, 7.7, 8.4))
+        for lib in (False, True)
+    ]
+    got = paired_overhead(runs, 1_000)
+    assert got["paired_pct"] == [2.0, 2.0, 2.0] and got["paired_mean_pct"] == 2.0
+    assert got["paired_ci95_pct"] == [2.0, 2.0]  # no spread
+    assert got["per_iter_us"] == pytest.approx(1e6 * 0.02 * 7.7 / 1_000, abs=1e-3)
+    runs[1]["work_s"] = 7.0 * 1.05  # rep 0 with the library: 5 % dearer
+    wide = paired_overhead(runs, 1_000)
+    assert wide["paired_ci95_pct"][0] < 2.0 < wide["paired_ci95_pct"][1]
+    assert paired_overhead(runs[:1], 1_000) == {}  # no pair
 
 
 def test_exact_gpu_time_within_three_points_where_the_time_is_read_without_delay() -> None:
