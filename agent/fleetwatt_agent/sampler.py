@@ -383,10 +383,10 @@ class Sampler:
 
         A job had the GPU to itself only in a `steady` sample, with the same processes listed at both of
         its ends: the driver lists processes at a sample's end, so in the sample in which a job's partner
-        left, the GPU drew the two jobs' power together for part of it, and the job left alone got the
-        time the two claimed together in the second before (its bins settle once no other file claims
-        them: up to 143 % of the sample in the H100 runs of docs/accuracy.md). Taught as that job's power
-        alone, such a sample made it, and every kernel it runs, look cheaper."""
+        left, the GPU drew the two jobs' power together for part of it, and the job left alone may count
+        time the two claimed together (before SharedTime kept a leaving process's claims, up to 143 % of
+        the sample in the H100 runs of docs/accuracy.md). Taught as that job's power alone, such a sample
+        made it, and every kernel it runs, look cheaper."""
         if not listed:
             prev = led.idle_power_w
             led.idle_power_w = power_w if prev is None else prev + IDLE_POWER_WEIGHT * (power_w - prev)
