@@ -5,7 +5,7 @@ export PYTHONUNBUFFERED := 1
 # `make test` runs the suite in this many processes (pytest-xdist; tests/conftest.py says what stays in one).
 TEST_PROCESSES ?= 2
 
-.PHONY: demo test bootstrap lint run worker beat bench stop gpu-two-jobs gpu-accuracy gpu-time-campaign migrate
+.PHONY: demo test bootstrap lint run worker beat bench stop gpu-two-jobs gpu-accuracy gpu-time-campaign gpu-time-overhead migrate
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -62,6 +62,12 @@ gpu-two-jobs:
 gpu-accuracy:
 	python3 agent/scripts/accuracy_campaign.py
 
-# On a GPU node: the same with the exact GPU-time library in every job (docs/accuracy.md, "Exact GPU time").
+# On a GPU node: the same with the exact GPU-time library in every job (docs/accuracy.md, "Exact GPU time"),
+# after the library's cost to the launch-bound job, 10 runs each way (about 7 minutes on an H100).
+GPU_TIME_ARGS ?= --reps 1 --target-s 7 --idle-s 6 --overhead-reps 10 --overhead-kinds tiny --budget-s 520
 gpu-time-campaign:
-	bash agent/scripts/gpu_time_campaign.sh
+	bash agent/scripts/gpu_time_campaign.sh $(GPU_TIME_ARGS)
+
+# Only the library's cost: 20 runs each way of the launch-bound job, 5 s each (about 6 minutes).
+gpu-time-overhead:
+	bash agent/scripts/gpu_time_campaign.sh --overhead-only --target-s 5 --overhead-reps 20 --overhead-kinds tiny

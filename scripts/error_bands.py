@@ -1,6 +1,8 @@
-"""The error bars' calibration (apps/jobs/uncertainty.py) on the H200 accuracy runs kept in
-tests/agent/fixtures/accuracy: per split method, the half-width in use and how often a width fitted to the
-other runs held each run's measurements. `.venv/bin/python scripts/error_bands.py` (docs/accuracy.md)."""
+"""The error bars' calibration (apps/jobs/uncertainty.py) on the accuracy runs kept in
+tests/agent/fixtures/accuracy (H200 and H100: Hopper both): per split method, the half-width in use and how
+often a width fitted to the other runs held each run's measurements. Each run's shares are the agent's as it
+is now: its replay.json where the agent changed since the run, else its results.json.
+`.venv/bin/python scripts/error_bands.py` (docs/accuracy.md)."""
 
 from __future__ import annotations
 
@@ -16,8 +18,15 @@ from apps.jobs.uncertainty import WIDTH_QUANTILE, calibrate, share_errors  # noq
 RUNS = ROOT / "tests" / "agent" / "fixtures" / "accuracy"
 
 
+def current_results(run: Path) -> dict[str, object]:
+    """What the agent as it is now makes of a kept run (accuracy_analysis.py: replay.json, else results.json)."""
+    replayed = run / "replay.json"
+    doc: dict[str, object] = json.loads((replayed if replayed.exists() else run / "results.json").read_text())
+    return doc
+
+
 def main() -> None:
-    errors = [e for run in sorted(RUNS.iterdir()) for e in share_errors(run.name, json.loads((run / "results.json").read_text()))]
+    errors = [e for run in sorted(RUNS.iterdir()) for e in share_errors(run.name, current_results(run))]
     print(f"| method | runs | measurements | half-width (points, q{WIDTH_QUANTILE:.2f}) | held out: coverage | held out: mean half-width |")
     print("| --- | --- | --- | --- | --- | --- |")
     for method, c in calibrate(errors).items():

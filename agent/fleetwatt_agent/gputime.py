@@ -21,7 +21,7 @@ import os
 import stat
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -267,6 +267,7 @@ class _Account:
     claimed_ns: float
     union_ns: int
     out_ns: int = 0
+    last: GpuCounters | None = None  # its last state: its claims once it is gone
     recent: deque[tuple[int, int]] = field(default_factory=lambda: deque(maxlen=RATIO_BINS))
 
     def ratio(self) -> float:
@@ -286,19 +287,38 @@ class SharedTime:
     about a second and is then settled, so no error adds up over a run. The counters never go back
     (the sampler reads their rises): an estimate that was too high holds the counter until the time
     shared catches up. A process first seen counts its whole counter, as the union does.
+    A process that leaves the GPU (the driver no longer lists it) still claims its bins not shared yet:
+    its last state (`gone`: its file read once more as it leaves, written as it exited; else the last
+    one read) stays in the sharing until those bins are shared, so that the processes left do not get
+    the whole of the time they claimed with it in its last second.
     `counters` returns None while a process on the GPU keeps no bins (an older library): then the
     union counters stand for every process, so that all are read the same way."""
 
     def __init__(self) -> None:
         self.done_bin: int | None = None
         self.accounts: dict[int, _Account] = {}
+        self.gone: dict[int, GpuCounters] = {}  # processes gone from the GPU whose bins are not all shared
 
-    def counters(self, counters: Mapping[int, GpuCounters]) -> dict[int, int] | None:
+    def leaving(self, present: Iterable[int]) -> list[int]:
+        """The processes counted so far that are not among `present` (their last state is wanted)."""
+        here = set(present)
+        return [pid for pid in self.accounts if pid not in here]
+
+    def counters(
+        self, counters: Mapping[int, GpuCounters], gone: Mapping[int, GpuCounters | None] | None = None
+    ) -> dict[int, int] | None:
         if not counters or any(not c.bins_us or c.bin_ns <= 0 for c in counters.values()):
             return None
         bin_ns = next(iter(counters.values())).bin_ns
         if any(c.bin_ns != bin_ns for c in counters.values()):
             return None
+        for pid in self.leaving(counters):
+            acct = self.accounts.pop(pid)
+            last = (gone or {}).get(pid) or acct.last
+            if last is not None and last.bin_ns == bin_ns and last.bins_us:
+                self.gone[pid] = last
+        for pid in [p for p in self.gone if p in counters]:
+            del self.gone[pid]  # listed again: counted afresh below
         final_bin = self._advance(counters, bin_ns)
         for pid, c in counters.items():
             acct = self.accounts.get(pid)
@@ -310,11 +330,10 @@ class SharedTime:
         for pid, c in counters.items():
             acct = self.accounts[pid]
             acct.union_ns = c.busy_ns
+            acct.last = c
             estimate = acct.settled_ns + max(c.busy_ns - acct.claimed_ns, 0.0) * acct.ratio()
             acct.out_ns = max(acct.out_ns, int(estimate))
             out[pid] = acct.out_ns
-        for gone in [pid for pid in self.accounts if pid not in counters]:
-            del self.accounts[gone]
         return out
 
     def ratio(self, pid: int) -> float:
@@ -334,18 +353,23 @@ class SharedTime:
         return final_bin
 
     def _share_final_bins(self, counters: Mapping[int, GpuCounters], bin_ns: int, final_bin: int) -> None:
-        """Share each bin once final in every fresh file, in clock order."""
+        """Share each bin once final in every fresh file, in clock order, with the claims of the
+        processes gone whose bins reach it (their part is theirs, counted for nobody)."""
         assert self.done_bin is not None
         pids = list(counters)
+        files = [counters[pid] for pid in pids] + list(self.gone.values())
         bin_us = bin_ns // 1000
         for b in range(self.done_bin + 1, final_bin + 1):
-            claimed = [_claimed_us(counters[pid], b, bin_us) for pid in pids]
-            for pid, got, want in zip(pids, share_bin(claimed, bin_us), claimed, strict=True):
+            claimed = [_claimed_us(c, b, bin_us) for c in files]
+            shares = share_bin(claimed, bin_us)[: len(pids)]  # the processes present first, then those gone
+            for pid, got, want in zip(pids, shares, claimed[: len(pids)], strict=True):
                 acct = self.accounts[pid]
                 acct.settled_ns += got * 1000
                 acct.claimed_ns += want * 1000
                 acct.recent.append((got, want))
         self.done_bin = max(self.done_bin, final_bin)
+        for pid in [p for p, c in self.gone.items() if c.bins_from + len(c.bins_us) - 1 <= self.done_bin]:
+            del self.gone[pid]  # every bin it claimed is shared
 
 
 def _claimed_us(c: GpuCounters, b: int, bin_us: int) -> int:
@@ -412,7 +436,11 @@ def with_gpu_time(
             mine[p.pid] = _on_gpu(counters[p.pid], uuid)
         known = {pid: c for pid, c in mine.items() if c is not None}
         sharing = shared.setdefault(g.index, SharedTime()) if shared is not None else None
-        busy = sharing.counters(known) if sharing is not None and len(known) == len(mine) else None
+        busy = None
+        if sharing is not None and len(known) == len(mine):
+            # a process that just left: its file once more (written as it exited), before it is forgotten
+            gone = {pid: _on_gpu(reader.counters(pid), uuid) for pid in sharing.leaving(known)}
+            busy = sharing.counters(known, gone)
         procs = []
         for p in g.processes:
             c = mine[p.pid]

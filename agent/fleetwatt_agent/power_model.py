@@ -91,13 +91,14 @@ class JobSolo:
     is what it draws above p0 per point of SM time while it computes, a tensor-core job more than a
     memory-bound one."""
 
-    n: float = 0  # samples (weighted where a kernel takes its part of a sample: solo_add_gpu_time)
+    n: float = 0  # the sums' weight: samples, weighted where a kernel takes its part of one (solo_add_gpu_time)
     power_w_sum: float = 0.0
     sm_pct_sum: float = 0.0
+    samples: int = 0  # samples taken, whatever their weight: "enough of it alone" counts these
 
     def dynamic_w_per_sm_pct(self, p0_w: float) -> float | None:
         """W above p0 per SM percentage point, or None until there is enough of the job alone."""
-        if self.n < SOLO_MIN_SAMPLES or self.sm_pct_sum <= 0.0:
+        if self.samples < SOLO_MIN_SAMPLES or self.sm_pct_sum <= 0.0:
             return None
         return max(self.power_w_sum - self.n * p0_w, 0.0) / self.sm_pct_sum
 
@@ -106,7 +107,7 @@ def solo_add(solo: JobSolo, *, sm_pct: float, power_w: float) -> JobSolo:
     """One more sample of the job alone; one with the SMs less busy than SOLO_MIN_SM_PCT is not counted."""
     if sm_pct < SOLO_MIN_SM_PCT:
         return solo
-    return JobSolo(solo.n + 1, solo.power_w_sum + power_w, solo.sm_pct_sum + sm_pct)
+    return JobSolo(solo.n + 1, solo.power_w_sum + power_w, solo.sm_pct_sum + sm_pct, solo.samples + 1)
 
 
 def solo_add_gpu_time(solo: JobSolo, *, gpu_time_pct: float, power_w: float, weight: float = 1.0) -> JobSolo:
@@ -117,9 +118,14 @@ def solo_add_gpu_time(solo: JobSolo, *, gpu_time_pct: float, power_w: float, wei
 
     `weight` < 1: a kernel's part of such a sample (its share of the job's kernel time there), so that a
     kernel learns the figure of the jobs that ran it alone: one that a job runs alone learns it exactly,
-    a mix is spread over its kernels by time."""
+    a mix is spread over its kernels by time. The weight scales a sample's parts, not its count: a kernel
+    that ran in three samples alone has been seen in three, whatever its part of each (a job that runs ten
+    kernels teaches each of them in every sample, none of them a whole sample's weight)."""
     return JobSolo(
-        solo.n + weight, solo.power_w_sum + weight * power_w, solo.sm_pct_sum + weight * max(gpu_time_pct, 0.0)
+        solo.n + weight,
+        solo.power_w_sum + weight * power_w,
+        solo.sm_pct_sum + weight * max(gpu_time_pct, 0.0),
+        solo.samples + 1,
     )
 
 

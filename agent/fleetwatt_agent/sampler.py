@@ -235,6 +235,8 @@ class Sampler:
         if g.power_w is not None:
             led.power_w = g.power_w
         led.memory_used_bytes = g.memory_used_bytes
+        # The same processes listed at both ends of the sample: none came or left within it.
+        steady = led.prev_listed == frozenset(p.pid for p in g.processes)
         procs = self._with_gpu_time(led, self._with_activity(led, g), mono)
         loads = job_loads(procs, self.pid_job)
         for key, load in loads.items():
@@ -271,7 +273,7 @@ class Sampler:
             fractions = split_sample(1.0, loads, g.signal, model, power_w=energy_j / dt, solo=solo, gpu_power=gpu_power)
             if g.signal == "sm":
                 self._calibrate(led, g, loads)
-            self._learn_gpu_time_power(led, loads, power_w=energy_j / dt, listed=bool(g.processes))
+            self._learn_gpu_time_power(led, loads, power_w=energy_j / dt, listed=bool(g.processes), steady=steady)
             residual = led.add_sample(dt_s=dt, wall=wall, energy_j=energy_j, fractions=fractions, loads=loads)
             out["sample_j"] = energy_j
             out["idle_j"] = fractions.idle_j * energy_j
@@ -374,15 +376,22 @@ class Sampler:
         )
 
     def _learn_gpu_time_power(
-        self, led: GpuLedger, loads: Mapping[str, JobLoad], *, power_w: float, listed: bool
+        self, led: GpuLedger, loads: Mapping[str, JobLoad], *, power_w: float, listed: bool, steady: bool
     ) -> None:
         """The GPU's idle power from samples with no process on it; a job's own power per point of GPU
-        time from the samples where it had the GPU to itself and reported its GPU time."""
+        time from the samples where it had the GPU to itself and reported its GPU time.
+
+        A job had the GPU to itself only in a `steady` sample, with the same processes listed at both of
+        its ends: the driver lists processes at a sample's end, so in the sample in which a job's partner
+        left, the GPU drew the two jobs' power together for part of it, and the job left alone may count
+        time the two claimed together (before SharedTime kept a leaving process's claims, up to 143 % of
+        the sample in the H100 runs of docs/accuracy.md). Taught as that job's power alone, such a sample
+        made it, and every kernel it runs, look cheaper."""
         if not listed:
             prev = led.idle_power_w
             led.idle_power_w = power_w if prev is None else prev + IDLE_POWER_WEIGHT * (power_w - prev)
             return
-        if len(loads) != 1:
+        if len(loads) != 1 or not steady:
             return
         ((key, load),) = loads.items()
         if load.gpu_time_pct is None:

@@ -42,6 +42,7 @@
 
 #define BUFFER_SIZE (8u << 20)
 #define MAX_BATCH 65536
+#define POOL_MAX 8 /* activity buffers kept for reuse (64 MB at most) */
 
 static fw_state g_state;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -160,10 +161,35 @@ static void add(unsigned dev, uint64_t start, uint64_t end, uint64_t id) {
     if (++g_batch_n[dev] == sizeof(g_batch[0]) / sizeof(g_batch[0][0])) flush_batch(dev);
 }
 
+/* Activity buffers are kept for reuse. CUPTI asks for one in the thread that launches, when the one it
+ * fills is full: for a launch-bound job (146,000 kernel records of 216 bytes a second) four times a
+ * second. A fresh buffer costs that thread an mmap and its page faults, and CUPTI then zeroes its 8 MB
+ * there too; one from the pool is resident and was zeroed by the thread that read its records (CUPTI is
+ * told so: CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER). */
+static uint8_t *g_pool[POOL_MAX];
+static int g_pool_n;
+static pthread_mutex_t g_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
-    *buffer = aligned_alloc(8, BUFFER_SIZE);
-    *size = *buffer ? BUFFER_SIZE : 0;
+    uint8_t *b = NULL;
+    pthread_mutex_lock(&g_pool_lock);
+    if (g_pool_n) b = g_pool[--g_pool_n];
+    pthread_mutex_unlock(&g_pool_lock);
+    if (!b) b = calloc(1, BUFFER_SIZE); /* zeroed, aligned for any record (16 bytes) */
+    *buffer = b;
+    *size = b ? BUFFER_SIZE : 0;
     *max_records = 0;
+}
+
+static void recycle(uint8_t *buffer) {
+    memset(buffer, 0, BUFFER_SIZE);
+    pthread_mutex_lock(&g_pool_lock);
+    if (g_pool_n < POOL_MAX) {
+        g_pool[g_pool_n++] = buffer;
+        buffer = NULL;
+    }
+    pthread_mutex_unlock(&g_pool_lock);
+    free(buffer);
 }
 
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid) {
@@ -198,8 +224,8 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
     if (ctx == NULL && cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS)
         g_dropped += dropped;
     pthread_mutex_unlock(&g_lock);
-    (void)size;
-    free(buffer);
+    (void)size; /* BUFFER_SIZE: every buffer is ours */
+    recycle(buffer);
 }
 
 static void write_state(int final) {
@@ -275,6 +301,9 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
         snprintf(p, sizeof(p), "%s.%ld", dump, (long)g_pid);
         g_dump = fopen(p, "wb");
     }
+    uint8_t zeroed = 1; /* buffers come zeroed (buffer_requested): CUPTI need not zero them in the launching thread */
+    size_t zeroed_size = sizeof(zeroed);
+    cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &zeroed_size, &zeroed);
     if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS) {
         say("GPU time not measured: CUPTI refused its callbacks");
         return 1;

@@ -63,29 +63,35 @@ static void push(fw_interval *out, size_t *n, uint64_t a, uint64_t b) {
     (*n)++;
 }
 
+/* Room for `need` open intervals from the front of the list (moving them there if the dropped ones
+ * in front would leave too little). */
+static int reserve_open(fw_device *d, size_t need) {
+    if (d->open_off && d->open_off + need > d->cap_open) {
+        memmove(d->open, d->open + d->open_off, d->n_open * sizeof(*d->open));
+        d->open_off = 0;
+    }
+    return reserve(&d->open, &d->cap_open, d->open_off + need);
+}
+
 int fw_add(fw_state *s, unsigned device, const fw_interval *batch, size_t n) {
     if (device >= FW_MAX_DEVICES || n == 0) return 0;
     fw_device *d = &s->devices[device];
     d->used = 1;
     d->records += n;
-    int rc = 0;
-    if (reserve(&s->scratch, &s->cap_scratch, n + d->n_open) != 0 ||
-        reserve(&d->open, &d->cap_open, n + d->n_open) != 0) {
-        rc = -1;
-    }
-    if (rc != 0) {
+    if (reserve(&s->scratch, &s->cap_scratch, n) != 0 || reserve_open(d, d->n_open + n) != 0) {
         /* No memory: count each record only past what is already known busy. */
         for (size_t i = 0; i < n; i++) {
             uint64_t a = batch[i].start, b = batch[i].end;
             uint64_t from = d->committed_until;
-            if (d->n_open && d->open[d->n_open - 1].end > from) from = d->open[d->n_open - 1].end;
+            const fw_interval *last = d->n_open ? &d->open[d->open_off + d->n_open - 1] : NULL;
+            if (last && last->end > from) from = last->end;
             if (b > from && b > a) {
                 d->committed_ns += b - (a > from ? a : from);
                 bins_add(s, d, a > from ? a : from, b);
                 d->committed_until = b;
             }
         }
-        return rc;
+        return -1;
     }
     /* The batch, sorted, clipped to what is not committed yet. */
     fw_interval *in = s->scratch;
@@ -103,32 +109,42 @@ int fw_add(fw_state *s, unsigned device, const fw_interval *batch, size_t n) {
         in[m].end = b;
         m++;
     }
+    if (m == 0) return 0;
     qsort(in, m, sizeof(*in), by_start);
-    /* Merge the two sorted lists into the union, in place at the end of `in` is not possible: build
-     * into the spare room of `scratch` after the batch. */
-    if (reserve(&s->scratch, &s->cap_scratch, 2 * (m + d->n_open)) != 0) return -1;
+    /* The open intervals that end before the batch's first start cannot touch it (the list is sorted
+     * and disjoint, so their ends rise): keep them where they are, merge the batch with the rest. */
+    fw_interval *open = d->open + d->open_off;
+    size_t lo = 0, hi = d->n_open;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (open[mid].end < in[0].start) lo = mid + 1;
+        else hi = mid;
+    }
+    size_t keep = lo, tail = d->n_open - keep;
+    if (reserve(&s->scratch, &s->cap_scratch, 2 * m + tail) != 0) return -1;
     in = s->scratch;
     fw_interval *out = s->scratch + m;
-    size_t i = 0, j = 0, k = 0;
+    size_t i = 0, j = keep, k = 0;
     while (i < m || j < d->n_open) {
         const fw_interval *next;
-        if (j >= d->n_open || (i < m && in[i].start < d->open[j].start))
+        if (j >= d->n_open || (i < m && in[i].start < open[j].start))
             next = &in[i++];
         else
-            next = &d->open[j++];
+            next = &open[j++];
         push(out, &k, next->start, next->end);
     }
-    /* Commit what ended more than the horizon before the newest end. */
-    uint64_t newest = k ? out[k - 1].end : 0;
-    size_t first_open = 0;
-    while (first_open < k && out[first_open].end + s->horizon_ns < newest) {
-        d->committed_ns += out[first_open].end - out[first_open].start;
-        bins_add(s, d, out[first_open].start, out[first_open].end);
-        d->committed_until = out[first_open].end;
-        first_open++;
+    memcpy(open + keep, out, k * sizeof(*out)); /* room: reserve_open above, and k <= m + tail */
+    d->n_open = keep + k;
+    /* Commit what ended more than the horizon before the newest end (the last interval's). */
+    uint64_t newest = open[d->n_open - 1].end;
+    while (d->n_open && open[0].end + s->horizon_ns < newest) {
+        d->committed_ns += open[0].end - open[0].start;
+        bins_add(s, d, open[0].start, open[0].end);
+        d->committed_until = open[0].end;
+        open++;
+        d->open_off++;
+        d->n_open--;
     }
-    memcpy(d->open, out + first_open, (k - first_open) * sizeof(*out));
-    d->n_open = k - first_open;
     return 0;
 }
 
@@ -136,7 +152,8 @@ uint64_t fw_busy_ns(const fw_state *s, unsigned device) {
     if (device >= FW_MAX_DEVICES) return 0;
     const fw_device *d = &s->devices[device];
     uint64_t t = d->committed_ns;
-    for (size_t i = 0; i < d->n_open; i++) t += d->open[i].end - d->open[i].start;
+    const fw_interval *open = d->open + d->open_off;
+    for (size_t i = 0; i < d->n_open; i++) t += open[i].end - open[i].start;
     return t;
 }
 
@@ -234,15 +251,16 @@ int fw_format(const fw_state *s, char *buf, size_t len, long pid, uint64_t pidns
                          (unsigned long long)s->bin_ns, (unsigned long long)first);
             if (w < 0 || (size_t)w >= len - off) return -1;
             off += (size_t)w;
+            const fw_interval *open = d->open + d->open_off;
             size_t next_open = 0;
             for (uint64_t bin = first; bin <= last; bin++) {
                 unsigned slot = (unsigned)(bin % FW_RING);
                 uint64_t us = d->ring_bin[slot] == bin ? d->ring_us[slot] : 0;
                 uint64_t lo = bin * s->bin_ns, hi = lo + s->bin_ns;
-                while (next_open < d->n_open && d->open[next_open].end <= lo) next_open++;
-                for (size_t j = next_open; j < d->n_open && d->open[j].start < hi; j++) {
-                    uint64_t a = d->open[j].start > lo ? d->open[j].start : lo;
-                    uint64_t b = d->open[j].end < hi ? d->open[j].end : hi;
+                while (next_open < d->n_open && open[next_open].end <= lo) next_open++;
+                for (size_t j = next_open; j < d->n_open && open[j].start < hi; j++) {
+                    uint64_t a = open[j].start > lo ? open[j].start : lo;
+                    uint64_t b = open[j].end < hi ? open[j].end : hi;
                     if (b > a) us += (b - a) / 1000;
                 }
                 w = snprintf(buf + off, len - off, "%s%llu", bin == first ? "" : ",", (unsigned long long)us);

@@ -29,15 +29,20 @@ typedef struct {
 } fw_kernel;
 
 /* One GPU as this process sees it. Intervals still open to late records are kept sorted and disjoint
- * (`open`); those that ended more than `horizon_ns` before the newest end are committed (their length
- * added to `committed_ns`, their end to `committed_until`) and dropped. A record that arrives after
- * its time was committed counts only past `committed_until`: never twice. */
+ * (`n_open` of them from `open + open_off`); those that ended more than `horizon_ns` before the newest
+ * end are committed (their length added to `committed_ns`, their end to `committed_until`) and dropped
+ * from the front. A record that arrives after its time was committed counts only past
+ * `committed_until`: never twice. A launch-bound process keeps a second's worth of intervals open
+ * (100,000 or more): a batch is merged with the open intervals it can touch only (records come
+ * nearly in time order, so mostly none), and dropping from the front moves no memory but now and
+ * then, so that a record costs the same however many are open. */
 typedef struct {
     int used;
     char uuid[FW_UUID_LEN];
     uint64_t committed_ns;
     uint64_t committed_until;
     fw_interval *open;
+    size_t open_off; /* the first open interval: open[open_off] */
     size_t n_open;
     size_t cap_open;
     uint64_t records;

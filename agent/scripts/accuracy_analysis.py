@@ -2,6 +2,9 @@
 
 Pure functions over what accuracy_campaign.py measured (campaign.json.gz) and what the agent recorded
 (trace.jsonl.gz); the tests run them on the traces kept in tests/agent/fixtures/accuracy/.
+`python agent/scripts/accuracy_analysis.py FOLDER...` replays each kept run through the agent as it is now
+and writes the tables to FOLDER/replay.json beside the campaign's results.json (what the agent computed
+live, kept as measured): where the agent changed since a run, the two differ.
 
 The truth of a shared run, for jobs of fixed work:
   - idle power P0: the driver's energy counter over a window with nothing on the GPU, per repetition;
@@ -486,3 +489,20 @@ def table(results: dict[str, Any]) -> str:
     if results["summary"].get("overhead_pct"):
         lines.append(f"overhead of the library, % of a job's work time: {results['summary']['overhead_pct']}")
     return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Replay kept campaign runs through the current agent.")
+    parser.add_argument("folders", nargs="+", type=Path, help="folders with campaign.json.gz and trace.jsonl.gz")
+    args = parser.parse_args(argv)
+    for folder in args.folders:
+        results = analyse(folder / "campaign.json.gz", folder / "trace.jsonl.gz")
+        (folder / "replay.json").write_text(json.dumps(results, indent=1) + "\n")
+        print(f"== {folder}\n{table(results)}\n", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -16,7 +16,8 @@ a mix that many seconds after the one before it, so that the first is seen alone
 GPU-time injection library and the agent reading its files; each run's every busy interval (the library's
 dump) is reduced to each process's busy seconds, 100 ms bins and the time it overlapped the others'.
 --overhead-reps N first runs each of --overhead-kinds alone N times without and with the library, to
-measure what it costs a job (each run held to the same CPUs, --overhead-cpus).
+measure what it costs a job (each run held to the same CPUs, --overhead-cpus, which the campaign's own
+threads, the agent's and the next job's start keep off meanwhile); --overhead-only stops there.
 Nothing here changes a setting of the GPU.
 
 Writes into --out: campaign.json.gz (everything measured: the runs, the monitor's samples, the GPU's
@@ -353,9 +354,12 @@ def overhead(c: Campaign, kinds: list[str], iters: dict[str, int], burst: int) -
     """Each kind alone, --overhead-reps times without and with the injection library (the order swapped
     every repetition): its work time (t_end - t_ready: the fixed work, after the context and tensors are
     ready) and its start (t_ready - t_go: CUDA's start, where the library loads). Each run on the same
-    CPUs (--overhead-cpus): a launch-bound job's pace is its CPU's, which differs from core to core."""
+    CPUs (--overhead-cpus): a launch-bound job's pace is its CPU's, which differs from core to core; the
+    campaign's threads (the monitor reads the driver 20 times a second), the agent's and the next job's
+    start (it imports torch while this one runs) are held to the other CPUs meanwhile."""
     cpus = overhead_cpus(c.args.overhead_cpus)
-    c.log(f"overhead runs on CPUs {sorted(cpus) if cpus else 'as scheduled'}")
+    others = (os.sched_getaffinity(0) - cpus) if cpus else set()
+    c.log(f"overhead runs on CPUs {sorted(cpus) if cpus else 'as scheduled'}, the rest on {sorted(others) or '-'}")
     runs: list[dict[str, Any]] = []
     plan = []
     for rep in range(c.args.overhead_reps):
@@ -364,12 +368,22 @@ def overhead(c: Campaign, kinds: list[str], iters: dict[str, int], burst: int) -
             plan += [(rep, kind, with_lib) for with_lib in order]
     if not plan:
         return {"runs": [], "kinds": {}}
-    spawned = c.spawn(plan[0][1], iters[plan[0][1]], burst, gputime=plan[0][2], dump=False)
+    everywhere = os.sched_getaffinity(0)
+    held = [os.getpid(), *([c.agent.pid] if c.agent is not None else [])]
+    for pid in held:
+        hold_threads(pid, others)
+
+    def spawn(kind: str, with_lib: bool) -> Child:
+        child = c.spawn(kind, iters[kind], burst, gputime=with_lib, dump=False)
+        hold_threads(child.proc.pid, others)  # its import, before "go" pins it to `cpus`
+        return child
+
+    spawned = spawn(plan[0][1], plan[0][2])
     for i, (rep, kind, with_lib) in enumerate(plan):
         child = spawned
         if i + 1 < len(plan):
             _, k2, w2 = plan[i + 1]
-            spawned = c.spawn(k2, iters[k2], burst, gputime=w2, dump=False)
+            spawned = spawn(k2, w2)
         label = f"overhead:{kind}:{'gputime' if with_lib else 'plain'}"
         result = c.run_group(label, rep, [child], cpus=cpus)
         report = result["jobs"][0]["report"] or {}
@@ -383,6 +397,8 @@ def overhead(c: Campaign, kinds: list[str], iters: dict[str, int], burst: int) -
                     "start_s": report["t_ready"] - report["t_go"],
                 }
             )
+    for pid in held:
+        hold_threads(pid, everywhere)
     summary: dict[str, Any] = {}
     for kind in kinds:
         plain = [r["work_s"] for r in runs if r["kind"] == kind and not r["gputime"]]
@@ -401,9 +417,54 @@ def overhead(c: Campaign, kinds: list[str], iters: dict[str, int], burst: int) -
                 "start_gputime_s": round(
                     sum(r["start_s"] for r in runs if r["kind"] == kind and r["gputime"]) / len(lib), 3
                 ),
+                **paired_overhead([r for r in runs if r["kind"] == kind], iters[kind]),
             }
             c.log(f"overhead {kind}: {summary[kind]}")
     return {"runs": runs, "kinds": summary, "cpus": sorted(cpus) if cpus else None}
+
+
+# Two-sided 95 % quantiles of Student's t by degrees of freedom (1-30; 1.96 past them).
+T95 = (12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23, 2.20, 2.18, 2.16, 2.14, 2.13, 2.12, 2.11,
+       2.10, 2.09, 2.09, 2.08, 2.07, 2.07, 2.06, 2.06, 2.06, 2.05, 2.05, 2.05, 2.04)  # fmt: skip
+
+
+def paired_overhead(runs: list[dict[str, Any]], iters: int) -> dict[str, Any]:
+    """The library's cost from the repetitions that ran one kind both ways, back to back: each pair's
+    difference in percent of its run without, their mean and its 95 % interval (Student's t), and the
+    mean difference per iteration of the work in microseconds (for `tiny`, one kernel an iteration).
+    Pairs cancel a drift of the machine over the campaign that pooled means keep."""
+    by_rep: dict[int, dict[bool, float]] = {}
+    for r in runs:
+        by_rep.setdefault(int(r["rep"]), {})[bool(r["gputime"])] = float(r["work_s"])
+    pairs = [(v[False], v[True]) for _, v in sorted(by_rep.items()) if False in v and True in v]
+    if not pairs:
+        return {}
+    pct = [100.0 * (w - p) / p for p, w in pairs]
+    mean = sum(pct) / len(pct)
+    out: dict[str, Any] = {
+        "paired_pct": [round(x, 2) for x in pct],
+        "paired_mean_pct": round(mean, 2),
+        "per_iter_us": round(1e6 * sum(w - p for p, w in pairs) / len(pairs) / max(iters, 1), 4),
+    }
+    if len(pct) > 1:
+        sd = (sum((x - mean) ** 2 for x in pct) / (len(pct) - 1)) ** 0.5
+        half = (T95[len(pct) - 2] if len(pct) - 1 <= len(T95) else 1.96) * sd / len(pct) ** 0.5
+        out["paired_ci95_pct"] = [round(mean - half, 2), round(mean + half, 2)]
+    return out
+
+
+def hold_threads(pid: int, cpus: set[int]) -> None:
+    """Every thread of `pid` (and those it starts later) to `cpus`; nothing where that is empty or the
+    process is gone."""
+    if not cpus:
+        return
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return
+    for tid in tids:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(tid, cpus)
 
 
 def overhead_cpus(spec: str) -> set[int] | None:
@@ -541,6 +602,7 @@ def main() -> int:
     parser.add_argument("--overhead-reps", type=int, default=0, help="runs alone without and with the library")
     parser.add_argument("--overhead-kinds", default="mm,copy,xfmr,tiny")
     parser.add_argument("--overhead-cpus", default="2-5", help="the CPUs the overhead runs are held to ('' none)")
+    parser.add_argument("--overhead-only", action="store_true", help="measure the library's cost, run no mix")
     parser.add_argument("--dry-run", action="store_true")
     parser.add_argument("--fake-unit-s", type=float, default=0.01)
     args = parser.parse_args()
@@ -578,8 +640,9 @@ def main() -> int:
         needed = {k for kinds in mixes.values() for k in kinds}  # each kind a mix uses, alone first
         groups: list[tuple[str, tuple[str, ...]]] = [(f"alone:{k}", (k,)) for k in ALONE if k in needed]
         groups += [(f"mix:{name}", kinds) for name, kinds in mixes.items()]
-        plan = [(rep, label, kinds) for rep in range(1, args.reps + 1) for label, kinds in groups]
-        next_children = [c.spawn(k, iters[k], burst) for k in plan[0][2]]
+        reps = 0 if args.overhead_only else args.reps
+        plan = [(rep, label, kinds) for rep in range(1, reps + 1) for label, kinds in groups]
+        next_children = [c.spawn(k, iters[k], burst) for k in plan[0][2]] if plan else []
         for i, (rep, label, _kinds) in enumerate(plan):
             if label == groups[0][0]:
                 idles.append({"rep": rep, **c.idle_window(args.idle_s / 2)})

@@ -1,11 +1,15 @@
-"""The accuracy campaign on a real H200 (docs/accuracy.md), replayed through the real agent code in CI.
+"""The accuracy campaign on a real H200 or H100 (docs/accuracy.md), replayed through the real agent code in CI.
 
-Each folder of tests/agent/fixtures/accuracy/ is one run of agent/scripts/accuracy_campaign.py on an
-NVIDIA H200 (driver 580.159.04): campaign.json.gz (the workloads' runs and the driver's energy counter
-and process list read 20 times a second), trace.jsonl.gz (the agent's own recording, --backend nvml) and
-results.json (the table of docs/accuracy.md). The tests check that the agent reproduces every mix's shares
-from its trace, with each split, that the truth is recomputed from the measurements, and that jobs + idle
-= GPU on every sample under either split.
+Each folder of tests/agent/fixtures/accuracy/ is one run of agent/scripts/accuracy_campaign.py, on an
+NVIDIA H200 (folders h200_*) or an NVIDIA H100 80GB HBM3 (h100_*), driver 580.159.04: campaign.json.gz (the
+workloads' runs and the driver's energy counter and process list read 20 times a second), trace.jsonl.gz
+(the agent's own recording, --backend nvml) and results.json (the table of docs/accuracy.md as the campaign
+computed it, with the agent that ran live). Where the agent's gpu_time split changed since a run, the run
+also keeps replay.json: the same tables from the agent as it is now (`python agent/scripts/accuracy_analysis.py
+FOLDER`), and results.json stays as measured. The tests check that the agent reproduces every mix's shares
+from its trace, with each split, that the truth is recomputed from the measurements, that jobs + idle = GPU
+on every sample under either split, and that the replay gives what the live agent computed wherever the
+agent has not changed since.
 """
 
 from __future__ import annotations
@@ -26,23 +30,34 @@ from .conftest import FIXTURES
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "agent" / "scripts"))
 import accuracy_analysis as analysis
+from accuracy_campaign import paired_overhead
 
 RUNS = sorted(p for p in (FIXTURES / "accuracy").iterdir() if p.is_dir())
 REPO = Path(__file__).resolve().parents[2]
+# The runs with the GPU-time library in every job (docs/accuracy.md, "Exact GPU time")
+GPU_TIME_RUNS = ["h200_7s_gputime", "h200_10s_gputime_stagger", "h100_7s_gputime", "h100_8s_gputime_stagger"]
+# The GPU each run's folder name says it ran on (the device lent for an H200 was at times an H100)
+GPUS = {"h200": "NVIDIA H200", "h100": "NVIDIA H100 80GB HBM3"}
+
+
+def expected_of(folder: Path) -> dict[str, Any]:
+    """The tables the agent as it is now gives: replay.json where the agent changed since the run,
+    else the campaign's own results.json."""
+    replayed = folder / "replay.json"
+    return json.loads((replayed if replayed.exists() else folder / "results.json").read_text())
 
 
 @pytest.fixture(scope="module", params=[p.name for p in RUNS])
 def run(request: pytest.FixtureRequest) -> tuple[Path, dict[str, Any], dict[str, Any]]:
     folder = FIXTURES / "accuracy" / request.param
-    expected = json.loads((folder / "results.json").read_text())
     got = analysis.analyse(folder / "campaign.json.gz", folder / "trace.jsonl.gz")
-    return folder, expected, got
+    return folder, expected_of(folder), got
 
 
-def test_the_runs_are_the_h200_recordings(run: Any) -> None:
+def test_the_runs_are_the_h200_and_h100_recordings(run: Any) -> None:
     folder, expected, _ = run
     campaign = analysis.load_campaign(folder / "campaign.json.gz")
-    assert campaign["gpu"]["name"] == "NVIDIA H200"
+    assert campaign["gpu"]["name"] == GPUS[folder.name.split("_")[0]]
     assert campaign["gpu"]["driver"] == "580.159.04"
     assert campaign["gpu"]["power_limit_mw"] == 700_000  # as found: the campaign sets nothing
     assert all(r["status"] == "ok" for r in campaign["runs"])
@@ -56,6 +71,29 @@ def test_at_least_eight_mixes_are_measured() -> None:
     for folder in RUNS:
         mixes |= set(json.loads((folder / "results.json").read_text())["mixes"])
     assert len(mixes) >= 8
+    assert {p.name for p in RUNS if p.name.startswith("h100_")} == {"h100_7s_gputime", "h100_8s_gputime_stagger"}
+
+
+def test_the_live_results_are_kept_as_measured_and_differ_only_where_the_agent_changed() -> None:
+    """results.json is what the campaign computed with the agent that ran; replay.json what the agent as it
+    is now computes from the same recording. They agree on the truth and on the splits that did not
+    change (sm_time, sm_mem); gpu_time is the current agent's in replay.json, the live one in results.json
+    (docs/accuracy.md quotes both)."""
+    for name in GPU_TIME_RUNS:
+        folder = FIXTURES / "accuracy" / name
+        live = json.loads((folder / "results.json").read_text())
+        now = json.loads((folder / "replay.json").read_text())
+        assert set(live["mixes"]) == set(now["mixes"])
+        for mix, row in live["mixes"].items():
+            for key in ("true_mean", "sm_time_mean", "sm_mem_mean"):
+                assert now["mixes"][mix][key] == row[key], (name, mix, key)
+    summary = {
+        name: json.loads((FIXTURES / "accuracy" / name / "results.json").read_text())["summary"]["gpu_time"]
+        for name in GPU_TIME_RUNS
+    }
+    # live, as measured: the together H100 run 10.63 at worst (copy+xfmr), the staggered one 3.90
+    assert summary["h100_7s_gputime"]["max_error_points"] == 10.63
+    assert summary["h100_8s_gputime_stagger"]["max_error_points"] == 3.9
 
 
 def test_the_agent_reproduces_every_mix_from_its_trace(run: Any) -> None:
@@ -130,9 +168,14 @@ class Invariant:
                 self.methods[method] = self.methods.get(method, 0) + 1
 
 
-@pytest.mark.parametrize("split", [*SPLITS, analysis.GPU_TIME])
-def test_jobs_and_idle_make_the_gpu_on_every_sample(split: str) -> None:
-    folder = FIXTURES / "accuracy" / ("h200_7s_gputime" if split == analysis.GPU_TIME else "h200_15s")
+@pytest.mark.parametrize(
+    ("name", "split"),
+    [("h200_15s", s) for s in SPLITS]
+    + [(name, analysis.GPU_TIME) for name in GPU_TIME_RUNS]
+    + [("h100_8s_gputime_stagger", s) for s in SPLITS],
+)
+def test_jobs_and_idle_make_the_gpu_on_every_sample(name: str, split: str) -> None:
+    folder = FIXTURES / "accuracy" / name
     check = Invariant()
     analysis.replay(folder / "trace.jsonl.gz", split, sink=check)
     assert check.samples > 300
@@ -140,17 +183,20 @@ def test_jobs_and_idle_make_the_gpu_on_every_sample(split: str) -> None:
     if split == "sm_mem":
         assert check.methods.get("sm_mem", 0) > 50  # calibrated from the runs alone, then used
     elif split == analysis.GPU_TIME:
-        assert check.methods.get("gpu_time", 0) > 50 and "sm_time" not in check.methods  # every job had it
+        # every job had it, but for a sample where a process was listed before its library wrote
+        assert check.methods.get("gpu_time", 0) > 50
+        assert check.methods.get("sm_time", 0) <= 0.1 * check.methods["gpu_time"]
     else:
         assert "sm_mem" not in check.methods
 
 
-@pytest.mark.parametrize(
-    ("name", "split"),
-    [("h200_15s", "sm_time"), ("h200_7s_gputime", analysis.GPU_TIME), ("h200_10s_gputime_stagger", analysis.GPU_TIME)],
-)
+@pytest.mark.parametrize(("name", "split"), [("h200_15s", "sm_time"), *((n, analysis.GPU_TIME) for n in GPU_TIME_RUNS)])
 def test_replay_is_what_the_agent_computed_live(name: str, split: str) -> None:
-    """The live agent recorded each sample's split: the replay gives the same joules."""
+    """The live agent recorded each sample's split: the replay gives the same energy and methods on every
+    sample, and the same joules on every sample but the shared `gpu_time` ones. Those rest on each job's
+    power per second of GPU time, which the agent now learns differently from the agents that recorded
+    the gpu_time runs (docs/accuracy.md, "Exact GPU time": a kernel seen in a few samples alone, and not
+    from the sample in which a partner left), so the replay cannot claim the live joules there."""
     folder = FIXTURES / "accuracy" / name
     with gzip.open(folder / "trace.jsonl.gz", "rt") as f:
         f.readline()
@@ -163,12 +209,17 @@ def test_replay_is_what_the_agent_computed_live(name: str, split: str) -> None:
 
     analysis.replay(folder / "trace.jsonl.gz", split, sink=Sink())
     assert len(replayed) == len(live)
+    compared = 0
     for a, b in zip(live, replayed, strict=True):
         for x, y in zip(a, b, strict=True):
             assert x.get("sample_j") == pytest.approx(y.get("sample_j"), rel=1e-9)
             assert {k: v[0] for k, v in x.get("jobs", {}).items()} == {k: v[0] for k, v in y.get("jobs", {}).items()}
+            if any(method == "gpu_time" for method, _ in x.get("jobs", {}).values()):
+                continue
+            compared += 1
             for key, (_, joules) in x.get("jobs", {}).items():
                 assert y["jobs"][key][1] == pytest.approx(joules, rel=1e-9, abs=1e-9)
+    assert compared > 150
 
 
 # -- the truth's arithmetic ------------------------------------------------------------------------------
@@ -264,20 +315,71 @@ def test_the_campaign_runs_end_to_end_without_a_gpu(tmp_path: Path) -> None:
     assert rep["gpu_time"] is not None and rep["time_cupti"] is not None and rep["time_nvml"] is not None
     assert all(v["busy_s"] > 0.1 for v in mix["gputime"]["pids"].values())
     assert set(campaign["overhead"]["kinds"]) == {"mm"} and "overhead_pct" in results["summary"]
+    assert len(campaign["overhead"]["kinds"]["mm"]["paired_pct"]) == 1
+
+
+def test_the_library_s_cost_is_read_from_pairs_of_runs_back_to_back() -> None:
+    # three repetitions of tiny (1,000 iterations), each without and with the library; the machine slows
+    # down over the campaign, which the pairs cancel
+    runs = [
+        {"rep": rep, "gputime": lib, "work_s": base * (1.02 if lib else 1.0)}
+        for rep, base in enumerate((7.0, 7.7, 8.4))
+        for lib in (False, True)
+    ]
+    got = paired_overhead(runs, 1_000)
+    assert got["paired_pct"] == [2.0, 2.0, 2.0] and got["paired_mean_pct"] == 2.0
+    assert got["paired_ci95_pct"] == [2.0, 2.0]  # no spread
+    assert got["per_iter_us"] == pytest.approx(1e6 * 0.02 * 7.7 / 1_000, abs=1e-3)
+    runs[1]["work_s"] = 7.0 * 1.05  # rep 0 with the library: 5 % dearer
+    wide = paired_overhead(runs, 1_000)
+    assert wide["paired_ci95_pct"][0] < 2.0 < wide["paired_ci95_pct"][1]
+    assert paired_overhead(runs[:1], 1_000) == {}  # no pair
 
 
 def test_exact_gpu_time_within_three_points_where_the_time_is_read_without_delay() -> None:
     """docs/accuracy.md, "Exact GPU time": the first run (live, union counters) within 3.51 points on every
     mix; the staggered run live (time shared a second late) 10.3 at worst, kept as measured, and the same
-    recording through its union counters 3.32 at worst, 1.37 on average."""
+    recording through its union counters, replayed by the agent as it is now, 2.16 at worst, 0.87 on
+    average."""
     first = json.loads((FIXTURES / "accuracy" / "h200_7s_gputime" / "results.json").read_text())
     assert first["summary"]["gpu_time"]["max_error_points"] <= 3.6
     folder = FIXTURES / "accuracy" / "h200_10s_gputime_stagger"
     union = analysis.analyse(folder / "campaign.json.gz", folder / "trace.jsonl.gz", methods=[analysis.GPU_TIME_UNION])
-    assert union["summary"][analysis.GPU_TIME_UNION]["max_error_points"] <= 3.4
-    assert union["summary"][analysis.GPU_TIME_UNION]["mean_abs_error_points"] <= 1.4
+    assert union["summary"][analysis.GPU_TIME_UNION]["max_error_points"] <= 2.2
+    assert union["summary"][analysis.GPU_TIME_UNION]["mean_abs_error_points"] <= 0.9
     live = json.loads((folder / "results.json").read_text())
     assert live["summary"]["gpu_time"]["max_error_points"] > 10  # what the delay cost: kept as measured
+
+
+def test_a_job_never_seen_alone_is_weighted_by_its_kernels_on_the_h100_together_run() -> None:
+    """docs/accuracy.md, "Exact GPU time": live, the agent took xfmr (never alone: the jobs start together)
+    for the GPU's typical job, half its power per second of GPU time, because each of its seven kernels had
+    taken only a part of each sample alone and none reached three samples' weight. Learned per sample seen,
+    the replay puts the two xfmr mixes within 2 points (live 8.85 and 10.63)."""
+    folder = FIXTURES / "accuracy" / "h100_7s_gputime"
+    live = json.loads((folder / "results.json").read_text())["mixes"]
+    now = analysis.analyse(folder / "campaign.json.gz", folder / "trace.jsonl.gz", methods=[analysis.GPU_TIME])
+    for mix in ("mm+xfmr", "copy+xfmr"):
+        assert live[mix]["gpu_time_error_points"] > 8
+        assert now["mixes"][mix]["gpu_time_error_points"] < 2
+
+
+def test_time_slicing_leaves_the_shared_time_unlike_the_time_alone_on_the_h100() -> None:
+    """docs/accuracy.md, "Exact GPU time": sharing each 100 ms bin brings two busy jobs near their time
+    alone, but not a launch-bound job beside a busy one: its kernels wait behind the other context's
+    slices, the bins they claim together are halved, and tiny keeps 62 % of its time alone, mm 128 %."""
+    campaign = analysis.load_campaign(FIXTURES / "accuracy" / "h100_7s_gputime" / "campaign.json.gz")
+    alone = {r["jobs"][0]["kind"]: r["gputime"]["pids"][str(r["jobs"][0]["pid"])]["busy_s"] for r in campaign["runs"]
+             if r["label"].startswith("alone:")}  # fmt: skip
+    runs = {r["label"]: r for r in campaign["runs"]}
+    shared = analysis.shared_busy_s(runs["mix:mm+tiny"])
+    assert shared is not None
+    mm, tiny = shared.values()
+    assert mm / alone["mm"] == pytest.approx(1.28, abs=0.01) and tiny / alone["tiny"] == pytest.approx(0.62, abs=0.01)
+    both = analysis.shared_busy_s(runs["mix:mm+copy"])
+    assert both is not None
+    mm, copy = both.values()
+    assert mm / alone["mm"] == pytest.approx(1.02, abs=0.01) and copy / alone["copy"] == pytest.approx(1.06, abs=0.01)
 
 
 def test_time_slicing_inflates_kernel_intervals_and_sharing_each_bin_undoes_it() -> None:

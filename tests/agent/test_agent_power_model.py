@@ -208,7 +208,7 @@ def test_only_single_job_samples_with_the_driver_s_own_utilisation_calibrate() -
     assert stats.mean_power == pytest.approx((300 + 310 + 300 + 330) / 4)
     # and those with the SMs busy at least half the time are job 1's own, alone on the GPU (job 2 has none)
     jobs = sampler.gpus[0].jobs
-    assert jobs["slurm/1"].solo == JobSolo(3, 300 + 310 + 330, 50 + 55 + 70)
+    assert jobs["slurm/1"].solo == JobSolo(3, 300 + 310 + 330, 50 + 55 + 70, samples=3)
     assert jobs["slurm/2"].solo == JobSolo()
 
 

@@ -67,7 +67,13 @@ powers = st.one_of(st.none(), st.just(0.0), st.floats(0, 2000))
 
 solos = st.dictionaries(
     st.sampled_from([f"slurm/{i}" for i in range(8)]),
-    st.builds(JobSolo, n=st.integers(0, 100), power_w_sum=st.floats(0, 1e5), sm_pct_sum=st.floats(0, 1e4)),
+    st.builds(
+        JobSolo,
+        n=st.integers(0, 100),
+        power_w_sum=st.floats(0, 1e5),
+        sm_pct_sum=st.floats(0, 1e4),
+        samples=st.integers(0, 100),
+    ),
     max_size=8,
 )
 
@@ -255,7 +261,7 @@ def test_a_job_s_own_power_needs_enough_of_it_alone_and_computing() -> None:
     # a job that mostly keeps the GPU awake between kernels (SMs busy 20 %) is not counted at all
     assert solo_of(6.0, seconds=50, sm_pct=20.0) == JobSolo()
     assert solo_of(6.0, seconds=3).dynamic_w_per_sm_pct(100.0) == pytest.approx(6.0)
-    assert JobSolo(5, 500.0, 0.0).dynamic_w_per_sm_pct(100.0) is None  # no SM time to divide by
+    assert JobSolo(5, 500.0, 0.0, samples=5).dynamic_w_per_sm_pct(100.0) is None  # no SM time to divide by
     assert solo_of(6.0, p0_w=50.0).dynamic_w_per_sm_pct(100.0) == pytest.approx(6.0 - 50 / 90)
     assert solo_of(0.1, p0_w=50.0).dynamic_w_per_sm_pct(100.0) == 0.0  # below p0: never negative
 

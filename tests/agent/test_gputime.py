@@ -253,7 +253,8 @@ def test_a_job_alone_teaches_its_own_power_and_the_gpu_its_idle_power() -> None:
     led = sampler.gpus[0]
     assert led.idle_power_w == pytest.approx(80.0)
     assert led.jobs["slurm/1"].solo_gpu_time.dynamic_w_per_sm_pct(80.0) == pytest.approx(6.0)
-    assert sampler.gpu_time_typical["Test GPU"].n == 6
+    # the sample in which it started is not one of it alone (listed at its end only): 5 of the 6
+    assert sampler.gpu_time_typical["Test GPU"].n == 5
 
 
 def test_jobs_and_idle_make_the_gpu_on_every_sample_through_record_and_replay(tmp_path: Path) -> None:
@@ -418,6 +419,61 @@ def test_unknown_kernels_leave_a_job_to_the_typical_power() -> None:
     assert got["slurm/2"]["gpu_time"] == pytest.approx(got["slurm/3"]["gpu_time"])
 
 
+def test_a_job_of_many_kernels_teaches_each_of_them_in_every_sample() -> None:
+    # job 1 alone runs four kernels, a quarter of its time each, at 680 W (6 W per point above 80 W idle);
+    # job 3 alone runs "copy" at 380 W (3 W per point). Jobs 2 (the four kernels) and 4 ("copy"), never
+    # seen alone, then share half and half: 2 draws twice what 4 draws. Each of the four kernels took a
+    # quarter of each of job 1's samples alone: seen in 4 samples, whatever its part of them.
+    s, q = 1_000_000_000, 250_000_000
+    four = ("qkv", "attn", "proj", "mlp")
+    ticks = [tick(i, [g(power_w=80.0)]) for i in range(3)]
+    ticks += [tick(3 + i, [g(pk(1, (i + 1) * s, {k: (i + 1) * q for k in four}), power_w=680.0)]) for i in range(5)]
+    ticks += [tick(8 + i, [g(pk(3, (i + 1) * s, {"copy": (i + 1) * s}), power_w=380.0)]) for i in range(5)]
+    h, e = s // 2, s // 8
+    ticks += [
+        tick(
+            13 + i,
+            [
+                g(
+                    pk(2, (i + 1) * h, {k: (i + 1) * e for k in four}),
+                    pk(4, (i + 1) * h, {"copy": (i + 1) * h}),
+                    power_w=530.0,
+                )
+            ],
+        )
+        for i in range(4)
+    ]
+    sampler, _ = make_sampler(ticks, jobs={1: "slurm/1", 2: "slurm/2", 3: "slurm/3", 4: "slurm/4"})
+    run_all(sampler)
+    got = methods_and_joules(sampler)
+    # each shared second: 80 W static, 40 each; 450 W dynamic, 2 : 1 -> 300 and 150 (with the typical
+    # power, 4.5 W per point, for job 2, it would have been 270 and 180)
+    assert got["slurm/2"]["gpu_time"] == pytest.approx(4 * 340.0)
+    assert got["slurm/4"]["gpu_time"] == pytest.approx(4 * 190.0)
+    table = sampler.gpu_time_kernels["Test GPU"]
+    assert all(table[k].dynamic_w_per_sm_pct(80.0) == pytest.approx(6.0) for k in four)
+
+
+def test_the_sample_in_which_a_partner_left_teaches_nothing() -> None:
+    # jobs 1 and 2 share at 700 W; 2 leaves within the sample ending at 6 s, in which 1 is listed alone
+    # with 1.4 s of GPU time (time the two claimed together, settled once 2's file is gone) and the
+    # GPU drew both jobs' power for part of it; then 1 alone at 100 % and 680 W (6 W per point above
+    # 80 W idle). Taught as 1's power alone, that sample would make it 5.0 W per point.
+    s = 1_000_000_000
+    ticks = [tick(i, [g(power_w=80.0)]) for i in range(3)]
+    ticks += [
+        tick(3 + i, [g(pk(1, (i + 1) * s // 2, {"mm": (i + 1) * s // 2}), pk(2, (i + 1) * s // 2, {}), power_w=700.0)])
+        for i in range(3)
+    ]
+    after = [int(1.5 * s + 1.4 * s), *(int(2.9 * s) + i * s for i in range(1, 5))]
+    ticks += [tick(6 + i, [g(pk(1, b, {"mm": b}), power_w=620.0 if i == 0 else 680.0)]) for i, b in enumerate(after)]
+    sampler, _ = make_sampler(ticks, jobs={1: "slurm/1", 2: "slurm/2"})
+    run_all(sampler)
+    solo = sampler.gpus[0].jobs["slurm/1"].solo_gpu_time
+    assert solo.dynamic_w_per_sm_pct(80.0) == pytest.approx(6.0) and solo.samples == 4
+    assert sampler.gpu_time_kernels["Test GPU"]["mm"].dynamic_w_per_sm_pct(80.0) == pytest.approx(6.0)
+
+
 def test_kernel_deltas() -> None:
     from fleetwatt_agent.sampler import kernel_deltas
 
@@ -520,6 +576,42 @@ def test_a_process_joined_by_another_is_settled_to_its_exact_share() -> None:
     assert shared.counters(_files_at(31.5, busy)) == pytest.approx({1: 16.5e9, 2: 12.5e9}, rel=2e-3)
 
 
+def test_a_process_left_by_another_keeps_only_its_share_of_what_they_claimed_together() -> None:
+    # 1 and 2 both busy from 1 s; 2 exits at 20.3 s (its file, written as it exited, read once more at
+    # the first tick it is no longer listed), 1 runs on alone to 30 s; read every 0.5 s
+    busy = {1: [(1.0, 30.0)], 2: [(1.0, 20.3)]}
+    exit_state = _files_at(20.3, busy)[2]
+    shared, previous = SharedTime(), 0
+    for half_s in range(4, 64):
+        t = half_s / 2
+        files = _files_at(t, busy)
+        gone = None
+        if t > 20.3:
+            del files[2]
+            gone = {2: exit_state} if shared.leaving(files) else None
+        got = shared.counters(files, gone)
+        assert got is not None and got[1] >= previous
+        previous = got[1]
+        exact_1 = (min(t, 20.3) - 1.0) / 2 + max(min(t, 30.0) - 20.3, 0.0)
+        assert got[1] / 1e9 == pytest.approx(exact_1, abs=0.65)  # the estimate of the last second or so
+    # half of the 19.3 s they shared, then the 9.7 s alone: 19.35 s, not the time of the last second
+    # they shared counted whole (about 0.6 s more)
+    assert got[1] / 1e9 == pytest.approx(19.35, abs=0.02)
+    assert not shared.gone  # its bins all shared: forgotten
+
+
+def test_a_process_gone_without_a_last_file_claims_what_its_last_reading_held() -> None:
+    busy = {1: [(1.0, 30.0)], 2: [(1.0, 20.0)]}
+    shared = SharedTime()
+    for half_s in range(4, 64):
+        t = half_s / 2
+        files = _files_at(t, busy)
+        if t > 20.0:
+            del files[2]
+        got = shared.counters(files)
+    assert got is not None and got[1] / 1e9 == pytest.approx(9.5 + 10.0, abs=0.02)
+
+
 def test_bursts_beside_a_busy_process_are_charged_what_they_ran() -> None:
     # 2 computes 40 ms of every 100 ms beside 1, busy all along: of each burst, half was 2's
     busy = {1: [(1.0, 31.0)], 2: [(1.0 + k / 10, 1.04 + k / 10) for k in range(300)]}
@@ -574,6 +666,36 @@ def test_the_backend_shares_what_two_processes_claim_together(proc: FakeProc, fo
     got = {p.pid: (p.gpu_busy_ns, p.gpu_busy_raw_ns) for p in backend.read(read_energy=False).gpus[0].processes}
     # each claimed every bin with the other for 4 s: half is its own
     assert got == {300: (2 * 10**9, 4 * 10**9), 301: (2 * 10**9, 4 * 10**9)}
+
+
+def test_the_backend_reads_a_leaving_process_file_once_more(proc: FakeProc, folder: Path) -> None:
+    ns = proc.add(300)
+    proc.add(301)
+    info = BackendInfo(backend="scripted", gpus=gpu_infos(1))
+    both = (ProcessReading(300, 2**30, 50.0, 10.0), ProcessReading(301, 2**30, 50.0, 10.0))
+    alone = tick(1, [GpuReading(0, 100.0, 0, both[:1])])
+    readings = [tick(0, [GpuReading(0, 100.0, 0, both)]), alone, alone]
+    backend = GpuTimeBackend(ScriptedBackend(readings, info), GpuTimeReader(folder, proc.root))
+    backend.open()
+
+    def write(pid: int, written_s: float, busy_ns: int, *, final: bool = False) -> None:
+        doc = json.loads(state(pid, ns, {UUID: busy_ns}, final=final))
+        doc["written_ns"] = int(written_s * 1e9)
+        first = int(written_s * 100) - 299
+        doc["gpus"][0].update({"bin_ns": BIN, "bins_from": first, "bins_us": [10_000] * 300})
+        (folder / f"{ns}-{pid}.json").write_text(json.dumps(doc))
+
+    write(300, 4.0, 3 * 10**9)
+    write(301, 4.0, 3 * 10**9)
+    backend.read(read_energy=False)
+    write(300, 5.0, 4 * 10**9)
+    write(301, 4.6, 36 * 10**8, final=True)  # it exited at 4.6 s; the driver lists it no more
+    backend.read(read_energy=False)
+    # its file as it exited, read once more, holds its claims until they are shared
+    assert backend._shared[0].gone[301].written_ns == 4_600_000_000
+    write(300, 6.0, 5 * 10**9)
+    backend.read(read_energy=False)
+    assert 301 not in backend._shared[0].gone  # every bin it claimed is shared (up to 4.8 s: final at 6.0)
 
 
 def test_a_file_from_the_future_or_with_huge_bins_cannot_stall_the_agent(proc: FakeProc, folder: Path) -> None:

@@ -7,6 +7,7 @@ import ctypes
 import json
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -192,6 +193,34 @@ def test_batches_in_time_order_are_exact_past_the_horizon(
         for i in range(0, len(flat), 7):
             s.add(0, flat[i : i + 7])
         assert s.busy() == union_length(flat)
+    finally:
+        s.close()
+
+
+def test_a_launch_bound_stream_costs_the_same_per_record_however_many_are_open(core: ctypes.CDLL) -> None:
+    """The tiny-kernel launcher: 146,000 kernels of 1.07 us a second, so a second's horizon holds
+    146,000 open intervals. Batches of 256 in time order, and now and then one 100 batches late (it
+    reaches into the middle of the open list): the union exact, and a record's work not a pass over the
+    open list: the last batches, with a second's intervals open, cost a record about what the first
+    ones did, with few open (a pass over the list made them 10 times dearer: 2-6 us a record, most of
+    a core for this job alone)."""
+    s = State(core, horizon_ns=1_000_000_000)
+    period, length, n = 1_000_000_000 // 146_000, 1_070, 300_000
+    starts = [1_000_000_000 + i * period for i in range(n)]
+    batches = [[(a, a + length) for a in starts[i : i + 256]] for i in range(0, n, 256)]
+    late = [(a + 3 * length, a + 4 * length) for a in starts[::25_600]]  # inside the gaps: new time
+    for k in reversed(range(len(late))):
+        batches.insert(k * 100 + 100, [late[k]])  # 100 batches (0.18 s) after its time
+    arrays = [(Interval * len(b))(*[Interval(a, e) for a, e in b]) for b in batches]
+    spent = []
+    try:
+        for arr in arrays:
+            started = time.process_time()
+            assert core.fw_add(s.buf, 0, arr, len(arr)) == 0
+            spent.append(time.process_time() - started)
+        assert s.busy() == n * length + len(late) * length
+        first, last = sum(spent[:50]), sum(spent[-200:]) / 4  # 0-12,800 open, then 146,000
+        assert last < 3 * first, f"{first / 12_800 * 1e9:.0f} then {last / 12_800 * 1e9:.0f} ns a record"
     finally:
         s.close()
 

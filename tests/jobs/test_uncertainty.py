@@ -1,5 +1,6 @@
-"""Error bars of a shared GPU's split (apps.jobs.uncertainty): the widths calibrated on the H200 accuracy runs
-(tests/agent/fixtures/accuracy, each run's results.json: the replayed shares against the truth), how often a
+"""Error bars of a shared GPU's split (apps.jobs.uncertainty): the widths calibrated on the H200 and H100
+accuracy runs (tests/agent/fixtures/accuracy: the shares the agent as it is now replays from each run, its
+replay.json where the agent changed since the run, else its results.json, against the truth), how often a
 width held runs it was not fitted to, and a job's interval from its rows."""
 
 from __future__ import annotations
@@ -30,11 +31,16 @@ RUNS = Path(__file__).resolve().parents[1] / "agent" / "fixtures" / "accuracy"
 
 def _measured() -> list[ShareError]:
     runs = sorted(RUNS.iterdir())
-    return [e for run in runs for e in share_errors(run.name, json.loads((run / "results.json").read_text()))]
+    return [e for run in runs for e in share_errors(run.name, json.loads(_current(run).read_text()))]
+
+
+def _current(run: Path) -> Path:
+    replayed = run / "replay.json"
+    return replayed if replayed.exists() else run / "results.json"
 
 
 def test_the_widths_in_use_are_the_calibration_of_the_kept_runs_and_hold_90_percent_held_out() -> None:
-    # given every job of every measured mix of the H200 runs, per split method
+    # given every job of every measured mix of the H200 and H100 runs, per split method
     calibration = calibrate(_measured())
     # then the widths the product uses are the calibration's (a new run kept changes them here first)
     assert {m: round(c.half_width, 4) for m, c in calibration.items()} == SHARE_HALF_WIDTH
@@ -44,8 +50,11 @@ def test_the_widths_in_use_are_the_calibration_of_the_kept_runs_and_hold_90_perc
         assert c.runs >= 8 and c.measurements >= 140
         assert c.held_out_coverage is not None and c.held_out_coverage >= COVERAGE_GOAL, (method, c)
         assert c.held_out_mean_half_width == pytest.approx(c.half_width, abs=0.02)  # about 14 points either way
-    # gpu_time: two runs only, no hold-out possible (said in docs/accuracy.md)
-    assert calibration[Method.GPU_TIME].held_out_coverage is None
+    # gpu_time: four runs; held out, 86.8 % (below the goal, said in docs/accuracy.md): every miss is the H200
+    # staggered run's, recorded with the first, lagged sharing of the time two processes claim together
+    c = calibration[Method.GPU_TIME]
+    assert c.runs == 4 and c.measurements == 76
+    assert c.held_out_coverage == pytest.approx(66 / 76)
 
 
 def test_one_job_on_its_gpu_and_estimated_time_have_no_band() -> None:
