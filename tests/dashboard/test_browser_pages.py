@@ -38,11 +38,24 @@ PERIOD = "?start=2026-11-02&end=2026-11-04"
 CHARTS_SETTLED = (
     "[...document.querySelectorAll('.chart')].every(c => c.querySelector('.main-svg') || c.textContent.trim())"
 )
-# A row of charts whose charts share a line: each chart's box must start below the one before it.
-CHARTS_SIDE_BY_SIDE = """() => [...document.querySelectorAll('.chart-row')].flatMap((row) => {
-  const boxes = [...row.querySelectorAll(':scope > .chart')].map((c) => c.getBoundingClientRect());
-  return boxes.slice(1).some((b, i) => b.top < boxes[i].bottom - 1) ? [row.id] : [];
-})"""
+# Charts side by side: a row of charts (.chart-row) whose charts share a line (each chart's box must start below
+# the one before it), or a chart whose own panels (Plotly's subplots) share a line.
+CHARTS_SIDE_BY_SIDE = """() => {
+  const rows = [...document.querySelectorAll('.chart-row')].flatMap((row) => {
+    const boxes = [...row.querySelectorAll(':scope > .chart')].map((c) => c.getBoundingClientRect());
+    return boxes.slice(1).some((b, i) => b.top < boxes[i].bottom - 1) ? [row.id] : [];
+  });
+  const apart = (a, b) => a[1] <= b[0] || b[1] <= a[0];
+  const panels = [...document.querySelectorAll('.js-plotly-plot')].filter((gd) => {
+    const full = gd._fullLayout;
+    const boxes = ((full && full._subplots && full._subplots.cartesian) || []).map((id) => {
+      const [, x, y] = /^(x\\d*)(y\\d*)$/.exec(id);
+      return { x: full[x.replace('x', 'xaxis')].domain, y: full[y.replace('y', 'yaxis')].domain };
+    });
+    return boxes.some((a, i) => boxes.slice(i + 1).some((b) => apart(a.x, b.x) && !apart(a.y, b.y)));
+  }).map((gd) => gd.id + ' (its panels)');
+  return rows.concat(panels);
+}"""
 # The tables (scrolled to their start) none of whose money columns (a header saying cost, money or a currency) is
 # wholly in the window: 'table: its money headers'.
 MONEY_OUT_OF_SIGHT = """() => {

@@ -7,12 +7,15 @@
 
   function draw(teams) {
     if (!teams.length) { row.textContent = "No team used GPUs in this period."; return; }
-    const names = teams.map((t) => t.team);
+    // Each team as the table below names it; Plotly reads a few HTML tags in its labels: a name is text, never markup.
+    const plain = (s) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+    const names = teams.map((t) => plain(t.display_name || t.team));
     const cur = row.dataset.currency || "";
     const bars = (key, name, color) => ({ type: "bar", name: name, x: names, y: teams.map((t) => Number(t[key])), marker: { color: color } });
     const chart = (id, traces, title, unit) => Plotly.newPlot(document.getElementById(id), traces, {
-      barmode: "stack", showlegend: true, margin: { t: 80, r: 10, b: 20, l: 60 },
-      title: { text: title, x: 0, xanchor: "left", font: { size: 15 } },
+      // room above the plot for a legend of two entries wrapped on two lines (a phone, a third of a screen)
+      barmode: "stack", showlegend: true, margin: { t: 105, r: 10, b: 20, l: 60 },
+      title: { text: title, x: 0, xanchor: "left", y: 0.98, yref: "container", yanchor: "top", font: { size: 15 } },
       legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom" },
       xaxis: { automargin: true, tickangle: -30 },
       yaxis: { title: { text: unit }, automargin: true, tickformat: ",.0f", rangemode: "tozero" },

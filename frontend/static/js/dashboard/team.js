@@ -13,8 +13,9 @@
   // One day's chart: its bars, its title (what and in which unit), its axis's unit.
   function perDay(id, traces, title, unit, tickformat) {
     Plotly.newPlot(document.getElementById(id), traces, {
-      barmode: "stack", showlegend: true, margin: { t: 80, r: 10, b: 10, l: 60 },
-      title: { text: title, x: 0, xanchor: "left", font: { size: 15 } },
+      // room above the plot for a legend of two entries wrapped on two lines (a phone, a third of a screen)
+      barmode: "stack", showlegend: true, margin: { t: 105, r: 10, b: 10, l: 60 },
+      title: { text: title, x: 0, xanchor: "left", y: 0.98, yref: "container", yanchor: "top", font: { size: 15 } },
       xaxis: { type: "category", automargin: true },
       yaxis: { title: { text: unit }, automargin: true, tickformat: tickformat, rangemode: "tozero" },
       legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom" },
