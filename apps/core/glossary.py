@@ -1,6 +1,8 @@
-"""The words every page uses for energy, units and how far a figure can be trusted (pure; the shared vocabulary).
+"""The words every page uses for energy, units, GPUs and how far a figure can be trusted (pure; the shared
+vocabulary).
 
-Defined once here, so that "kWh" never stands alone: every energy figure says which energy it is.
+Defined once here, so that "kWh" never stands alone: every energy figure says which energy it is; and a GPU has
+one name (`gpu_name`: its host and its index).
 
 - **GPU energy**: what the GPUs drew (the agent's or DCGM's counters), split between jobs.
 - **Server energy**: GPU energy x the server type's node overhead (CPUs, fans, network).
@@ -56,6 +58,20 @@ def energy_label(kind: str) -> str:
 def energy_unit(kind: str) -> str:
     """`gpu` -> "kWh (GPU)": after a figure, where the heading does not say which energy it is."""
     return ENERGY[EnergyKind(kind)].unit
+
+
+def gpu_name(hostname: str, index: int) -> str:
+    """`gpu-x01`, 4 -> "gpu-x01/4": a GPU's one name on every page, in every table, chart and finding."""
+    return f"{hostname}/{index}"
+
+
+# Who metered a GPU-hour (GpuHour.source), as the pages name it.
+METERS: dict[str, str] = {"agent": "fleetwatt-agent", "dcgm": "dcgm-exporter", "estimated": "estimated"}
+
+
+def meter_label(source: str) -> str:
+    """`dcgm` -> "dcgm-exporter"; an unknown source as it is."""
+    return METERS.get(source, source)
 
 
 @dataclass(frozen=True)

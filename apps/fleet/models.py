@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from apps.core.access import member_team_ids, user_sees_all_teams
+from apps.core.glossary import gpu_name
 
 from .endpoint import EndpointSettings, env_name_problem, headers_problems, label_name_problem
 
@@ -207,7 +208,7 @@ class Gpu(models.Model):
         ordering = ["node__hostname", "index"]
 
     def __str__(self) -> str:
-        return f"{self.node.hostname}/gpu{self.index}"
+        return gpu_name(self.node.hostname, self.index)
 
 
 class TeamQuerySet(models.QuerySet["Team"]):

@@ -1,7 +1,9 @@
 """Every page for every role in Debian's chromium (issue 13): no serious or critical axe-core violation, a
 chart's legend, a table that sorts and filters, quick ranges, a phone's width (390 px) without the page
 scrolling sideways, and, with FLEETWATT_TEST_SCREENSHOTS=1, a screenshot of each page at both widths
-(test-artifacts/screenshots/, git-ignored; off by default, to keep the walk short).
+(test-artifacts/screenshots/, git-ignored; off by default, to keep the walk short). Issue 35: every page says each
+thing one way (tests/dashboard/page_words.py), and at a phone's width its per-day charts stand one under the
+other and each table keeps a money column in sight.
 
 One browser and one set of data for the whole walk: each page is loaded once per role at a desktop's width
 (and once more at a phone's), so that the walk adds seconds, not minutes."""
@@ -20,10 +22,12 @@ from apps.core.access import FINANCE_GROUP
 from apps.core.views import server_error
 from apps.fleet.models import TeamMembership
 from apps.pipeline.inputs import footprints_recompute
+from apps.reports.models import ReportRecipient
 from apps.waste.kinds import FlagKind
 from apps.waste.models import Flag
 from tests.carbon.fleet_builder import HOUR, T0, fleet_build, intensity_set, job_run
 
+from .page_words import SHOWN_JS, shown_problems
 from .test_fleet_dashboard import ARTIFACTS, _login, browser  # noqa: F401 (fixture)
 
 AXE = Path(__file__).resolve().parents[2] / "frontend" / "static" / "vendor" / "axe-core" / "axe.min.js"
@@ -34,6 +38,52 @@ PERIOD = "?start=2026-11-02&end=2026-11-04"
 CHARTS_SETTLED = (
     "[...document.querySelectorAll('.chart')].every(c => c.querySelector('.main-svg') || c.textContent.trim())"
 )
+# Charts side by side: a row of charts (.chart-row) whose charts share a line (each chart's box must start below
+# the one before it), or a chart whose own panels (Plotly's subplots) share a line.
+CHARTS_SIDE_BY_SIDE = """() => {
+  const rows = [...document.querySelectorAll('.chart-row')].flatMap((row) => {
+    const boxes = [...row.querySelectorAll(':scope > .chart')].map((c) => c.getBoundingClientRect());
+    return boxes.slice(1).some((b, i) => b.top < boxes[i].bottom - 1) ? [row.id] : [];
+  });
+  const apart = (a, b) => a[1] <= b[0] || b[1] <= a[0];
+  const panels = [...document.querySelectorAll('.js-plotly-plot')].filter((gd) => {
+    const full = gd._fullLayout;
+    const boxes = ((full && full._subplots && full._subplots.cartesian) || []).map((id) => {
+      const [, x, y] = /^(x\\d*)(y\\d*)$/.exec(id);
+      return { x: full[x.replace('x', 'xaxis')].domain, y: full[y.replace('y', 'yaxis')].domain };
+    });
+    return boxes.some((a, i) => boxes.slice(i + 1).some((b) => apart(a.x, b.x) && !apart(a.y, b.y)));
+  }).map((gd) => gd.id + ' (its panels)');
+  return rows.concat(panels);
+}"""
+# The tables (scrolled to their start) none of whose money columns (a header saying cost, money or a currency) is
+# wholly in the window: 'table: its money headers'.
+MONEY_OUT_OF_SIGHT = """() => {
+  const MONEY = /\\b(cost|money|EUR|USD)\\b/i;
+  const inSight = (cell) => {
+    const box = cell.getBoundingClientRect();
+    return box.left >= 0 && box.right <= innerWidth + 0.5;
+  };
+  const out = [];
+  for (const table of document.querySelectorAll('main table')) {
+    if (!table.offsetParent) continue;  // not shown (a closed <details>)
+    const wrap = table.closest('.table-wrap');
+    if (wrap) wrap.scrollLeft = 0;
+    const head = table.tHead ? table.tHead.rows[0] : table.rows[0];
+    if (!head || ![...head.cells].every((c) => c.tagName === 'TH')) continue;
+    const columns = [];
+    let x = 0;
+    for (const th of head.cells) { if (MONEY.test(th.textContent)) columns.push(x); x += th.colSpan; }
+    const shown = (column) => [...table.rows].filter((r) => !r.hidden).every((row) => {
+      let at = 0;
+      for (const cell of row.cells) { if (at === column) return cell.colSpan > 1 || inSight(cell); at += cell.colSpan; }
+      return true;
+    });
+    if (columns.length && !columns.some(shown)) out.push((table.id || table.className || 'a table') + ': ' +
+      [...head.cells].filter((th) => MONEY.test(th.textContent)).map((th) => th.textContent.trim()).join(', '));
+  }
+  return out;
+}"""
 
 
 def _axe_serious(page) -> list[str]:
@@ -53,11 +103,13 @@ def _shot(page, name: str) -> None:
 
 
 def _visit(page, url: str, shot: str, *, status: int = 200) -> list[str]:
+    """The page's axe-core violations and the words it says otherwise than the pages' way, each named by `shot`."""
     answer = page.goto(url)
     assert answer is not None and answer.status == status, f"{url}: {answer and answer.status}"
     page.wait_for_function(CHARTS_SETTLED)
     _shot(page, shot)
-    return [f"{shot}: {v}" for v in _axe_serious(page)]
+    words = shown_problems(page.evaluate(SHOWN_JS))
+    return [f"{shot}: {v}" for v in _axe_serious(page)] + [f"{shot}: {w}" for w in words]
 
 
 @pytest.fixture
@@ -66,7 +118,14 @@ def walk_data():
     intensity_set("TEST", [0.3] * 48)
     big = job_run(fleet, key="slurm/1", gpus=fleet.gpus[:4], hours=30, power_w=600)
     small = job_run(fleet, key="slurm/2", gpus=fleet.gpus[4:6], hours=6, power_w=450, start=T0 + 10 * HOUR)
-    footprints_recompute()
+    # the big one failed, as its scheduler recorded it; the small one held memory it did not use
+    big.state, big.user, big.name, big.exit_code, big.scheduler, big.job_id = "failed", "ada", "train", 1, "slurm", "1"
+    big.submitted_at = big.scheduler_start = T0
+    big.scheduler_end = big.scheduler_seen_at = T0 + 30 * HOUR
+    big.save()
+    footprints_recompute()  # (the failed run's finding among its figures)
+    Flag.objects.update_or_create(kind=FlagKind.MEMORY_HOG, cluster=fleet.cluster, job=small, defaults={
+        "evidence": {"sm_percent": 0.4, "memory_bytes": 40 * 2**30, "gpu_hours_blocked": 12.0}})  # fmt: skip
     Flag.objects.create(  # a finding on a GPU-hour, for the audit queue's form without a job
         kind=FlagKind.COUNTER_RESET, cluster=fleet.cluster, gpu=fleet.gpus[6], hour=T0 + HOUR,
         evidence={"device_energy_j": 1_800_000.0, "dcgm_energy_j": 1_750_000.0, "residual_j": 50_000.0,
@@ -77,6 +136,9 @@ def walk_data():
     fin.groups.add(Group.objects.get_or_create(name=FINANCE_GROUP)[0])
     ada = User.objects.create_user("ada", password="pw-ada")
     TeamMembership.objects.create(user=ada, team=fleet.team)
+    lea = User.objects.create_user("lea", password="pw-lea")
+    TeamMembership.objects.create(user=lea, team=fleet.team, role=TeamMembership.Role.LEAD)
+    ReportRecipient.objects.create(team=fleet.team, email="vision-leads@example.org")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     return {"team": fleet.team, "big": big, "small": small, "gpu": fleet.gpus[0]}
 
@@ -94,6 +156,12 @@ def _pages(data: dict, role: str) -> dict[str, tuple[str, int]]:
         "not-found": ("/teams/999999/", 404),
         "bad-range": ("/?start=2026-11-04&end=2026-11-02", 400),
     }
+    if role == "lead":  # the pages a lead sees otherwise than a member
+        return {
+            "team": pages["team"],
+            "report-preview": (f"/reports/preview/?team={team}&week=2026-11-02", 200),
+            "recipients": (f"/reports/teams/{team}/recipients/", 200),
+        }
     if role == "member":
         pages["gpu-refused"] = (f"/gpus/{gpu}/{PERIOD}", 403)
     else:
@@ -111,11 +179,14 @@ def _pages(data: dict, role: str) -> dict[str, tuple[str, int]]:
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
 def test_every_page_for_every_role_is_accessible_and_fits_a_phone(walk_data, live_server, browser) -> None:  # noqa: F811
-    # given a team with two jobs, and a member of it, an admin and finance
+    # given a team with two jobs, and a member of it, its lead, an admin and finance
     violations: list[str] = []
     overflow: list[str] = []
+    side_by_side: list[str] = []
+    money_hidden: list[str] = []
     for role, (user, password) in {
         "member": ("ada", "pw-ada"),
+        "lead": ("lea", "pw-lea"),
         "admin": ("boss", "pw-boss"),
         "finance": ("fin", "pw-fin"),
     }.items():
@@ -128,13 +199,16 @@ def test_every_page_for_every_role_is_accessible_and_fits_a_phone(walk_data, liv
         for name, (path, status) in _pages(walk_data, role).items():
             violations += _visit(page, live_server.url + path, f"{role}-{name}", status=status)
         # then the Tokens link is there only for those who may use it
+        sees_all = role in ("admin", "finance")
         assert page.goto(f"{live_server.url}/{PERIOD}").ok
-        assert (page.locator("header nav >> text=Tokens").count() == 1) == (role != "member")
+        page.wait_for_function(CHARTS_SETTLED)
+        assert (page.locator("header nav >> text=Tokens").count() == 1) == sees_all
         # and the GPU pages are linked, from the fleet page and the job's hours, for those who may open them
-        assert page.locator("details.gpu-list a[href*='/gpus/']").count() == (0 if role == "member" else 8)
+        assert page.locator("details.gpu-list a[href*='/gpus/']").count() == (8 if sees_all else 0)
         page.goto(f"{live_server.url}/jobs/{walk_data['big'].pk}/")
-        assert (page.locator("#job-hours a[href*='/gpus/']").count() > 0) == (role != "member")
-        # and at a phone's width no page scrolls sideways (wide tables scroll inside their card), for every role
+        assert (page.locator("#job-hours a[href*='/gpus/']").count() > 0) == sees_all
+        # and at a phone's width no page scrolls sideways (wide tables scroll inside their card), a row of charts
+        # stands one under the other, and each table's money is in sight at its start, for every role
         page.set_viewport_size({"width": 390, "height": 844})
         for name, (path, status) in _pages(walk_data, role).items():
             assert page.goto(live_server.url + path).status == status
@@ -142,10 +216,14 @@ def test_every_page_for_every_role_is_accessible_and_fits_a_phone(walk_data, liv
             width = page.evaluate("document.documentElement.scrollWidth")
             if width > 390:
                 overflow.append(f"{role}-{name}: {width} px")
+            side_by_side += [f"{role}-{name}: {row}" for row in page.evaluate(CHARTS_SIDE_BY_SIDE)]
+            money_hidden += [f"{role}-{name}: {table}" for table in page.evaluate(MONEY_OUT_OF_SIGHT)]
             _shot(page, f"phone-{role}-{name}")
         page.close()
     assert not violations, "\n".join(violations)
     assert not overflow, overflow
+    assert not side_by_side, side_by_side
+    assert not money_hidden, money_hidden
 
 
 @pytest.mark.browser
@@ -255,7 +333,8 @@ def test_the_pages_number_formats_are_the_report_s() -> None:
     # given the template filters every page loads ({% load numbers %})
     shown = Template(
         "{% load numbers %}{{ j|joules }}|{{ j|qty_kwh }}|{{ e|qty:2 }}|{{ c|money }}|{{ r|ratio_pct }}"
-        "|{{ none|qty_kwh }}"
+        "|{{ none|qty_kwh }}|{{ c|billed:'EUR' }}|{{ c|billed:'JPY' }}"
     ).render(Context({"j": 2160000, "e": 8824.129, "c": "7814.675", "r": 0.8123, "none": None}))
-    # then thousands are grouped and joules read as kWh, as the weekly report prints them
-    assert shown == "0.600 kWh|0.600|8,824.13|7,814.68|81 %|"
+    # then thousands are grouped and joules read as kWh, as the weekly report prints them; a billed amount to its
+    # currency's minor unit
+    assert shown == "0.600 kWh|0.600|8,824.13|7,814.68|81 %||7,814.68|7,815"

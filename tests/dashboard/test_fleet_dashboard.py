@@ -11,6 +11,7 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 
 from apps.fleet.models import Team, TeamMembership, TeamRule
+from apps.jobs.methods import Method
 from apps.jobs.models import Job
 from tests.scenarios import spine_scenario
 
@@ -71,13 +72,10 @@ def test_dashboard_renders_chart_and_flagged_jobs(history_loader, cluster_for, l
     page.goto(f"{live_server.url}/{period}")
     page.wait_for_selector("#energy-chart .main-svg")
 
-    # then the chart has one bar trace per split method, and the table lists exactly the low-coverage jobs
+    # then the chart has one bar trace per split method, named by its label, and the table lists exactly the
+    # low-coverage jobs
     traces = page.evaluate("document.getElementById('energy-chart').data.map(t => t.name)")
-    assert (
-        {"whole_gpu", "sm_time"}
-        <= set(traces)
-        <= {"whole_gpu", "gpu_time", "sm_time", "sm_mem", "busy_time", "memory", "equal", "estimated"}
-    )
+    assert {Method.WHOLE_GPU.label, Method.SM_TIME.label} <= set(traces) <= {m.label for m in Method}
     total_kwh = page.evaluate(
         "document.getElementById('energy-chart').data.reduce((s, t) => s + t.y.reduce((a, b) => a + b, 0), 0)"
     )

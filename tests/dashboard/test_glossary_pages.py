@@ -110,7 +110,7 @@ def test_the_job_page_s_hours_are_hours_and_sampled_never_exceeds_the_hour(world
     gpu_h = [c[headers.index("GPU-h")] for c in cells]
     assert gpu_h == ["1.000", "1.000", "0.500", "0.500"]  # occupancy 3600, 3600, 1800, 1800 s
     sampled = [c[headers.index("Sampled (s)")] for c in cells]
-    assert sampled == ["3600", "3600", "3600 *", "—"], sampled
+    assert sampled == ["3,600", "3,600", "3,600 *", "—"], sampled  # grouped, as every figure
     assert "3660" not in table
     assert "Capped at the hour" in _text(_section(html, "sampled-note"))
 

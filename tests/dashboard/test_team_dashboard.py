@@ -34,9 +34,9 @@ def test_team_page_shows_cost_energy_carbon_and_the_intensity_basis(live_server,
     page = browser.new_page(viewport={"width": 1300, "height": 1300})
     _login(page, live_server.url, "ada", "pw-ada")
     page.goto(f"{live_server.url}/teams/{fleet.team.pk}/?start=2026-11-02&end=2026-11-04")
-    page.wait_for_selector("#team-chart .main-svg")
+    page.wait_for_selector("#team-carbon-chart .main-svg")
     plotted = page.evaluate(
-        "Object.fromEntries(document.getElementById('team-chart').data"
+        "Object.fromEntries([...document.querySelectorAll('#team-chart .chart')].flatMap(c => c.data)"
         ".map(t => [t.name, t.y.reduce((a, b) => a + b, 0)]))"
     )
     assert plotted["cost (EUR)"] == pytest.approx(float(sum(Decimal(p["cost"]) for p in rollup["periods"])))

@@ -138,6 +138,12 @@ def energy_unit(kind: str) -> str:
 
 
 @register.filter
+def meter_label(source: str) -> str:
+    """`dcgm` -> "dcgm-exporter": who metered a GPU-hour."""
+    return glossary.meter_label(str(source))
+
+
+@register.filter
 def energy_meaning(kind: str) -> str:
     return glossary.ENERGY[glossary.EnergyKind(kind)].meaning
 
@@ -213,7 +219,7 @@ def evidence_items(flag: Any) -> list[str]:
     e: dict[str, Any] = flag.evidence or {}
     out: list[str] = []
     if flag.gpu_id and flag.gpu is not None:
-        out.append(f"GPU {flag.gpu.node.hostname}/{flag.gpu.index}")
+        out.append(f"GPU {glossary.gpu_name(flag.gpu.node.hostname, flag.gpu.index)}")
     if flag.hour is not None:
         out.append(f"hour {_fmt_hour(flag.hour)}")
     if e.get("state"):

@@ -2,7 +2,7 @@
 money to the cent, quantities to a fixed number of decimals.
 
     {% load numbers %}
-    {{ job.energy_kwh|qty:2 }} kWh    {{ job.cost|money }} {{ job.currency }}
+    {{ job.energy_kwh|qty:3 }} kWh (GPU)    {{ job.cost|billed:job.currency }} {{ job.currency }}
     {{ hour.device_energy_j|joules }} (with its unit)    {{ row.energy_j|qty_kwh }} (the header says kWh)
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 from django import template
 
 from apps.core.access import user_sees_all_teams
-from apps.core.money import money_text
+from apps.core.money import round_minor
 from apps.reports import formatting
 
 register = template.Library()
@@ -49,7 +49,8 @@ def sees_all_teams(user: Any) -> bool:
 @register.filter
 def billed(value: Any, currency: str = "") -> str:
     """An amount as it is booked: rounded half-even to the currency's minor unit (apps.core.money), so a job's
-    cost reads as in /api/jobs/ and the figures that add it up; '' for no value."""
+    cost reads as in /api/jobs/ and the figures that add it up, its thousands grouped as every figure's;
+    '' for no value."""
     if value is None or value == "":
         return ""
-    return money_text(Decimal(str(value)), currency or "")
+    return f"{round_minor(Decimal(str(value)), currency or ''):,}"

@@ -1,6 +1,6 @@
 // Every page (base.html), progressive enhancement: without it the pages work as server-rendered.
-// - Tables: each data table scrolls inside its card (phones), sorts by a click on (or Enter on) its
-//   header, and gets a filter box that hides the rows not containing the text typed.
+// - Tables: each data table scrolls inside its card (phones), keeps its money column (th.money) in sight, sorts by
+//   a click on (or Enter on) its header, and gets a filter box that hides the rows not containing the text typed.
 // - Date-range forms (form.period with start and end): quick ranges, last 7 days, last 30 days,
 //   this month, last month (UTC days; the end is exclusive, as the pages read it).
 // - Copy buttons (button[data-copy]): the text of the element they name, to the clipboard.
@@ -86,11 +86,31 @@
     wrap.parentNode.insertBefore(box, wrap);
   }
 
+  // The money column (its header th.money, in the table's head or its first row): each of its cells too, so that
+  // the column stays in sight while the table scrolls sideways (fleetwatt.css). A cell across several columns
+  // ("No job in this period") is left.
+  function moneyColumn(table) {
+    const head = table.tHead ? table.tHead.rows[0] : table.rows[0];
+    if (!head) return;
+    let at = -1;
+    let x = 0;
+    for (const th of head.cells) { if (th.classList.contains("money")) { at = x; break; } x += th.colSpan; }
+    if (at < 0) return;
+    Array.from(table.rows).filter((row) => row !== head).forEach((row) => {
+      let col = 0;
+      for (const cell of row.cells) {
+        if (col === at && cell.colSpan === 1) cell.classList.add("money");
+        col += cell.colSpan;
+      }
+    });
+  }
+
   document.querySelectorAll("main table").forEach((table) => {
     const wrap = document.createElement("div");
     wrap.className = "table-wrap";
     table.parentNode.insertBefore(wrap, table);
     wrap.appendChild(table);
+    moneyColumn(table);
     if (table.classList.contains("record") || table.dataset.sortable === "off") return;
     sortable(table);
     filterable(table, wrap);

@@ -6,6 +6,7 @@
   const legend = JSON.parse(document.getElementById("split-methods").textContent);
   const methods = legend.map((m) => m.method);
   const colors = Object.fromEntries(legend.map((m) => [m.method, m.colour]));
+  const labels = Object.fromEntries(legend.map((m) => [m.method, m.label]));
 
   function draw(rows) {
     if (!rows.length) { el.textContent = "No energy in this period."; return; }
@@ -19,10 +20,10 @@
       const byKey = {};
       rows.filter((r) => r.method === m).forEach((r) => { byKey[r.day + "|" + r.team] = r.energy_j / 3.6e6; });
       return {
-        type: "bar", name: m, marker: { color: colors[m] },
+        type: "bar", name: labels[m], marker: { color: colors[m] },
         x: [keys.map((k) => k[0]), keys.map((k) => k[1])],
         y: keys.map((k) => byKey[k[0] + "|" + k[1]] || 0),
-        hovertemplate: "%{x}<br>" + m + ": %{y:,.2f} kWh<extra></extra>",
+        hovertemplate: "%{x}<br>" + labels[m] + ": %{y:,.2f} kWh (GPU)<extra></extra>",
       };
     });
     // The legend always (one method is still a method), above the plot: below, it sat on the team names.

@@ -1,41 +1,50 @@
-// Team dashboard: loads the team's rollup from the API (the numbers of record) and draws, per day,
-// cost, energy and carbon side by side, and GPU energy stacked by split method.
+// Team dashboard: loads the team's rollup from the API (the numbers of record) and draws, per day, cost, facility
+// energy and carbon as three charts (side by side on a wide screen, one under the other on a phone: the CSS grid
+// of .chart-row), and GPU energy stacked by split method.
 (function () {
   "use strict";
   const section = document.getElementById("team-charts");
-  // The split methods' colours: apps/jobs/methods.py, through json_script.
+  // The split methods, their labels and colours: apps/jobs/methods.py, through json_script.
   const legend = JSON.parse(document.getElementById("split-methods").textContent);
   const methodColors = Object.fromEntries(legend.map((m) => [m.method, m.colour]));
+  const methodLabels = Object.fromEntries(legend.map((m) => [m.method, m.label]));
+  const config = { displaylogo: false, responsive: true };
+
+  // One day's chart: its bars, its title (what and in which unit), its axis's unit.
+  function perDay(id, traces, title, unit, tickformat) {
+    Plotly.newPlot(document.getElementById(id), traces, {
+      // room above the plot for a legend of two entries wrapped on two lines (a phone, a third of a screen)
+      barmode: "stack", showlegend: true, margin: { t: 105, r: 10, b: 10, l: 60 },
+      title: { text: title, x: 0, xanchor: "left", y: 0.98, yref: "container", yanchor: "top", font: { size: 15 } },
+      xaxis: { type: "category", automargin: true },
+      yaxis: { title: { text: unit }, automargin: true, tickformat: tickformat, rangemode: "tozero" },
+      legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom" },
+    }, config);
+  }
+
+  // No chart to draw: each place says why.
+  function say(words) {
+    document.getElementById("team-chart").textContent = words;
+    document.getElementById("method-chart").textContent = words;
+  }
 
   function draw(rollup) {
-    const el = document.getElementById("team-chart");
     const days = rollup.periods.map((p) => p.period);
-    if (!days.length) { el.textContent = "No jobs in this period."; return; }
+    if (!days.length) { say("No jobs in this period."); return; }
     const cur = rollup.currency || "";
-    Plotly.newPlot(el, [
-      { type: "bar", name: "cost (" + cur + ")", x: days, y: rollup.periods.map((p) => Number(p.cost)), xaxis: "x", yaxis: "y", marker: { color: "#6a4c93" } },
-      { type: "bar", name: "facility energy (kWh)", x: days, y: rollup.periods.map((p) => p.facility_kwh), xaxis: "x2", yaxis: "y2", marker: { color: "#1b6ca8" } },
-      { type: "bar", name: "operational CO2e (kg)", x: days, y: rollup.periods.map((p) => p.operational_kg), xaxis: "x3", yaxis: "y3", marker: { color: "#3fa34d" } },
-      { type: "bar", name: "embodied CO2e (kg)", x: days, y: rollup.periods.map((p) => p.embodied_kg), xaxis: "x3", yaxis: "y3", marker: { color: "#a5d6a7" } },
-    ], {
-      grid: { rows: 1, columns: 3, pattern: "independent" },
-      xaxis: { type: "category" }, xaxis2: { type: "category" }, xaxis3: { type: "category" },
-      barmode: "stack", showlegend: true,
-      margin: { t: 70, r: 10, b: 10, l: 60 },
-      yaxis: { title: { text: cur || "cost" }, automargin: true, tickformat: ",.2f" },
-      yaxis2: { title: { text: "kWh" }, automargin: true, tickformat: ",.1f" },
-      yaxis3: { title: { text: "kg CO2e" }, automargin: true, tickformat: ",.1f" },
-      annotations: [
-        { text: "Cost (" + cur + ")", xref: "x domain", yref: "y domain", x: 0.5, y: 1.1, showarrow: false },
-        { text: "Energy (kWh)", xref: "x2 domain", yref: "y2 domain", x: 0.5, y: 1.1, showarrow: false },
-        { text: "Carbon (kg CO2e)", xref: "x3 domain", yref: "y3 domain", x: 0.5, y: 1.1, showarrow: false },
-      ],
-      legend: { orientation: "h", x: 0, y: 1.15, yanchor: "bottom" },
-    }, { displaylogo: false, responsive: true });
+    const bars = (name, key, color) => ({
+      type: "bar", name: name, x: days, y: rollup.periods.map((p) => Number(p[key])), marker: { color: color },
+    });
+    perDay("team-cost-chart", [bars("cost (" + cur + ")", "cost", "#6a4c93")], "Cost per day (" + cur + ")", cur, ",.2f");
+    perDay("team-energy-chart", [bars("facility energy (kWh)", "facility_kwh", "#1b6ca8")],
+      "Facility energy per day (kWh)", "kWh (facility)", ",.1f");
+    perDay("team-carbon-chart", [
+      bars("operational CO2e (kg)", "operational_kg", "#3fa34d"), bars("embodied CO2e (kg)", "embodied_kg", "#a5d6a7"),
+    ], "Carbon per day (kg CO2e)", "kg CO2e", ",.1f");
 
     const methods = Object.keys(methodColors).filter((m) => rollup.periods.some((p) => p.energy_by_method_j[m]));
     Plotly.newPlot(document.getElementById("method-chart"), methods.map((m) => ({
-      type: "bar", name: m, marker: { color: methodColors[m] }, x: days,
+      type: "bar", name: methodLabels[m], marker: { color: methodColors[m] }, x: days,
       y: rollup.periods.map((p) => (p.energy_by_method_j[m] || 0) / 3.6e6),
     })), {
       // The legend even for a single method: which method made the number is the point of this chart.
@@ -44,11 +53,11 @@
       title: { text: "GPU energy per day (kWh), by split method", x: 0, xanchor: "left", font: { size: 15 } },
       margin: { t: 80, r: 10, b: 10, l: 60 },
       legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom", title: { text: "Split method: " } },
-    }, { displaylogo: false, responsive: true });
+    }, config);
   }
 
   fetch(section.dataset.rollupUrl, { credentials: "same-origin", headers: { Accept: "application/json" } })
     .then((r) => (r.ok ? r.json() : Promise.reject(r.status)))
     .then(draw)
-    .catch((status) => { document.getElementById("team-chart").textContent = "Could not load the figures (" + status + ")."; });
+    .catch((status) => say("Could not load the figures (" + status + ")."));
 })();
