@@ -17,8 +17,9 @@ from apps.carbon.forecast import ForecastError, forecast_parse
 from apps.carbon.models import ForecastHour, IntensityHour
 from apps.jobs.models import Job
 from apps.pipeline.inputs import footprints_recompute
+from apps.simulator.intensity import FORECAST_SPREAD_48H, forecast_at, forecast_series, intensity_at
 
-from .fleet_builder import T0, fleet_build, intensity_set, job_run
+from .fleet_builder import HOUR, T0, fleet_build, intensity_set, job_run
 
 SAMPLES = Path(__file__).resolve().parents[2] / "apps" / "carbon" / "samples"
 SAMPLE = SAMPLES / "DE-2024-06-17-forecast-electricitymaps.json"
@@ -149,3 +150,28 @@ def test_issued_on_the_command_line_and_a_csv(tmp_path: Path) -> None:
     call_command("import_forecast", str(path), zone="TEST", source="grid operator", issued="2026-11-02T06:00")
     row = ForecastHour.objects.get()
     assert (row.kg_per_kwh, row.source, row.issued_at) == (0.31, "grid operator", datetime(2026, 11, 2, 6, tzinfo=UTC))
+
+
+def test_the_simulators_forecast_is_the_truth_off_by_an_error_growing_with_the_lead() -> None:
+    issued = datetime(2026, 11, 2, 6, tzinfo=UTC)
+    series = forecast_series(zone="DE", issued=issued, hours=72)
+    truth = [intensity_at(h, zone="DE") for h, _ in series]
+    errors = [abs(f / t - 1) for (_, f), t in zip(series, truth, strict=True)]
+    assert series[0][1] == truth[0] and series == forecast_series(zone="DE", issued=issued, hours=72)
+    assert all(e <= FORECAST_SPREAD_48H * min(1, k / 48) + 1e-3 for k, e in enumerate(errors))
+    assert max(errors[48:]) > FORECAST_SPREAD_48H / 2  # it is off, two days ahead
+    assert forecast_at(series[30][0], issued=issued + HOUR, zone="DE") != series[30][1]  # each issue its own
+
+
+@pytest.mark.django_db
+def test_simulate_intensity_writes_a_forecast_import_forecast_reads(tmp_path: Path) -> None:
+    fleet_build(servers=1, name="de", zone="DE")
+    path = tmp_path / "forecast.csv"
+    call_command("simulate_intensity", zone="DE", start="2026-11-02T06:00:00Z", hours=48, forecast=True,
+                 out=str(path), stdout=StringIO())  # fmt: skip
+    call_command("import_forecast", str(path), zone="DE", source="simulator", issued="2026-11-02T06:00:00Z",
+                 stdout=StringIO())  # fmt: skip
+    stored = list(ForecastHour.objects.filter(zone="DE").values_list("hour", "kg_per_kwh"))
+    issued = datetime(2026, 11, 2, 6, tzinfo=UTC)
+    assert stored == forecast_series(zone="DE", issued=issued, hours=48)
+    assert not IntensityHour.objects.filter(zone="DE").exists()
