@@ -10,6 +10,7 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
@@ -175,3 +176,14 @@ def test_simulate_intensity_writes_a_forecast_import_forecast_reads(tmp_path: Pa
     issued = datetime(2026, 11, 2, 6, tzinfo=UTC)
     assert stored == forecast_series(zone="DE", issued=issued, hours=48)
     assert not IntensityHour.objects.filter(zone="DE").exists()
+
+
+@pytest.mark.django_db
+def test_the_admin_lists_forecasts_read_only(client) -> None:
+    fleet_build(servers=1)
+    ForecastHour.objects.create(zone="TEST", basis="location", hour=T0, kg_per_kwh=0.3, source="EM")
+    client.force_login(User.objects.create_superuser("root"))
+    page = client.get("/admin/carbon/forecasthour/")
+    assert page.status_code == 200 and "EM" in page.content.decode()
+    assert client.get("/admin/carbon/forecasthour/add/").status_code == 403
+    assert client.get("/admin/carbon/whentorunhint/").status_code == 200

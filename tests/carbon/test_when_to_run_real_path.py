@@ -46,7 +46,8 @@ CONFIG = f"""
 sites:
   - {{name: dc, grid_zone: DE, pue: {PUE}, electricity_price_per_kwh: 0.20, currency: EUR, timezone: UTC}}
 server_types:
-  - {{name: hgx, node_overhead_factor: {OVERHEAD}, embodied_kg_per_server: 3000, service_life_years: 5, gpus_per_server: 8}}
+  - {{name: hgx, node_overhead_factor: {OVERHEAD}, embodied_kg_per_server: 3000, service_life_years: 5,
+     gpus_per_server: 8}}
 clusters:
   - {{name: default, site: dc, nodes: [{{match: "gpu-*", server_type: hgx}}]}}
 teams:
