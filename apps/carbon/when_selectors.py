@@ -79,11 +79,11 @@ def _profile(zone: str, basis: str, start: datetime, hours: int, weeks: int) -> 
     history = list(window.values_list("hour", "kg_per_kwh"))
     stored_h = int((last + HOUR - min(h for h, _ in history)) / HOUR)
     sources = sorted(set(window.values_list("source", flat=True).distinct()))
-    stored = ""
+    part = ""
     if stored_h < weeks * 7 * 24:  # fewer weeks stored: say how much the profile is made of
-        stored = f" ({stored_h // 24} days of it)" if stored_h >= 24 else f" ({stored_h} hours of it)"
+        part = f" ({stored_h // 24} days of it)" if stored_h >= 24 else f" ({stored_h} hours of it)"
     label = (
-        f"profile of the last {weeks} weeks of stored intensity{stored}, to {last.astimezone(UTC):%Y-%m-%d %H}:00 UTC "
+        f"profile of the last {weeks} weeks of stored intensity{part}, to {last.astimezone(UTC):%Y-%m-%d %H}:00 UTC "
         f"(mean by UTC hour of the week; {', '.join(sources)})"
     )
     values = profile_forecast(week_profile(history), [start + k * HOUR for k in range(hours)])

@@ -94,10 +94,11 @@ class WhenToRunViewSet(viewsets.GenericViewSet):
 
     @extend_schema(parameters=[WhenToRunQuerySerializer], responses=WhenToRunSerializer(many=True))
     def list(self, request: Request, format: str | None = None) -> Response:
-        """Every team the user may see, by name."""
+        """The when-to-run hints of every team the user may see, by name: its flexible groups' hints as of this hour
+        and its hints of record of the period checked against the intensity that came (docs/api.md, "When to run")."""
         return Response(self._answer(request, list(self.get_queryset())))
 
     @extend_schema(parameters=[WhenToRunQuerySerializer], responses=WhenToRunSerializer)
     def retrieve(self, request: Request, pk: str | None = None, format: str | None = None) -> Response:
-        """One team (its id)."""
+        """One team's when-to-run hints (its id); another team's is not found."""
         return Response(self._answer(request, [self.get_object()])[0])
