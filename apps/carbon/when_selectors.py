@@ -325,6 +325,7 @@ def _summaries(
             line.best_real_kg = (line.best_real_kg or 0.0) + c.check.best_real_kg
     measured = (
         Job.objects.filter(team_id__in=[t.pk for t in teams], job_group__flexible=True, end__gte=start, end__lt=end)
+        .seen_since(start)  # (index job_team_last_seen: a run that ended in the period was seen in it)
         .exclude(shift_saving_kg__isnull=True)
         .values("team_id", "job_group__name", "cluster__site__grid_zone")
         .annotate(kg=Sum("shift_saving_kg"), runs=Count("pk"))

@@ -18,6 +18,8 @@ from apps.jobs.models import Job
 from tests.carbon.fleet_builder import HOUR, fleet_build, intensity_set
 from tests.carbon.when_world import HINT_AT_NOW, NOW, history, sweeps
 
+from .test_fleet_dashboard import ARTIFACTS, _login, browser  # noqa: F401 (fixture)
+
 pytestmark = pytest.mark.django_db
 
 
@@ -59,3 +61,25 @@ def test_the_team_page_shows_the_hint_its_source_and_how_the_kept_hints_did(monk
     assert f"\u2212{measured:.2f} kg (3 runs)" in section or f"\u2212{measured:.1f} kg (3 runs)" in section
     # and nothing of the other team's
     assert "nlp" not in section.lower()
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_the_hint_is_on_the_team_page_in_the_browser(live_server, browser, monkeypatch) -> None:  # noqa: F811
+    # given vision's flexible group with runs, and a member
+    fleet = fleet_build(servers=1)
+    history()
+    sweeps(fleet)
+    User.objects.create_user("ada", password="pw-ada")
+    TeamMembership.objects.create(user=User.objects.get(username="ada"), team=fleet.team)
+    monkeypatch.setattr(timezone, "now", lambda: NOW + timedelta(minutes=7))
+    # when the member opens the team page
+    page = browser.new_page(viewport={"width": 1300, "height": 1300})
+    _login(page, live_server.url, "ada", "pw-ada")
+    page.goto(f"{live_server.url}/teams/{fleet.team.pk}/?start=2026-11-23&end=2026-12-01")
+    # then the hint is shown, with where its forecast comes from
+    hint = page.locator("#when-hints tr[data-group=sweeps] .when-hint")
+    hint.scroll_into_view_if_needed()
+    assert hint.is_visible() and hint.inner_text() == HINT_AT_NOW
+    assert page.locator("#when-hints .when-source").inner_text().startswith("profile of the last 4 weeks")
+    page.locator("#when-to-run").screenshot(path=str(ARTIFACTS / "team-when-to-run.png"))
