@@ -176,3 +176,8 @@ def test_the_command_shows_and_keeps_hints() -> None:
     assert not WhenToRunHint.objects.exists()
     call_command("when_to_run", at=[NOW.isoformat(), (NOW - HOUR).isoformat()], record=True, stdout=out)
     assert WhenToRunHint.objects.count() == 2
+
+
+def test_beat_keeps_the_hints_each_hour(settings) -> None:
+    entry = settings.CELERY_BEAT_SCHEDULE["when-to-run-hints"]
+    assert entry["task"] == record_when_to_run_hints_task.name and entry["schedule"].minute == {15}
