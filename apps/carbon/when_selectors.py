@@ -78,7 +78,7 @@ def _profile(zone: str, basis: str, start: datetime, hours: int, weeks: int) -> 
     window = stored.filter(hour__gt=last - weeks * WEEK, hour__lte=last)
     history = list(window.values_list("hour", "kg_per_kwh"))
     stored_h = int((last + HOUR - min(h for h, _ in history)) / HOUR)
-    sources = sorted(set(window.values_list("source", flat=True).distinct()))
+    sources = sorted(set(window.order_by().values_list("source", flat=True).distinct()))
     part = ""
     if stored_h < weeks * 7 * 24:  # fewer weeks stored: say how much the profile is made of
         part = f" ({stored_h // 24} days of it)" if stored_h >= 24 else f" ({stored_h} hours of it)"
