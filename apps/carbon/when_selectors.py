@@ -266,6 +266,7 @@ class WhenToRun:
 
     team: Team
     made_at: datetime
+    deadline_h: int
     hints: list[GroupHint]
     past: list[CheckedHint]
     past_count: int
@@ -358,6 +359,7 @@ def when_to_run(
             WhenToRun(
                 team=team,
                 made_at=hour_floor(now),
+                deadline_h=settings.FLEETWATT_SHIFT_DEADLINE_H,
                 hints=[h for h in hints if h.team_id == team.pk],
                 past=past if shown is None else past[:shown],
                 past_count=len(past),

@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db.models import QuerySet
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
@@ -50,9 +49,9 @@ def _past(c: CheckedHint) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _document(doc: WhenToRun, deadline_h: int, start: datetime, end: datetime) -> dict[str, Any]:
+def _document(doc: WhenToRun, start: datetime, end: datetime) -> dict[str, Any]:
     return {
-        "team": doc.team.name, "team_id": doc.team.pk, "made_at": doc.made_at, "deadline_h": deadline_h,
+        "team": doc.team.name, "team_id": doc.team.pk, "made_at": doc.made_at, "deadline_h": doc.deadline_h,
         "hints": [_hint(h) for h in doc.hints], "past_start": start, "past_end": end,
         "past_hints": [_past(c) for c in doc.past],
         "summary": [
@@ -89,8 +88,7 @@ class WhenToRunViewSet(viewsets.GenericViewSet):
             raise ValidationError({"start": ["start must be before end."]})
         start, end = start.astimezone(UTC), end.astimezone(UTC)
         docs = when_to_run(teams=teams, now=now, start=start, end=end, shown=None)
-        deadline_h = settings.FLEETWATT_SHIFT_DEADLINE_H
-        return [dict(WhenToRunSerializer(_document(d, deadline_h, start, end)).data) for d in docs]
+        return [dict(WhenToRunSerializer(_document(d, start, end)).data) for d in docs]
 
     @extend_schema(parameters=[WhenToRunQuerySerializer], responses=WhenToRunSerializer(many=True))
     def list(self, request: Request, format: str | None = None) -> Response:
