@@ -351,6 +351,11 @@ FLEETWATT_IDLE_MIN_SECONDS = env.int("FLEETWATT_IDLE_MIN_SECONDS", default=3600)
 FLEETWATT_INTENSITY_FILL_HOURS = env.int("FLEETWATT_INTENSITY_FILL_HOURS", default=3)
 FLEETWATT_IDLE_SHARED_TO_TEAMS = env.bool("FLEETWATT_IDLE_SHARED_TO_TEAMS", default=False)
 FLEETWATT_SHIFT_DEADLINE_H = env.int("FLEETWATT_SHIFT_DEADLINE_H", default=24)
+# When to run (docs/arithmetic.md, "When to run"): a zone's profile is the mean of its stored intensity by hour of
+# the week over this many weeks (where no imported forecast covers a run); a flexible group's typical run is made
+# from its last this-many runs that ended in those weeks.
+FLEETWATT_FORECAST_PROFILE_WEEKS = env.int("FLEETWATT_FORECAST_PROFILE_WEEKS", default=4)
+FLEETWATT_WHEN_TYPICAL_RUNS = env.int("FLEETWATT_WHEN_TYPICAL_RUNS", default=5)
 # The FOCUS export's names (/api/focus/, docs/api.md "FOCUS export"): who bills the teams, and the currency of
 # clusters without a site.
 FLEETWATT_FOCUS_BILLING_ACCOUNT_ID = env.str("FLEETWATT_FOCUS_BILLING_ACCOUNT_ID", default="fleetwatt")
@@ -394,6 +399,11 @@ CELERY_BEAT_SCHEDULE["hour-partitions-ahead"] = {
 CELERY_BEAT_SCHEDULE["weekly-waste-reports"] = {
     "task": "apps.reports.tasks.send_weekly_reports_task",
     "schedule": crontab(minute=20),
+}
+# Each hour, every team's when-to-run hints as of that hour are kept, to be checked against the intensity that comes.
+CELERY_BEAT_SCHEDULE["when-to-run-hints"] = {
+    "task": "apps.carbon.tasks.record_when_to_run_hints_task",
+    "schedule": crontab(minute=env.int("FLEETWATT_WHEN_HINTS_MINUTE", default=15)),
 }
 
 # --- Headers and tokens (docs/operations.md, "Headers and tokens"). ---

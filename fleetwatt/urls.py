@@ -26,6 +26,7 @@ urlpatterns = [
     path("api/", include("apps.fleet.api.urls")),
     path("api/", include("apps.waste.api.urls")),
     path("api/", include("apps.reports.api.urls")),
+    path("api/", include("apps.carbon.api.urls")),
     # Behind login unless FLEETWATT_API_DOCS_LOGIN=0; the docs' script is served apart (no inline script: the CSP).
     path("api/schema/", ApiSchemaView.as_view(), name="schema"),
     path("api/docs/", ApiDocsView.as_view(url_name="schema"), name="api-docs"),

@@ -89,8 +89,15 @@ if [ "$SLURM_RC" = 0 ]; then
 fi
 $PY manage.py demo_setup --prometheus-url "$FLEETWATT_PROMETHEUS_URL" --scrape-interval 60 \
   --scenario demo --scenario-start "$START" "${LOCAL_SLURM[@]}"
-$PY manage.py simulate_intensity --zone DE --start "$START" --hours 216 --out "$VAR/intensity-DE.csv"
+# The intensity starts four weeks before the fleet: the zone's profile of recent weeks, which the when-to-run hints
+# use where no forecast covers a run; and a forecast made this hour for the next two days (docs/arithmetic.md).
+INTENSITY_START=$(date -u -d "${START%Z} 28 days ago" +%Y-%m-%dT%H:00:00Z)
+$PY manage.py simulate_intensity --zone DE --start "$INTENSITY_START" --hours $((28 * 24 + 216)) --out "$VAR/intensity-DE.csv"
 $PY manage.py import_intensity "$VAR/intensity-DE.csv" --zone DE --source "fleetwatt simulator (synthetic)"
+FORECAST_ISSUED=$(date -u +%Y-%m-%dT%H:00:00Z)
+$PY manage.py simulate_intensity --zone DE --start "$FORECAST_ISSUED" --hours 48 --forecast --out "$VAR/forecast-DE.csv"
+$PY manage.py import_forecast "$VAR/forecast-DE.csv" --zone DE --source "fleetwatt simulator (synthetic forecast)" \
+  --issued "$FORECAST_ISSUED"
 END=$(date -u +%Y-%m-%dT%H:00:00Z)  # the last closed hour; beat goes on from there
 echo "ingesting $START .. $END ..."
 $PY manage.py ingest --start "$START" --end "$END" --cluster default -v1 | awk 'NR % 24 == 0 || /Ingested/'
@@ -103,6 +110,12 @@ if [ "$SLURM_RC" = 0 ]; then
   FLEETWATT_LOG_LEVEL=WARNING $PY manage.py sync_scheduler --cluster slurm-local --start "$START" --end "$SYNC_END" -v0 \
     || echo "the local Slurm's accounting could not be read (see the cluster's status at /status/)"
 fi
+
+# The when-to-run hints of the week's flexible runs (the job group "sweeps"), every 6 hours, as beat keeps them each
+# hour from now on: the team pages check them against the intensity that came.
+HINTS_AT=()
+for h in $(seq 144 -6 6); do HINTS_AT+=(--at "$(date -u -d "${END%Z} $h hours ago" +%Y-%m-%dT%H:00:00Z)"); done
+FLEETWATT_LOG_LEVEL=WARNING $PY manage.py when_to_run --record "${HINTS_AT[@]}" | tail -n 1
 
 setsid nohup .venv/bin/celery -A fleetwatt worker -l info --concurrency 1 > var/log/worker.log 2>&1 & echo $! > "$RUN/worker.pid"
 setsid nohup .venv/bin/celery -A fleetwatt beat -l info -s var/celerybeat-schedule > var/log/beat.log 2>&1 & echo $! > "$RUN/beat.pid"

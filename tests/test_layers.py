@@ -43,6 +43,8 @@ PURE = {
     "apps.carbon.arithmetic",
     "apps.carbon.config",
     "apps.carbon.intensity",
+    "apps.carbon.forecast",
+    "apps.carbon.when_to_run",
     "apps.telemetry.counters",
     "apps.telemetry.hour",
     "apps.telemetry.promql",

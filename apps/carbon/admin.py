@@ -11,7 +11,16 @@ from django.http import HttpRequest
 
 from apps.pipeline import inputs
 
-from .models import GpuModel, IntensityHour, JobGroup, ServerType, ServerTypeRule, Site
+from .models import (
+    ForecastHour,
+    GpuModel,
+    IntensityHour,
+    JobGroup,
+    ServerType,
+    ServerTypeRule,
+    Site,
+    WhenToRunHint,
+)
 from .services import clusters_affected
 
 
@@ -171,3 +180,37 @@ class JobGroupAdmin(admin.ModelAdmin):
         clusters = clusters_affected(job_group_ids=list(queryset.values_list("pk", flat=True)))
         super().delete_queryset(request, queryset)
         _recomputed(self, request, inputs.footprint_inputs_changed(cluster_ids=clusters, regroup=True))
+
+
+@admin.register(ForecastHour)
+class ForecastHourAdmin(admin.ModelAdmin):
+    """Read-mostly: forecasts come from import_forecast; a wrong one can be deleted here (it enters no footprint)."""
+
+    list_display = ("hour", "zone", "basis", "kg_per_kwh", "source", "issued_at", "imported_at")
+    list_filter = ("zone", "basis", "source")
+    date_hierarchy = "hour"
+    list_per_page = 168
+    show_full_result_count = False
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: ForecastHour | None = None) -> bool:
+        return False
+
+
+@admin.register(WhenToRunHint)
+class WhenToRunHintAdmin(admin.ModelAdmin):
+    """Read-only: the hints beat keeps each hour (apps.carbon.when_services.hints_record)."""
+
+    list_display = ("made_at", "team", "job_group", "zone", "best_start", "now_kg", "best_kg", "forecast_kind")
+    list_filter = ("forecast_kind", "zone", "job_group")
+    list_select_related = ("team", "job_group")
+    date_hierarchy = "made_at"
+    show_full_result_count = False
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: WhenToRunHint | None = None) -> bool:
+        return False

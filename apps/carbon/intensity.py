@@ -40,13 +40,15 @@ _MAX_LISTED = 30
 class IntensityError(ValueError):
     """The intensity file (or the import) is wrong; `problems` lists every problem, each naming its line."""
 
+    subject = "the intensity file"
+
     def __init__(self, problems: Sequence[str]) -> None:
         self.problems = list(problems)
         super().__init__(self.__str__())
 
     def __str__(self) -> str:
         n = len(self.problems)
-        lines = [f"{n} problem{'s' if n != 1 else ''} with the intensity file:"]
+        lines = [f"{n} problem{'s' if n != 1 else ''} with {self.subject}:"]
         lines += [f"  - {p}" for p in self.problems[:_MAX_LISTED]]
         if n > _MAX_LISTED:
             lines.append(f"  ... and {n - _MAX_LISTED} more")

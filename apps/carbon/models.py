@@ -104,6 +104,28 @@ class IntensityHour(models.Model):
         return f"{self.zone} {self.basis} {self.hour:%Y-%m-%d %H}:00 {self.kg_per_kwh}"
 
 
+class ForecastHour(models.Model):
+    """A forecast of a zone's grid intensity for one UTC hour, on one basis, from one source: kept apart from the
+    measured IntensityHour, so that a forecast never stands in for a measurement (footprints read IntensityHour
+    only). A later import of an hour replaces the earlier forecast of it."""
+
+    zone = models.CharField(max_length=50)
+    basis = models.CharField(max_length=10, choices=Basis.choices)
+    hour = models.DateTimeField()
+    kg_per_kwh = models.FloatField()
+    source = models.CharField(max_length=200)
+    issued_at = models.DateTimeField(null=True, blank=True, help_text="When the forecast was made, where known.")
+    imported_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["zone", "basis", "hour"]
+        # Also the index of the hints' query: a zone's forecast for the hours from now to the deadline.
+        constraints = [models.UniqueConstraint(fields=["zone", "basis", "hour"], name="forecast_unique_hour")]
+
+    def __str__(self) -> str:
+        return f"{self.zone} {self.basis} {self.hour:%Y-%m-%d %H}:00 forecast {self.kg_per_kwh}"
+
+
 class JobGroup(models.Model):
     """A campaign or model that several runs belong to: its footprint includes failed runs and sweeps."""
 
@@ -142,3 +164,46 @@ class ServerTypeRule(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster_id}: {self.hostname_glob} -> {self.server_type}"
+
+
+class WhenToRunHint(models.Model):
+    """A hint of record (apps.carbon.when_services.hints_record, hourly): for a team's flexible job group, the
+    cleanest start within the deadline by the forecast of the hour it was made, with the typical run and the
+    forecast it was computed from, so that it can be checked against the intensity that came."""
+
+    class ForecastKind(models.TextChoices):
+        IMPORTED = "imported", "Imported forecast"
+        PROFILE = "profile", "Profile of recent weeks"
+
+    team = models.ForeignKey("fleet.Team", on_delete=models.CASCADE, related_name="when_to_run_hints")
+    job_group = models.ForeignKey(JobGroup, on_delete=models.CASCADE, related_name="when_to_run_hints")
+    zone = models.CharField(max_length=50)
+    basis = models.CharField(max_length=10, choices=Basis.choices)
+    made_at = models.DateTimeField(help_text="The UTC hour the hint looks forward from (its now).")
+    deadline_h = models.PositiveIntegerField(help_text="FLEETWATT_SHIFT_DEADLINE_H when it was made.")
+    runs = models.PositiveIntegerField(help_text="How many recent runs its typical run is from.")
+    run_kwh = models.JSONField(help_text="The typical run's facility kWh in each hour from its start.")
+    forecast_kind = models.CharField(max_length=10, choices=ForecastKind.choices)
+    forecast_source = models.CharField(max_length=300)
+    forecast = models.JSONField(
+        help_text="kg/kWh of each hour from made_at to the deadline, as forecast (null: unknown)."
+    )
+    best_start = models.DateTimeField()
+    now_kg = models.FloatField(help_text="kg CO2e of the typical run started at made_at, by the forecast.")
+    best_kg = models.FloatField(help_text="kg CO2e of the typical run started at best_start, by the forecast.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-made_at", "team_id", "job_group_id", "zone"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team", "job_group", "zone", "basis", "made_at"], name="when_hint_unique_hour"
+            )
+        ]
+        # A team's hints made in a period (the team page, the weekly report, /api/when-to-run/).
+        indexes = [models.Index(fields=["team", "made_at"], name="when_hint_team_made")]
+
+    def __str__(self) -> str:
+        return (
+            f"{self.team_id}/{self.job_group_id} {self.zone} {self.made_at:%Y-%m-%d %H}:00 -> {self.best_start:%H}:00"
+        )

@@ -21,6 +21,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_safe
 
 from apps.carbon.models import JobGroup
+from apps.carbon.when_selectors import team_when_to_run
 from apps.core import params
 from apps.core.access import member_team_ids, user_sees_all_teams
 from apps.core.footprint import S_PER_HOUR, Footprint, kwh
@@ -208,6 +209,7 @@ def team(request: HttpRequest, team_id: int) -> HttpResponse:
         "api_query": f"start={start.date().isoformat()}&end={end.date().isoformat()}",
         "split_methods": method_legend(),
         **_failed_runs(request, start, end, team=team),
+        "when_to_run": team_when_to_run(team=team, now=timezone.now(), start=start, end=end),
     }
     return render(request, "dashboard/team.html", context)
 

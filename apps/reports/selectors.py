@@ -22,6 +22,7 @@ from django.db.models.functions import TruncDay
 from django.urls import NoReverseMatch, reverse
 
 from apps.carbon.models import IntensityHour, Site
+from apps.carbon.when_selectors import hour_floor, team_when_to_run
 from apps.core.footprint import Footprint
 from apps.fleet.models import Cluster, Team
 from apps.jobs.models import Job, JobGpuHour
@@ -86,6 +87,25 @@ class DayBar:
 
 
 @dataclass
+class WhenLine:
+    """A flexible job group's when-to-run hint as of the week's end, and its hints kept in the week against the
+    intensity that came (apps.carbon.when_selectors)."""
+
+    group: str
+    zone: str
+    text: str  # the hint ("" where the group did not run in the last weeks)
+    forecast_source: str
+    run_length_h: int | None
+    run_facility_kwh: float | None
+    hints: int = 0  # hints kept in the week
+    checked: int = 0  # of them, those whose intensity has come
+    claimed_kg: float = 0.0
+    real_kg: float = 0.0
+    runs: int = 0  # the week's runs of the group with a measured shift saving
+    measured_shift_kg: float | None = None
+
+
+@dataclass
 class TeamReport:
     team_id: int
     team_name: str
@@ -110,6 +130,9 @@ class TeamReport:
     days: list[DayBar]
     idle_share: Footprint | None = None
     archive_path: str = ""
+    when_to_run: list[WhenLine] = field(default_factory=list)
+    when_made_at: str = ""  # the UTC hour the hints look forward from (the week's end), "YYYY-MM-DD HH:MM"
+    when_deadline_h: int | None = None  # FLEETWATT_SHIFT_DEADLINE_H
 
 
 @dataclass
@@ -308,6 +331,23 @@ def _sources(team: Team, start: datetime, end: datetime, zones: list[str], basis
     return sorted(found)
 
 
+def _when_to_run(team: Team, start: datetime, end: datetime) -> list[WhenLine]:
+    found = team_when_to_run(team=team, now=end, start=start, end=end)
+    return [
+        WhenLine(
+            group=line.group, zone=line.zone, text=line.hint.text if line.hint else "",
+            forecast_source=line.hint.forecast.source if line.hint else "",
+            run_length_h=line.hint.run.length_h if line.hint else None,
+            run_facility_kwh=line.hint.run.facility_kwh if line.hint else None,
+            hints=line.summary.hints if line.summary else 0, checked=line.summary.checked if line.summary else 0,
+            claimed_kg=line.summary.claimed_kg if line.summary else 0.0,
+            real_kg=line.summary.real_kg if line.summary else 0.0, runs=line.summary.runs if line.summary else 0,
+            measured_shift_kg=line.summary.measured_shift_kg if line.summary else None,
+        )
+        for line in found.lines
+    ]  # fmt: skip
+
+
 def report_build(*, team: Team, week_start: date) -> TeamReport:
     """The team's report for the local week that began on `week_start` (a Monday). Raises
     MixedBasisError where the team's week spans sites on different intensity bases."""
@@ -351,6 +391,9 @@ def report_build(*, team: Team, week_start: date) -> TeamReport:
         worst_jobs=_worst_jobs(waste.per_job),
         days=_days(team, week_start, tz, waste.per_day_gpu_hours),
         idle_share=_idle(rollup["periods"]),
+        when_to_run=_when_to_run(team, start, end),
+        when_made_at=f"{hour_floor(end):%Y-%m-%d %H:%M}",
+        when_deadline_h=settings.FLEETWATT_SHIFT_DEADLINE_H,
     )
 
 

@@ -1,5 +1,7 @@
 """Synthetic hourly grid intensity for a zone: a solar dip around local noon (deeper in summer), an evening
-peak, a weekly wiggle (less demand at weekends), a few days of weather, and hourly noise.
+peak, a weekly wiggle (less demand at weekends), a few days of weather, and hourly noise. And a synthetic
+forecast of it: the same curve off by an error that grows with the lead time, so that a hint made from it can be
+checked against the intensity that came (docs/arithmetic.md, "When to run").
 
 Pure and deterministic: an hour's value depends only on the zone, the hour, the mean and the seed, never
 on the window asked for, so overlapping windows agree and re-importing them changes nothing.
@@ -86,3 +88,34 @@ def intensity_series(
         out.append((hour, intensity_at(hour, zone=zone, mean_kg_per_kwh=mean_kg_per_kwh, seed=seed)))
         hour += HOUR
     return out
+
+
+FORECAST_SPREAD_48H = 0.15  # a forecast's error two days ahead and beyond: up to +-15 %, growing from 0 at its issue
+
+
+def forecast_at(
+    hour: datetime, *, issued: datetime, zone: str, mean_kg_per_kwh: float | None = None, seed: int = 0
+) -> float:
+    """A forecast, made at `issued`, of the intensity of the UTC hour starting at `hour`: intensity_at off by up to
+    FORECAST_SPREAD_48H x min(1, lead / 48 h), a deterministic draw per issue and hour."""
+    truth = intensity_at(hour, zone=zone, mean_kg_per_kwh=mean_kg_per_kwh, seed=seed)
+    lead_h = max(0.0, (hour.astimezone(UTC) - issued.astimezone(UTC)) / HOUR)
+    spread = FORECAST_SPREAD_48H * min(1.0, lead_h / 48)
+    made, at = int((issued - _EPOCH_MONDAY) // HOUR), int((hour - _EPOCH_MONDAY) // HOUR)
+    value = truth * (1 + spread * _uniform(zone, seed, "forecast", made, at))
+    return round(min(MAX_KG_PER_KWH, max(MIN_KG_PER_KWH, value)), 4)
+
+
+def forecast_series(
+    *, zone: str, issued: datetime, hours: int, mean_kg_per_kwh: float | None = None, seed: int = 0
+) -> list[tuple[datetime, float]]:
+    """(hour, kg/kWh) forecast at `issued` (aware, on the hour) for its `hours` hours from `issued` on."""
+    if issued.tzinfo is None:
+        raise ValueError("issued needs a time zone")
+    issued = issued.astimezone(UTC)
+    if (issued.minute, issued.second, issued.microsecond) != (0, 0, 0):
+        raise ValueError("issued must be on the hour")
+    return [
+        (h, forecast_at(h, issued=issued, zone=zone, mean_kg_per_kwh=mean_kg_per_kwh, seed=seed))
+        for h in (issued + k * HOUR for k in range(hours))
+    ]

@@ -93,6 +93,9 @@ RULES: dict[str, Rule] = {
     "audit-log-list": Rule(get=API_FLEET, other=API_NO_METHOD_FLEET),
     "report-list": Rule(get=API_ALL),
     "report-detail": Rule(get=API_TEAM_B),
+    # When to run: the teams one may see; another team's is not found.
+    "when-to-run-list": Rule(get=API_ALL),
+    "when-to-run-detail": Rule(get=API_TEAM_B),
     # The pages.
     "dashboard:fleet": Rule(get=PAGE_ALL, other=NO_METHOD),
     # Where a login lands, and "My team": redirects (to the viewer's team, or the fleet page).
@@ -182,7 +185,8 @@ def test_every_route_of_the_api_and_every_page_has_a_rule() -> None:
 def _kwargs(route: Route, world: World) -> dict[str, object]:
     """Team B's object for each parameter (finance's own token for a revoke)."""
     by_prefix = {"jobs": world.job_b, "teams": world.team_b, "clusters": world.cluster, "job-groups": world.group,
-                 "gpus": world.gpu_b, "flags": world.flag_b, "reports": world.report_b}  # fmt: skip
+                 "gpus": world.gpu_b, "flags": world.flag_b, "reports": world.report_b,
+                 "when-to-run": world.team_b}  # fmt: skip
     by_name = {"team_id": world.team_b.pk, "job_id": world.job_b.pk, "gpu_id": world.gpu_b.pk,
                "flag_id": world.flag_b.pk, "report_id": world.report_b.pk, "token_id": world.finance_token.pk,
                "token": world.recipient_b.token, "format": "json",

@@ -80,7 +80,7 @@ def _own_id(world: World, path: str, team_b: bool) -> int | None:
     job = world.job_b if team_b else world.job_a
     flag = world.flag_b if team_b else world.flag_a
     objects = {"jobs": job, "teams": team, "clusters": world.cluster, "job-groups": world.group,
-               "gpus": world.gpu_b, "flags": flag, "reports": world.report_b}  # fmt: skip
+               "gpus": world.gpu_b, "flags": flag, "reports": world.report_b, "when-to-run": team}  # fmt: skip
     return objects[prefix].pk
 
 

@@ -1,5 +1,6 @@
-"""python manage.py simulate_intensity --zone Z --start ISO --hours N --out FILE [--mean 0.35] [--seed 0]:
-synthetic hourly grid intensity (apps.simulator.intensity) as a plain CSV that import_intensity reads."""
+"""python manage.py simulate_intensity --zone Z --start ISO --hours N --out FILE [--mean 0.35] [--seed 0]
+[--forecast]: synthetic hourly grid intensity (apps.simulator.intensity) as a plain CSV that import_intensity reads;
+with --forecast, a synthetic forecast of it made at --start, that import_forecast reads."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.carbon.intensity import plain_csv
-from apps.simulator.intensity import DEFAULT_PROFILE, ZONES, intensity_series
+from apps.simulator.intensity import DEFAULT_PROFILE, ZONES, forecast_series, intensity_series
 from apps.simulator.scenario import ScenarioError, parse_duration
 
 
@@ -53,6 +54,11 @@ class Command(BaseCommand):
             help=f"mean kg CO2e/kWh (default: the zone's, else {DEFAULT_PROFILE.mean_kg_per_kwh})",
         )
         parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument(
+            "--forecast",
+            action="store_true",
+            help="a forecast made at --start of its --hours hours (off by up to 15 %% two days ahead; import_forecast)",
+        )
 
     def handle(self, *args: object, **options: object) -> None:
         hours = int(str(options["hours"]))
@@ -60,13 +66,13 @@ class Command(BaseCommand):
             raise CommandError("--hours must be at least 1")
         try:
             start = start_parse(str(options["start"]))
-            series = intensity_series(
-                zone=str(options["zone"]),
-                start=start,
-                end=start + timedelta(hours=hours),
-                mean_kg_per_kwh=options["mean"],  # type: ignore[arg-type]
-                seed=int(str(options["seed"])),
-            )
+            zone, seed = str(options["zone"]), int(str(options["seed"]))
+            mean = float(str(options["mean"])) if options["mean"] is not None else None
+            if options["forecast"]:
+                series = forecast_series(zone=zone, issued=start, hours=hours, mean_kg_per_kwh=mean, seed=seed)
+            else:
+                end = start + timedelta(hours=hours)
+                series = intensity_series(zone=zone, start=start, end=end, mean_kg_per_kwh=mean, seed=seed)
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         text = plain_csv(series)
@@ -77,7 +83,8 @@ class Command(BaseCommand):
         path = Path(out)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
+        kind = "forecast, made then, " if options["forecast"] else ""
         self.stdout.write(
-            f"{path}: {len(series)} hours of {options['zone']} from {start:%Y-%m-%d %H:%M} UTC, "
+            f"{path}: {len(series)} hours of {options['zone']} {kind}from {start:%Y-%m-%d %H:%M} UTC, "
             f"mean {sum(v for _, v in series) / len(series):.3f} kg/kWh"
         )
