@@ -44,6 +44,7 @@ PURE = {
     "apps.carbon.config",
     "apps.carbon.intensity",
     "apps.telemetry.counters",
+    "apps.telemetry.gpu_settings",
     "apps.telemetry.hour",
     "apps.telemetry.promql",
     "apps.telemetry.guard",

@@ -109,6 +109,16 @@ class FaultSpec:
     gpu: int | None = None
 
 
+@dataclass(frozen=True)
+class PowerLimitSpec:
+    """From `at_s` on, the GPU's (every GPU of the node's, where `gpu` is None) enforced power limit is `watts`."""
+
+    node: str
+    at_s: int
+    watts: float
+    gpu: int | None = None
+
+
 @dataclass
 class Scenario:
     name: str
@@ -120,6 +130,13 @@ class Scenario:
     gpu_model: str = "NVIDIA H200"
     idle_power_w: float = 75.0
     tdp_w: float = 700.0
+    # The GPUs' settings (docs/metrics.md, "Power limits and clocks"), exported by the agent (a 'current' contract)
+    # and dcgm-exporter only where `gpu_settings` is on: the limit is the TDP unless `power_limits` change it,
+    # the SM clock is `sm_clock_mhz` while a job computes on the GPU and `idle_sm_clock_mhz` otherwise.
+    gpu_settings: bool = False
+    sm_clock_mhz: float = 1980.0
+    idle_sm_clock_mhz: float = 345.0
+    power_limits: list[PowerLimitSpec] = field(default_factory=list)
     nodes: list[NodeSpec] = field(default_factory=list)
     jobs: list[JobSpec] = field(default_factory=list)
     faults: list[FaultSpec] = field(default_factory=list)
@@ -190,6 +207,9 @@ def scenario_from_dict(raw: dict[str, Any], *, now: datetime | None = None) -> S
         gpu_model=str(raw.get("gpu_model", "NVIDIA H200")),
         idle_power_w=float(raw.get("idle_power_w", 75.0)),
         tdp_w=float(raw.get("tdp_w", 700.0)),
+        gpu_settings=bool(raw.get("gpu_settings", False)),
+        sm_clock_mhz=float(raw.get("sm_clock_mhz", 1980.0)),
+        idle_sm_clock_mhz=float(raw.get("idle_sm_clock_mhz", 345.0)),
     )
     for i, n in enumerate(raw.get("nodes", [])):
         count = int(n.get("count", 1))
@@ -229,6 +249,17 @@ def scenario_from_dict(raw: dict[str, Any], *, now: datetime | None = None) -> S
         if kind != "counter_reset" and end <= start:
             raise ScenarioError(f"{where}: end must be after start")
         sc.faults.append(FaultSpec(kind=kind, node=f["node"], start_s=start, end_s=end, gpu=f.get("gpu")))
+    for i, p in enumerate(raw.get("power_limits", [])):
+        where = f"power_limits[{i}]"
+        if p.get("node") not in hostnames:
+            raise ScenarioError(f"{where}.node: unknown node {p.get('node')!r}")
+        watts = float(p.get("watts", 0))
+        if not sc.idle_power_w < watts <= 10_000:
+            raise ScenarioError(f"{where}.watts: above idle_power_w ({sc.idle_power_w:g}) and at most 10000")
+        gpu = None if p.get("gpu") is None else int(p["gpu"])
+        sc.power_limits.append(
+            PowerLimitSpec(node=p["node"], at_s=parse_duration(p.get("at", 0), where), watts=watts, gpu=gpu)
+        )
     _validate(sc)
     return sc
 

@@ -35,6 +35,10 @@ AGENT_COUNTERS = (
 # The extensions of docs/metrics.md: an agent older than them exports none (the ingest falls back).
 EXTENSIONS = (GPU_SAMPLED, JOB_OCCUPANCY, "fleetwatt_job_last_seen_time_seconds")
 
+# The GPU's settings (docs/metrics.md, "Power limits and clocks"): gauges an older agent does not export.
+GPU_POWER_LIMIT = "fleetwatt_gpu_power_limit_watts"  # NVML's enforced power limit
+GPU_SM_CLOCK = "fleetwatt_gpu_sm_clock_hertz"
+
 JOB_MEMORY = "fleetwatt_job_gpu_memory_bytes"
 JOB_LAST_SEEN = "fleetwatt_job_last_seen_time_seconds"
 JOB_START = "fleetwatt_job_start_time_seconds"
@@ -45,6 +49,11 @@ DCGM_ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"  # millijoules, since the d
 DCGM_POWER = "DCGM_FI_DEV_POWER_USAGE"
 DCGM_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 DCGM_FB_USED = "DCGM_FI_DEV_FB_USED"  # MiB
+# Not in dcgm-exporter's default counters: a site adds them to its counters file. The enforced limit (all
+# limiters applied) is read where exported, else the management limit; both W. The SM clock is in MHz.
+DCGM_ENFORCED_POWER_LIMIT = "DCGM_FI_DEV_ENFORCED_POWER_LIMIT"
+DCGM_POWER_MGMT_LIMIT = "DCGM_FI_DEV_POWER_MGMT_LIMIT"
+DCGM_SM_CLOCK = "DCGM_FI_DEV_SM_CLOCK"
 
 # kube-state-metrics (apps.schedulers.kube): every pod it knows, and the GPUs a pod's containers request.
 KSM_POD_INFO = "kube_pod_info"
@@ -135,12 +144,15 @@ class HourQueries:
         return self._sel(metric, matcher) + f"[{self.hour}]"
 
     def job_gauges(self) -> str:
-        """Per job and GPU: peak memory and last-seen time; per job and host: start time."""
+        """Per job and GPU: peak memory and last-seen time; per job and host: start time; per GPU: its power limit
+        (mean, least and most of the hour) and mean SM clock (apps.telemetry.gpu_settings)."""
+        limit, clock = self._sel(GPU_POWER_LIMIT), self._sel(GPU_SM_CLOCK)
         return _tagged_union(
             {
                 "memory": f"max_over_time({self._sel(JOB_MEMORY)}[{self.hour}])",
                 "last_seen": f"max_over_time({self._sel(JOB_LAST_SEEN)}[{self.hour}])",
                 "start": f"min_over_time({self._sel(JOB_START)}[{self.hour}])",
+                **_settings_parts(limit=[limit], clock=clock, hour=self.hour),
             }
         )
 
@@ -175,6 +187,11 @@ class HourQueries:
                 "util": each("avg_over_time({s}[{hour}])", DCGM_UTIL),
                 "fb_avg": each("avg_over_time({s}[{hour}])", DCGM_FB_USED),
                 "fb_max": each("max_over_time({s}[{hour}])", DCGM_FB_USED),
+                **_settings_parts(
+                    limit=[self._sel(DCGM_ENFORCED_POWER_LIMIT), self._sel(DCGM_POWER_MGMT_LIMIT)],
+                    clock=self._sel(DCGM_SM_CLOCK),
+                    hour=hour,
+                ),
             }
         )
 
@@ -224,6 +241,26 @@ class HourQueries:
 
     def _job_labelled_selectors(self, metric: str) -> list[str]:
         return [self._sel(metric, f'{label}!=""') for label in DCGM_JOB_LABELS]
+
+
+# The tags of a GPU's settings in the answers of job_gauges (the agent's) and dcgm_series (dcgm-exporter's).
+SETTINGS_TAGS = ("power_limit", "power_limit_min", "power_limit_max", "sm_clock")
+
+
+def _settings_parts(*, limit: list[str], clock: str, hour: str) -> dict[str, str]:
+    """A GPU's power limit (mean, least, most over the hour) and mean SM clock: the first of the `limit` series
+    that a GPU has (`or`: the answers of its series name no metric, so a GPU keeps the first)."""
+
+    def first(function: str) -> str:
+        return " or ".join(f"{function}({s}[{hour}])" for s in limit)
+
+    return dict(
+        zip(
+            SETTINGS_TAGS,
+            (first("avg_over_time"), first("min_over_time"), first("max_over_time"), f"avg_over_time({clock}[{hour}])"),
+            strict=True,
+        )
+    )
 
 
 def _regex_escape(value: str) -> str:

@@ -227,6 +227,9 @@ def _jobs_upsert(
     return existing, moved
 
 
+GPU_SETTINGS_FIELDS = ("power_limit_w", "power_limit_min_w", "power_limit_max_w", "sm_clock_mhz")
+
+
 @dataclass(frozen=True)
 class HourWrite:
     """What replacing an hour's rows touched."""
@@ -341,13 +344,14 @@ def hour_rows_write(*, cluster: Cluster, hour: datetime, result: HourResult, tea
     ]
     gpu_columns: dict[str, list[Any]] = {"gpu_id": gpu_hour_pk, "hour": [hour] * len(measured)}
     gpu_columns |= {name: [getattr(g, name) for g in measured] for name in gpu_fields}
+    gpu_columns |= {name: [getattr(g.settings, name) for g in measured] for name in GPU_SETTINGS_FIELDS}
     # The hour's estimates follow from what is measured: zero here, derived again.
     gpu_columns |= {"estimated_j": [0.0] * len(measured), "estimated_s": [0.0] * len(measured)}
     columns_upsert(
         GpuHour,
         gpu_columns,
         unique_fields=["gpu", "hour"],
-        update_fields=[*gpu_fields, "estimated_j", "estimated_s"],
+        update_fields=[*gpu_fields, *GPU_SETTINGS_FIELDS, "estimated_j", "estimated_s"],
     )
     through = ingested_through(cluster, hour)
     # Jobs that were in the hour before, are in it now, or may have ended before it.
