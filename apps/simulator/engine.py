@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import serving
 from .scenario import JobSpec, NodeSpec, Scenario
 
 # Exposed metric families: (name as exposed, type). Counters end in _total except dcgm's, as in the wild.
@@ -95,6 +96,7 @@ FAMILY_TYPES: dict[str, str] = {
     DCGM_POWER_MGMT_LIMIT: "gauge",
     DCGM_SM_CLOCK: "gauge",
     **dict.fromkeys(KSM_FAMILIES, "gauge"),
+    **serving.FAMILY_TYPES,
 }
 HELP: dict[str, str] = {
     GPU_ENERGY: "Energy the GPU used while the agent watched (J).",
@@ -131,6 +133,7 @@ HELP: dict[str, str] = {
     KSM_POD_START_TIME: "Start time in unix timestamp for a pod.",
     KSM_POD_COMPLETION_TIME: "Completion time in unix timestamp for a pod.",
     KSM_POD_REQUESTS: "The number of requested request resource by a container.",
+    **serving.HELP,
 }
 
 
@@ -159,6 +162,11 @@ class JobTruth:
     end: float = 0.0
     gpus: int = 0
     memory_bytes: int = 0
+    # An inference server's final counts (apps.simulator.serving); 0 for a job that serves nothing.
+    output_tokens: float = 0.0
+    prompt_tokens: float = 0.0
+    requests: float = 0.0
+    work_units: float = 0.0  # a training job's own work counter (apps.simulator.serving)
 
     @property
     def coverage(self) -> float:
@@ -487,6 +495,8 @@ class FleetSimulation:
             yield from self.agent_series(gpu, times)
             yield from self.dcgm_series(gpu, times)
         yield from self.kube_series(times)
+        for family, labels, at, values in serving.serving_series(self.sc, times):
+            yield Series(family, labels, at, values)
 
     # ---- the right answers
     def truth(self) -> dict[str, JobTruth]:
@@ -502,6 +512,14 @@ class FleetSimulation:
                 gpus=len(job.gpus),
                 memory_bytes=job.memory_bytes,
             )
+        # What Prometheus kept of each server: its counters' last scraped values.
+        for job_key, units in serving.counted_units_truth(sc, self.scrapes).items():
+            out[job_key].work_units = units
+        for job_key, served in serving.served_truth(sc, self.scrapes).items():
+            truth = out[job_key]
+            truth.output_tokens, truth.prompt_tokens, truth.requests = (
+                served.output_tokens, served.prompt_tokens, served.requests,
+            )  # fmt: skip
         for gpu in self.gpus:
             for key, cum in gpu.cumulative.items():
                 if key[0] == "physical":

@@ -59,6 +59,33 @@ class NodeSpec:
     agent_contract: str = "current"
 
 
+SERVING_ENGINES = ("vllm",)
+
+
+@dataclass(frozen=True)
+class ServingSpec:
+    """An inference server the job runs (apps.simulator.serving): it generates `tokens_per_s` output tokens a second
+    at 100 % SM and in proportion below it (tokens follow its load), `prompt_ratio` prompt tokens per output token,
+    and finishes a request every `tokens_per_request` output tokens. At each of `restarts` (seconds since the job's
+    start) the engine restarts in its pod: its counters start again from 0."""
+
+    engine: str = "vllm"
+    model: str = "meta-llama/Llama-3.1-8B-Instruct"
+    tokens_per_s: float = 2000.0
+    prompt_ratio: float = 3.0
+    tokens_per_request: float = 250.0
+    restarts: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class WorkSpec:
+    """A training job's own work counter (`fleetwatt_job_work_units_total{unit}`, docs/metrics.md, "Work counters"):
+    `per_s` units a second at 100 % SM, in proportion below it."""
+
+    unit: str = "step"
+    per_s: float = 1.0
+
+
 @dataclass
 class JobSpec:
     scheduler: str
@@ -87,6 +114,8 @@ class JobSpec:
     labels: dict[str, str] = field(default_factory=dict)  # Kubernetes pod labels
     owner_kind: str = ""  # Kubernetes owner: Job, CronJob, Deployment, StatefulSet, JobSet...
     owner_name: str = ""
+    serving: ServingSpec | None = None  # an inference server: its engine's token and request counters
+    work: WorkSpec | None = None  # its own work counter
 
     @property
     def job_key(self) -> str:
@@ -299,7 +328,42 @@ def _job(j: dict[str, Any], where: str, sc: Scenario) -> JobSpec:
         labels=_labels(j.get("labels", {}), f"{where}.labels"),
         owner_kind=str(j.get("owner_kind", "")),
         owner_name=str(j.get("owner_name", "")),
+        serving=_serving(j.get("serving"), f"{where}.serving"),
+        work=_work(j.get("work"), f"{where}.work"),
     )
+
+
+def _work(value: Any, where: str) -> WorkSpec | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) - {"unit", "per_s"} or float(value.get("per_s", 1.0)) <= 0:
+        raise ScenarioError(f"{where}: {{unit: step, per_s: 2.5}} (per_s over 0)")
+    return WorkSpec(unit=str(value.get("unit", "step")), per_s=float(value.get("per_s", 1.0)))
+
+
+def _serving(value: Any, where: str) -> ServingSpec | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ScenarioError(f"{where}: a mapping such as {{engine: vllm, model: ..., tokens_per_s: 2000}}")
+    unknown = set(value) - {"engine", "model", "tokens_per_s", "prompt_ratio", "tokens_per_request", "restarts"}
+    if unknown:
+        raise ScenarioError(f"{where}: unknown keys {sorted(unknown)}")
+    restarts = tuple(sorted(parse_duration(t, f"{where}.restarts") for t in value.get("restarts", [])))
+    default = ServingSpec()
+    spec = ServingSpec(
+        engine=str(value.get("engine", default.engine)),
+        model=str(value.get("model", default.model)),
+        tokens_per_s=float(value.get("tokens_per_s", default.tokens_per_s)),
+        prompt_ratio=float(value.get("prompt_ratio", default.prompt_ratio)),
+        tokens_per_request=float(value.get("tokens_per_request", default.tokens_per_request)),
+        restarts=restarts,
+    )
+    if spec.engine not in SERVING_ENGINES:
+        raise ScenarioError(f"{where}.engine: one of {', '.join(SERVING_ENGINES)}")
+    if spec.tokens_per_s <= 0 or spec.prompt_ratio < 0 or spec.tokens_per_request <= 0:
+        raise ScenarioError(f"{where}: tokens_per_s and tokens_per_request over 0, prompt_ratio 0 or more")
+    return spec
 
 
 JOB_STATES = ("completed", "failed", "cancelled", "timeout", "out_of_memory", "node_fail", "preempted")
@@ -367,6 +431,13 @@ def _generated_jobs(gen: dict[str, Any], sc: Scenario) -> list[JobSpec]:
                     "name": rnd.choice(["train", "finetune", "eval", "sweep", "infer"]) + f"-{next_id}",
                     "state": _generated_ending(gen.get("seed", 1), next_id),
                 }
+                serving = gen.get("serving")
+                if serving and k8s and str(spec["name"]).startswith("infer"):
+                    # The inference runs of Kubernetes teams serve a model: chosen by the job's id, not drawn, so
+                    # that the rest of the workload stays as it was.
+                    models = list(serving.get("models", [ServingSpec.model]))
+                    spec["serving"] = {**{k: v for k, v in serving.items() if k != "models"},
+                                       "model": models[next_id % len(models)]}  # fmt: skip
                 if k8s:
                     owner = team.get("namespace") or team.get("account", "")
                     spec["labels"] = {"team": owner, "app": str(spec["name"]).split("-")[0]}

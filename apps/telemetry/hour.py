@@ -116,6 +116,8 @@ class HourInput:
     pod_claims: PodClaims | None = None  # where the cluster's Prometheus holds kube-state-metrics
     # Asked only of GPUs with no energy meter (HourQueries.unmetered_signals): (tag, labels, value).
     unmetered_signals: list[tuple[str, dict[str, str], float]] = field(default_factory=list)
+    # The serving engines' and jobs' work counters (HourQueries.work_counters; apps.telemetry.work).
+    work: list[SeriesWindow] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

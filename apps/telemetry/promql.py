@@ -7,6 +7,10 @@ Each is evaluated as an instant query at the hour's end, so `[1h]` is the hour i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from apps.fleet.work_counters import WorkCounters
 
 # The agent's counters (DESIGN section 2, and the extensions in docs/metrics.md).
 GPU_ENERGY = "fleetwatt_gpu_energy_joules_total"
@@ -65,6 +69,9 @@ DCGM_JOB_LABELS = ("pod", "exported_pod", "hpc_job")
 
 # Tag label that lets one HTTP query carry several aggregates of the same series.
 TAG = "fw_q"
+# Labels of the work query's answers (apps.telemetry.work): "<engine>/<kind>", and the model served.
+WORK_TAG = "fw_w"
+MODEL_TAG = "fw_model"
 
 # Whether an engine's windows are open on the left, asked of it without data: at a whole second t, a
 # subquery over the last 2 s at a 1 s step has 3 steps on Prometheus 2 (windows [t - d, t]) and 2 on
@@ -107,6 +114,8 @@ class HourQueries:
     # Whether the cluster's Prometheus holds kube-state-metrics (Cluster.scheduler_sources): then a pod that
     # dcgm-exporter's labels name is checked against the GPUs it requested (pod_gpu_claims).
     pod_claims: bool = False
+    # The serving engines' and jobs' work counters read on this cluster (Cluster.work_counters; apps.telemetry.work).
+    work: tuple[WorkCounters, ...] = ()
 
     def _sel(self, metric: str, extra: str = "") -> str:
         """The metric's selector: the cluster's matchers, the shard's node matcher, and `extra`."""
@@ -136,6 +145,36 @@ class HourQueries:
                 "resets": f"resets({m}[{self.hour}])",
             }
         )
+
+    def work_counters(self) -> str:
+        """counter_window's aggregates of every work counter of every engine, the whole cluster in one query (work
+        series name no GPU node: a sharded cluster asks it of its `rest` shard alone), each labelled with its
+        engine and kind (WORK_TAG) and its model (MODEL_TAG, copied from the engine's model label)."""
+        parts = []
+        for counters in self.work:
+            for kind, metric in counters.metrics().items():
+                m = selector(metric, self.cluster_selector)
+                for tag, expr in (
+                    ("last", f"last_over_time({m}[{self.hour}])"),
+                    ("anchor", f"last_over_time({m}[{self.window(self.lookback_s)}] offset 1h)"),
+                    ("min", f"min_over_time({m}[{self.hour}])"),
+                    ("resets", f"resets({m}[{self.hour}])"),
+                ):
+                    labelled = _tagged(f'label_replace({expr}, "{WORK_TAG}", "{counters.engine}/{kind}", "", "")', tag)
+                    if counters.model_label:
+                        labelled = f'label_replace({labelled}, "{MODEL_TAG}", "$1", "{counters.model_label}", "(.*)")'
+                    parts.append(labelled)
+        return " or ".join(parts)
+
+    def work_metric(self, work_tag: str) -> str:
+        """The counter name of a work series' "<engine>/<kind>" ("" : none configured)."""
+        engine, _, kind = work_tag.partition("/")
+        return next((c.metrics().get(kind, "") for c in self.work if c.engine == engine), "")
+
+    def work_raw_samples(self, metric: str, label: str, values: list[str]) -> str:
+        """The hour's raw samples of the work series whose `label` is one of `values` (resets only)."""
+        pattern = "|".join(_regex_escape(v) for v in sorted(set(values)))
+        return selector(metric, self.cluster_selector, label + '=~"' + pattern + '"') + f"[{self.hour}]"
 
     def raw_samples(self, metric: str, label: str, values: list[str]) -> str:
         """The hour's raw samples of the series whose `label` is one of `values` (resets only)."""
