@@ -95,6 +95,13 @@ class Fetched:
 def hour_fetch_shard(*, cluster: Cluster, hour: datetime, reader: PrometheusReader, node_match: str) -> Fetched:
     """The hour's queries for the cluster, or for one shard of it (`node_match`, apps.telemetry.shards)."""
     count0, seconds0 = reader.log.count, reader.log.seconds
+    try:
+        work = cluster.work_counters_read()
+    except ValueError as exc:  # stored past the admin's checks (by hand): never read as "no work"
+        raise IngestError(
+            f"cluster {cluster.name}: its work_counters cannot be read ({exc}); fix them in the admin or the fleet "
+            "config (docs/config.md). Nothing was written."
+        ) from None
     queries = promql.HourQueries(
         cluster_selector=cluster.selector,
         scrape_interval_s=cluster.scrape_interval_s,
@@ -103,7 +110,7 @@ def hour_fetch_shard(*, cluster: Cluster, hour: datetime, reader: PrometheusRead
         node_match=node_match,
         dcgm_host_label=cluster.dcgm_host_label,
         pod_claims=Cluster.Scheduler.KUBERNETES in cluster.scheduler_sources(),
-        work=cluster.work_counters_read(),
+        work=work,
     )
     data = hour_fetch(reader=reader, queries=queries, hour_start=hour.timestamp())
     if node_match and not cluster.dcgm_host_label:

@@ -113,6 +113,20 @@ def _attach_work_raw(
                 found.window.raw = [(float(t), float(v)) for t, v in item["values"]]
 
 
+def _settings_missing(data: HourInput) -> bool:
+    """Whether some GPU of the hour has no power limit or SM clock from the agent (an older agent, a GPU that does
+    not support them, a GPU only dcgm-exporter reports)."""
+    told: dict[str, set[str]] = defaultdict(set)
+    for tag, labels, _ in data.job_gauges:
+        if tag in ("power_limit", "sm_clock") and labels.get("uuid"):
+            told[labels["uuid"]].add(tag)
+    covered = {uuid for uuid, tags in told.items() if len(tags) == 2}
+    gpus = {sw.labels.get("uuid", "") for sw in data.counters.get(promql.GPU_ENERGY, []) if sw.window.last is not None}
+    gpus |= {dcgm_uuid(sw.labels) for sw in data.dcgm_energy if sw.window.last is not None}
+    gpus |= {dcgm_uuid(labels) for tag, labels, _ in data.dcgm_series if tag == "present"}
+    return bool(gpus - covered - {""})
+
+
 def _info_labels(result: list[dict[str, Any]]) -> list[dict[str, str]]:
     return [dict(_series_key(item["metric"])) for item in result]
 
@@ -161,6 +175,8 @@ def hour_fetch(*, reader: PrometheusReader, queries: promql.HourQueries, hour_st
     data.agent_info = [labels for labels in infos if "job_key" not in labels]
     data.dcgm_series = answers["dcgm"]
     data.pod_claims = answers.get("claims")
+    if _settings_missing(data):  # dcgm-exporter's word, for the GPUs the agent gave none for (the answers say which)
+        data.dcgm_series += parse_tagged(reader.instant(queries.dcgm_settings(), at=at))
     data.work = answers.get("work", [])
     _attach_work_raw(reader, queries, data.work, at=at)
     # GPUs dcgm-exporter shows with no energy meter: what is known of them (utilisation, memory, who held them).

@@ -226,12 +226,18 @@ class HourQueries:
                 "util": each("avg_over_time({s}[{hour}])", DCGM_UTIL),
                 "fb_avg": each("avg_over_time({s}[{hour}])", DCGM_FB_USED),
                 "fb_max": each("max_over_time({s}[{hour}])", DCGM_FB_USED),
-                **_settings_parts(
-                    limit=[self._sel(DCGM_ENFORCED_POWER_LIMIT), self._sel(DCGM_POWER_MGMT_LIMIT)],
-                    clock=self._sel(DCGM_SM_CLOCK),
-                    hour=hour,
-                ),
             }
+        )
+
+    def dcgm_settings(self) -> str:
+        """dcgm-exporter's power limit and SM clock of every GPU series (apps.telemetry.gpu_settings): asked only
+        of an hour some GPU of which the agent gave no settings for (an older agent, a GPU without one)."""
+        return _tagged_union(
+            _settings_parts(
+                limit=[self._sel(DCGM_ENFORCED_POWER_LIMIT), self._sel(DCGM_POWER_MGMT_LIMIT)],
+                clock=self._sel(DCGM_SM_CLOCK),
+                hour=self.hour,
+            )
         )
 
     def pod_gpu_claims(self) -> str:

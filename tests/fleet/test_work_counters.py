@@ -3,6 +3,8 @@ cluster's stored form."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from django.core.exceptions import ValidationError
 
@@ -15,6 +17,9 @@ from apps.fleet.work_counters import (
     work_counters_json,
     work_counters_parse,
 )
+from apps.pipeline.ingest import hour_fetch_shard
+from apps.telemetry.prometheus import PrometheusReader
+from apps.telemetry.services import IngestError
 
 
 def test_null_is_the_defaults_and_an_empty_list_reads_none() -> None:
@@ -76,3 +81,14 @@ def test_the_admin_s_form_refuses_a_bad_list() -> None:
     with pytest.raises(ValidationError, match="name one counter at least"):
         cluster.clean()
     assert Cluster(name="b", prometheus_url="http://p:9090").work_counters_read() == DEFAULT_WORK_COUNTERS
+
+
+@pytest.mark.django_db
+def test_the_ingest_refuses_a_cluster_whose_stored_counters_cannot_be_read() -> None:
+    # given a list written past the admin's checks (by hand, in the database)
+    cluster = Cluster.objects.create(name="a", prometheus_url="http://127.0.0.1:9", work_counters=[{"engine": "x"}])
+    reader = PrometheusReader(cluster.prometheus_url, timeout_s=1)
+    # then the hour fails loudly, before a query, rather than reading no work at all
+    with pytest.raises(IngestError, match="cluster a: its work_counters cannot be read"):
+        hour_fetch_shard(cluster=cluster, hour=datetime(2026, 11, 2, tzinfo=UTC), reader=reader, node_match="")
+    assert reader.log.count == 0

@@ -10,8 +10,11 @@ import numpy as np
 import pytest
 from django.core.management import call_command
 
+from apps.pipeline.ingest import hour_ingest
 from apps.simulator import engine
+from apps.telemetry import promql
 from apps.telemetry.models import GpuHour
+from apps.telemetry.prometheus import PrometheusReader
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.django_db]
 
@@ -102,3 +105,19 @@ def test_reingesting_gives_the_same_settings(history_loader, cluster_for) -> Non
     first = sorted(GpuHour.objects.values_list(*fields))
     call_command("ingest", **hours)
     assert sorted(GpuHour.objects.values_list(*fields)) == first
+
+
+def _asked_dcgm_settings(history, cluster) -> bool:
+    reader = PrometheusReader(history.url, timeout_s=30)
+    hour_ingest(cluster=cluster, hour=START.replace(hour=1), reader=reader)
+    return any(promql.DCGM_SM_CLOCK in q for q in reader.log.queries)
+
+
+def test_dcgm_exporter_s_settings_are_asked_only_where_an_agent_gave_none(history_loader, cluster_for) -> None:
+    # given a fleet of current agents only, then the mixed one
+    current = {**SCENARIO, "name": "gpu-settings-current", "nodes": SCENARIO["nodes"][:1], "jobs": SCENARIO["jobs"][:1]}
+    current["power_limits"] = SCENARIO["power_limits"][:1]
+    # then the first reads each GPU's settings once, from its agent; the second asks dcgm-exporter too
+    agents, mixed = history_loader(current), history_loader(SCENARIO)
+    assert not _asked_dcgm_settings(agents, cluster_for(agents, "current"))
+    assert _asked_dcgm_settings(mixed, cluster_for(mixed, "mixed"))

@@ -37,7 +37,12 @@ def served_work(
     """Per model: tokens, requests, J, Wh and g CO2e per 1,000 output tokens and cost per million; for a job, also its
     own work counter's units. Only jobs the viewer may see."""
     jobs = Job.objects.visible_to(context["request"].user)
-    jobs = jobs.filter(team=team) if team is not None else jobs.filter(pk=job.pk if job is not None else None)
+    if team is not None:
+        jobs = jobs.filter(team=team)
+    elif job is not None:
+        jobs = jobs.filter(pk=job.pk)
+    else:
+        jobs = jobs.none()
     lines = per_token(serving_jobs(jobs=jobs, start=_midnight(start), end=_midnight(end)), group_by="model")
     return {
         "lines": lines,
