@@ -6,6 +6,10 @@ Target: a cluster-hour of 1,000 GPUs in under 2 s, ingest and derived stage toge
 Prometheus floor.
 
     .venv/bin/python bench/ingest_cluster_hour.py [--gpus 1000] [--hours 24] [--keep DIR] [--month-days 27]
+        [--gpu-settings]
+
+`--gpu-settings`: the agent and dcgm-exporter also export each GPU's power limit and SM clock (what the
+GPU-hours keep since issue 37), as a site that added them to dcgm-exporter's counters.
 
 `--month-days N` then copies the day's hour rows into the N days after it and derives some of its hours
 again (all of it rolled back): the derived stage on a month's partition as full as on day N + 2.
@@ -38,9 +42,10 @@ os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/fleetw
 import django
 
 
-def scenario(gpus: int, hours: int) -> dict:
+def scenario(gpus: int, hours: int, *, gpu_settings: bool = False) -> dict:
     nodes = gpus // 8
     return {
+        "gpu_settings": gpu_settings,
         "name": "bench",
         "start": "2026-11-02T00:00:00Z",
         "duration": f"{hours + 1}h",
@@ -181,6 +186,7 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="reuse/keep the Prometheus data folder here")
     ap.add_argument("--batch", type=int, default=24, help="hours derived at once in the catch-up run")
     ap.add_argument("--month-days", type=int, default=0, help="then derive again with this many more days")
+    ap.add_argument("--gpu-settings", action="store_true", help="the exporters export power limits and clocks too")
     args = ap.parse_args()
 
     database = os.environ["DATABASE_URL"].rsplit("/", 1)[-1]
@@ -207,7 +213,7 @@ def main() -> None:
     from apps.telemetry.prometheus import PrometheusReader
 
     call_command("migrate", verbosity=0)  # a fresh database: nothing to clear before the first run
-    sc = scenario_from_dict(scenario(args.gpus, args.hours))
+    sc = scenario_from_dict(scenario(args.gpus, args.hours, gpu_settings=args.gpu_settings))
     sim = FleetSimulation(sc)
     folder = args.keep or Path(tempfile.mkdtemp(prefix="fleetwatt-bench-"))
     folder.mkdir(parents=True, exist_ok=True)

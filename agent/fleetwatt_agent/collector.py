@@ -38,6 +38,10 @@ class AgentCollector(Collector):
         )
         gpu_power = GaugeMetricFamily("fleetwatt_gpu_power_watts", "Board power now", labels=GPU)
         gpu_mem = GaugeMetricFamily("fleetwatt_gpu_memory_used_bytes", "GPU memory used now", labels=GPU)
+        gpu_limit = GaugeMetricFamily(
+            "fleetwatt_gpu_power_limit_watts", "Power limit the driver enforces now (NVML's enforced limit)", labels=GPU
+        )
+        gpu_clock = GaugeMetricFamily("fleetwatt_gpu_sm_clock_hertz", "SM clock now", labels=GPU)
         gpu_resets = CounterMetricFamily(
             "fleetwatt_gpu_energy_counter_resets",
             "Times the driver's energy counter went backwards (driver reload); that interval was integrated from power",
@@ -80,6 +84,10 @@ class AgentCollector(Collector):
             gpu_idle.add_metric(gl, led.idle_j)
             gpu_power.add_metric(gl, led.power_w)
             gpu_mem.add_metric(gl, float(led.memory_used_bytes))
+            if led.power_limit_w is not None:  # not supported: no series (the app reads it as unknown)
+                gpu_limit.add_metric(gl, led.power_limit_w)
+            if led.sm_clock_mhz is not None:
+                gpu_clock.add_metric(gl, led.sm_clock_mhz * 1e6)
             gpu_resets.add_metric(gl, float(led.resets))
             gpu_sampled.add_metric(gl, led.sampled_s)
             for key, job in sorted(led.jobs.items()):
@@ -158,6 +166,8 @@ class AgentCollector(Collector):
             gpu_idle,
             gpu_power,
             gpu_mem,
+            gpu_limit,
+            gpu_clock,
             gpu_resets,
             gpu_sampled,
             job_energy,

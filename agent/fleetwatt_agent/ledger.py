@@ -52,6 +52,8 @@ class GpuLedger:
     sampled_s: float = 0.0
     power_w: float = 0.0
     memory_used_bytes: int = 0
+    power_limit_w: float | None = None  # None: the driver does not say (not exported)
+    sm_clock_mhz: float | None = None
     samples: int = 0
     last_mono: float | None = None
     last_wall: float | None = None

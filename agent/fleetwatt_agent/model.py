@@ -75,6 +75,10 @@ class GpuReading:
     # in a --record trace so that the reading of the driver's samples can be studied and replayed.
     util_samples: tuple[tuple[int, int, float, float], ...] = ()
     util_since_us: int | None = None
+    # The power limit the driver enforces (W) and the SM clock (MHz) at the tick; None where the driver does not
+    # say (not supported) or the backend cannot ask (a trace recorded before they were).
+    power_limit_w: float | None = None
+    sm_clock_mhz: float | None = None
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ Line 1, the header: {"format": "fleetwatt-agent-trace", "version": 2, "backend",
 Then one line per tick:
   {"t": Unix seconds, "mono": monotonic seconds,
    "gpus": [{"index", "power_w", "memory_used_bytes", "energy_mj" (null when not read this tick),
+             "power_limit_w", "sm_clock_mhz" (null where the driver does not say),
              "signal" ("sm" | "busy" | null), "activity_missing",
              "processes": [[pid, memory_bytes, activity_pct or null, mem_activity_pct or null
                             (, gpu_busy_ns: the process's exact GPU time counter, where it keeps one
@@ -21,7 +22,8 @@ Then one line per tick:
 Version 1 traces have three fields per process (no memory activity); the replay reads both versions.
 "util" was added within version 2 (readers that do not know it ignore it; the processes' activity is
 what the agent computed from it), and so were a process's fifth field, its GPU-time counter, and sixth,
-its kernels' (gputime.py; older readers ignore them, and a trace without them replays as before).
+its kernels' (gputime.py; older readers ignore them, and a trace without them replays as before), and a
+GPU's "power_limit_w" and "sm_clock_mhz" (a trace without them replays with both unknown).
 The replay backend reads "t", "mono", "gpus" and "jobs"; "split" is what the agent computed, kept so
 that a replay can be checked against the recording and the invariant checked on every sample.
 """
@@ -71,6 +73,8 @@ def tick_record(reading: TickReading, new_jobs: dict[int, JobInfo], outputs: lis
                 "energy_mj": g.energy_mj,
                 "signal": g.signal,
                 "activity_missing": g.activity_missing,
+                "power_limit_w": g.power_limit_w,
+                "sm_clock_mhz": g.sm_clock_mhz,
                 "processes": [_process(p) for p in g.processes],
                 **_util(g),
             }

@@ -235,6 +235,7 @@ class Sampler:
         if g.power_w is not None:
             led.power_w = g.power_w
         led.memory_used_bytes = g.memory_used_bytes
+        led.power_limit_w, led.sm_clock_mhz = g.power_limit_w, g.sm_clock_mhz
         # The same processes listed at both ends of the sample: none came or left within it.
         steady = led.prev_listed == frozenset(p.pid for p in g.processes)
         procs = self._with_gpu_time(led, self._with_activity(led, g), mono)

@@ -21,6 +21,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import yaml
 
 from apps.fleet.endpoint import MAX_TIMEOUT_S, env_name_problem, headers_problems, label_name_problem
+from apps.fleet.work_counters import WorkCounters, work_counters_parse
 from apps.sso.mapping import FLEET_ROLES, ROLES, TEAM_ROLES, GroupRule, SsoMappingConfig
 from apps.telemetry.shards import RESERVED as RESERVED_SHARDS
 from apps.telemetry.shards import node_pattern_problem
@@ -148,6 +149,10 @@ class ClusterConfig:
     prometheus_ca_file: str | None = None
     prometheus_timeout_s: float | None = None
     shards: tuple[ShardConfig, ...] | None = None  # None: the stored shards are left alone; () : none
+    # The serving engines' and jobs' work counters (apps.fleet.work_counters), where the key is given: None then
+    # means the defaults. Not given: the stored ones are left alone.
+    work_counters_given: bool = False
+    work_counters: tuple[WorkCounters, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -695,12 +700,16 @@ def _cluster(
         if glob is not None and kind is not None:
             nodes.append(NodeMatch(match=glob, server_type=kind))
     shards = _shards(f, problems)
+    work, work_problems = work_counters_parse(f.raw.get("work_counters"), f.where("work_counters"))
+    f.problems.items.extend(work_problems)
     if len(f.problems) > before:
         return None
     assert name
     return ClusterConfig(
         name=name,
         shards=shards,
+        work_counters_given=f.has("work_counters"),
+        work_counters=work,
         prometheus_url=url,
         selector=selector,
         scrape_interval_s=scrape,
@@ -955,6 +964,7 @@ def config_parse(document: Any, *, known: KnownNames | None = None) -> FleetConf
                 *CLUSTER_SCHEDULER_KEYS,
                 *CLUSTER_ENDPOINT_KEYS,
                 "shards",
+                "work_counters",
             ),
             lambda f: _cluster(f, known=known, sites=site_names, server_types=type_names, problems=problems),
         ),

@@ -23,6 +23,7 @@ from django.db.models.functions import ExtractMonth, ExtractYear
 from apps.core.bulk import columns_update, rows_update
 from apps.core.footprint import S_PER_HOUR, Footprint
 from apps.fleet.models import Cluster, Gpu, Node, Team, TeamRule
+from apps.fleet.work_counters import work_counters_json
 from apps.jobs.models import Job, JobGpuHour
 from apps.jobs.summary import JobGpuTotals
 from apps.sso.mapping import SsoMappingConfig
@@ -587,6 +588,8 @@ def _clusters_apply(
             values["scrape_interval_s"] = cc.scrape_interval_s
         if cc.dcgm_host_label is not None:
             values["dcgm_host_label"] = cc.dcgm_host_label
+        if cc.work_counters_given:  # null: the defaults
+            values["work_counters"] = None if cc.work_counters is None else work_counters_json(cc.work_counters)
         for name in (*CLUSTER_SCHEDULER_KEYS, *CLUSTER_ENDPOINT_KEYS):
             if getattr(cc, name) is not None:
                 values[name] = getattr(cc, name)

@@ -44,6 +44,14 @@ class ClusterAdmin(admin.ModelAdmin):
                 "fields": (*CLUSTER_SCHEDULER_KEYS, "scheduler_synced_through", "scheduler_status"),
             },
         ),
+        (
+            "Work counters (docs/config.md)",
+            {
+                "description": "The serving engines' token and request counters read each hour, and jobs' own work "
+                "counters. Empty: the defaults (vLLM, TGI, SGLang, Triton, fleetwatt_job_work_units_total); []: none.",
+                "fields": ("work_counters",),
+            },
+        ),
     )
 
 

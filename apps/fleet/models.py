@@ -12,6 +12,7 @@ from apps.core.access import member_team_ids, user_sees_all_teams
 from apps.core.glossary import gpu_name
 
 from .endpoint import EndpointSettings, env_name_problem, headers_problems, label_name_problem
+from .work_counters import WorkCounters, work_counters_from_json, work_counters_parse
 
 _Q = TypeVar("_Q", bound=models.QuerySet)
 
@@ -79,6 +80,13 @@ class Cluster(models.Model):
         db_default="",
         help_text="Label naming the node on dcgm-exporter's series: Hostname, hostname (dcgm-exporter 4.8.3+), or a "
         "relabelled node or instance. Empty: Hostname or hostname (a sharded cluster's node matchers use Hostname).",
+    )
+    work_counters = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="The serving engines' and jobs' work counters read (docs/config.md, work_counters): a list of "
+        '{"engine", "output_tokens", "prompt_tokens", "requests", "units", "model_label"}. Empty: the defaults '
+        "(vLLM, TGI, SGLang, Triton, fleetwatt_job_work_units_total); []: none.",
     )
     site = models.ForeignKey(
         "carbon.Site",
@@ -155,6 +163,8 @@ class Cluster(models.Model):
             errors["prometheus_basic_auth_user"] = "give a bearer token or basic auth, not both"
         if self.prometheus_timeout_s is not None and not 0 < self.prometheus_timeout_s <= 600:
             errors["prometheus_timeout_s"] = "over 0 and at most 600 seconds"
+        if problems := work_counters_parse(self.work_counters, "work_counters")[1]:
+            errors["work_counters"] = "; ".join(problems)
         if errors:
             raise ValidationError(errors)
 
@@ -170,6 +180,10 @@ class Cluster(models.Model):
             ca_file=self.prometheus_ca_file,
             timeout_s=self.prometheus_timeout_s,
         )
+
+    def work_counters_read(self) -> tuple[WorkCounters, ...]:
+        """The work counters the ingest reads on it (apps.fleet.work_counters): its own, else the defaults."""
+        return work_counters_from_json(self.work_counters)
 
     def scheduler_sources(self) -> list[str]:
         """Where its jobs' records are read: its scheduler, and kube-state-metrics' pods where asked for."""

@@ -294,3 +294,30 @@ class ExpiredJobDay(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job_id} {self.cluster_id} {self.day}"
+
+
+class JobWorkHour(models.Model):
+    """The work one job counted in one closed hour (UTC), read from Prometheus (apps.telemetry.work): the tokens and
+    requests a serving engine counted for one model, or the units of the job's own work counter."""
+
+    # The unique key's first column serves the job's own reads.
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="work_hours", db_index=False)
+    hour = models.DateTimeField(help_text="Start of the hour, UTC.")
+    engine = models.CharField(max_length=30, help_text="vllm, tgi, sglang, triton, fleetwatt (the job's own counter)")
+    model = models.CharField(max_length=255, blank=True, help_text="The model served; empty: the engine names none.")
+    unit = models.CharField(max_length=30, blank=True, help_text="The job's own counter's unit; empty for an engine.")
+    output_tokens = models.FloatField(default=0.0, help_text="Tokens generated.")
+    prompt_tokens = models.FloatField(default=0.0, help_text="Prompt (prefill) tokens processed.")
+    requests = models.FloatField(default=0.0, help_text="Requests served.")
+    units = models.FloatField(default=0.0, help_text="Units of the job's own work counter.")
+
+    class Meta:
+        ordering = ["hour", "job_id", "engine", "model", "unit"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "hour", "engine", "model", "unit"], name="jobworkhour_unique")
+        ]
+        # The work of a period (the per-token figures), and replacing one cluster-hour on re-ingest.
+        indexes = [models.Index(fields=["hour"], name="jobworkhour_hour")]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} {self.engine} {self.model or '-'} at {self.hour:%Y-%m-%d %H}:00"

@@ -10,13 +10,14 @@ from decimal import Decimal
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.contrib.postgres.aggregates import BoolOr
-from django.db.models import Count, Max, Min, Sum
+from django.db.models import Count, Max, Min, QuerySet, Sum
 
 from apps.core.aggregates import exact_sum, footprint_sums
 from apps.core.footprint import Footprint
 from apps.fleet.models import Team
 
-from .models import ExpiredJobDay, Job, JobGpuHour, JobGpuHourEnergy, Source
+from .models import ExpiredJobDay, Job, JobGpuHour, JobGpuHourEnergy, JobWorkHour, Source
+from .per_token import Served, ServingJob
 from .summary import JobGpuTotals
 from .utilisation import JobUtilisation, UtilisationRow, job_utilisation
 
@@ -168,3 +169,42 @@ def jobs_in_period_footprints(
     for job_id, cost in expired.values("job_id").annotate(c=Sum("cost")).values_list("job_id", "c").order_by():
         out[job_id] = out.get(job_id, Footprint()) + Footprint(cost=cost or Decimal(0))
     return out
+
+
+def serving_jobs(*, jobs: QuerySet[Job], start: datetime | None, end: datetime | None) -> list[ServingJob]:
+    """The jobs of `jobs` that served tokens or requests in [start, end) (an open side where None), each with what it
+    served per model (JobWorkHour: the engines' counters, not a job's own work units) and its footprint there
+    (jobs_in_period_footprints): what apps.jobs.per_token works from. Three queries."""
+    rows = JobWorkHour.objects.filter(job__in=jobs, unit="")
+    if start is not None:
+        rows = rows.filter(hour__gte=start)
+    if end is not None:
+        rows = rows.filter(hour__lt=end)
+    served: dict[int, dict[str, Served]] = defaultdict(dict)
+    for r in (
+        rows.values("job_id", "model")
+        .annotate(output=Sum("output_tokens"), prompt=Sum("prompt_tokens"), requests=Sum("requests"))
+        .order_by()
+    ):
+        served[r["job_id"]][r["model"]] = Served(r["output"] or 0.0, r["prompt"] or 0.0, r["requests"] or 0.0)
+    if not served:
+        return []
+    footprints = jobs_in_period_footprints(job_ids=served, start=start, end=end)
+    meta = Job.objects.filter(pk__in=sorted(served)).values_list("id", "team__name", "cluster__name", "currency")
+    return [
+        ServingJob(
+            job_id=job_id,
+            team=team,
+            cluster=cluster,
+            currency=currency,
+            footprint=footprints.get(job_id),
+            by_model=served[job_id],
+        )
+        for job_id, team, cluster, currency in meta.order_by("id")
+    ]
+
+
+def job_work_units(*, job: Job) -> dict[str, float]:
+    """The units of the job's own work counter(s) over its whole run, per unit (fleetwatt_job_work_units_total)."""
+    rows = job.work_hours.exclude(unit="").values("unit").annotate(units=Sum("units")).order_by("unit")
+    return {r["unit"]: r["units"] or 0.0 for r in rows}

@@ -44,6 +44,7 @@ from apps.telemetry.services import (
     ingest_range_validate,
     last_closed_hour,
 )
+from apps.telemetry.work import work_of_unknown_job, work_rows
 
 from .derive import Fact, Scope, derive
 
@@ -94,6 +95,13 @@ class Fetched:
 def hour_fetch_shard(*, cluster: Cluster, hour: datetime, reader: PrometheusReader, node_match: str) -> Fetched:
     """The hour's queries for the cluster, or for one shard of it (`node_match`, apps.telemetry.shards)."""
     count0, seconds0 = reader.log.count, reader.log.seconds
+    try:
+        work = cluster.work_counters_read()
+    except ValueError as exc:  # stored past the admin's checks (by hand): never read as "no work"
+        raise IngestError(
+            f"cluster {cluster.name}: its work_counters cannot be read ({exc}); fix them in the admin or the fleet "
+            "config (docs/config.md). Nothing was written."
+        ) from None
     queries = promql.HourQueries(
         cluster_selector=cluster.selector,
         scrape_interval_s=cluster.scrape_interval_s,
@@ -102,6 +110,7 @@ def hour_fetch_shard(*, cluster: Cluster, hour: datetime, reader: PrometheusRead
         node_match=node_match,
         dcgm_host_label=cluster.dcgm_host_label,
         pod_claims=Cluster.Scheduler.KUBERNETES in cluster.scheduler_sources(),
+        work=work,
     )
     data = hour_fetch(reader=reader, queries=queries, hour_start=hour.timestamp())
     if node_match and not cluster.dcgm_host_label:
@@ -148,6 +157,7 @@ def hour_write(
         raise IngestError(f"cluster {cluster.name}, hour {hour:%Y-%m-%d %H}:00 UTC: {exc}") from None
     for note in result.repaired:  # the agents' words made storable (a name of 10,000 characters, a NUL)
         log.warning("cluster %s, hour %s:00 UTC: %s", cluster.name, f"{hour:%Y-%m-%d %H}", note)
+    work, unjoined = work_rows(fetched.data.work, hour_start=hour.timestamp())
     hour_partition_ensure(hour)
     with transaction.atomic():
         telemetry.cluster_hour_lock(cluster=cluster, hour=hour)
@@ -155,7 +165,7 @@ def hour_write(
         telemetry.cluster_retention_record(cluster=cluster, retention=fetched.retention)
         loss = source_loss(
             stored=telemetry.stored_hour_totals(cluster=cluster, hour=hour),
-            fresh=telemetry.fresh_hour_totals(result),
+            fresh=telemetry.fresh_hour_totals(result, work),
             beyond=beyond_retention(hour=hour, now=timezone.now(), retention=fetched.retention),
             min_ratio=settings.FLEETWATT_INGEST_MIN_SOURCE_RATIO,
         )
@@ -165,7 +175,16 @@ def hour_write(
                 "`manage.py ingest --force` replaces it anyway."
             )
         teams = TeamResolver(cluster=cluster, unassigned=fleet.unassigned_team_ensure())
-        written = telemetry.hour_rows_write(cluster=cluster, hour=hour, result=result, teams=teams)
+        written = telemetry.hour_rows_write(cluster=cluster, hour=hour, result=result, teams=teams, work=work)
+        unjoined += [work_of_unknown_job(row) for row in written.work_without_job]
+        if unjoined:
+            log.warning(
+                "cluster %s, hour %s:00 UTC: work counted by %d series tied to no job of the cluster (not stored; "
+                "IngestedHour.stats.work_without_job)",
+                cluster.name,
+                f"{hour:%Y-%m-%d %H}",
+                len(unjoined),
+            )
         if written.new_nodes:  # before the footprints: a node's server type sets its overhead and embodied carbon
             carbon.node_server_types_apply(cluster_id=cluster.pk, only_unset=True)
         if written.team_moved_job_ids:  # their earlier hours follow them, as after an admin's reassignment
@@ -194,6 +213,7 @@ def hour_write(
             rows=written.rows,
             meterless=result.meterless,
             unclaimed=result.unclaimed,
+            work_without_job=unjoined,
         )
         telemetry.ingested_hour_record(
             cluster=cluster, hour=hour, report=report, pending_job_ids=None if derive_now else job_ids

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import serving
 from .scenario import JobSpec, NodeSpec, Scenario
 
 # Exposed metric families: (name as exposed, type). Counters end in _total except dcgm's, as in the wild.
@@ -26,6 +27,8 @@ GPU_POWER = "fleetwatt_gpu_power_watts"
 GPU_MEMORY = "fleetwatt_gpu_memory_used_bytes"
 GPU_RESETS = "fleetwatt_gpu_energy_counter_resets_total"
 GPU_SAMPLED = "fleetwatt_gpu_sampled_seconds_total"
+GPU_POWER_LIMIT = "fleetwatt_gpu_power_limit_watts"
+GPU_SM_CLOCK = "fleetwatt_gpu_sm_clock_hertz"
 JOB_ENERGY = "fleetwatt_job_energy_joules_total"
 JOB_SAMPLED = "fleetwatt_job_sampled_seconds_total"
 JOB_SM = "fleetwatt_job_sm_seconds_total"
@@ -41,6 +44,8 @@ DCGM_ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
 DCGM_POWER = "DCGM_FI_DEV_POWER_USAGE"
 DCGM_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 DCGM_FB_USED = "DCGM_FI_DEV_FB_USED"
+DCGM_POWER_MGMT_LIMIT = "DCGM_FI_DEV_POWER_MGMT_LIMIT"
+DCGM_SM_CLOCK = "DCGM_FI_DEV_SM_CLOCK"
 # kube-state-metrics v2's pod families (internal/store/pod.go): every one a gauge, labelled namespace, pod, uid.
 KSM_POD_INFO = "kube_pod_info"
 KSM_POD_LABELS = "kube_pod_labels"
@@ -71,6 +76,8 @@ FAMILY_TYPES: dict[str, str] = {
     GPU_MEMORY: "gauge",
     GPU_RESETS: "counter",
     GPU_SAMPLED: "counter",
+    GPU_POWER_LIMIT: "gauge",
+    GPU_SM_CLOCK: "gauge",
     JOB_ENERGY: "counter",
     JOB_SAMPLED: "counter",
     JOB_SM: "counter",
@@ -86,7 +93,10 @@ FAMILY_TYPES: dict[str, str] = {
     DCGM_POWER: "gauge",
     DCGM_UTIL: "gauge",
     DCGM_FB_USED: "gauge",
+    DCGM_POWER_MGMT_LIMIT: "gauge",
+    DCGM_SM_CLOCK: "gauge",
     **dict.fromkeys(KSM_FAMILIES, "gauge"),
+    **serving.FAMILY_TYPES,
 }
 HELP: dict[str, str] = {
     GPU_ENERGY: "Energy the GPU used while the agent watched (J).",
@@ -95,6 +105,8 @@ HELP: dict[str, str] = {
     GPU_MEMORY: "GPU memory used now (bytes).",
     GPU_RESETS: "Times the driver's energy counter went backwards.",
     GPU_SAMPLED: "Seconds of the GPU's time the agent sampled.",
+    GPU_POWER_LIMIT: "Power limit the driver enforces now (W).",
+    GPU_SM_CLOCK: "SM clock now (Hz).",
     JOB_ENERGY: "Energy given to the job on the GPU by the split method (J).",
     JOB_SAMPLED: "Seconds of the job's presence on the GPU that the agent sampled.",
     JOB_SM: "SM-busy seconds of the job on the GPU.",
@@ -110,6 +122,8 @@ HELP: dict[str, str] = {
     DCGM_POWER: "Power draw (in W).",
     DCGM_UTIL: "GPU utilization (in %).",
     DCGM_FB_USED: "Framebuffer memory used (in MiB).",
+    DCGM_POWER_MGMT_LIMIT: "Power management limit (in W).",
+    DCGM_SM_CLOCK: "SM clock frequency (in MHz).",
     KSM_POD_INFO: "Information about pod.",
     KSM_POD_LABELS: "Kubernetes labels converted to Prometheus labels.",
     KSM_POD_OWNER: "Information about the Pod's owner.",
@@ -119,6 +133,7 @@ HELP: dict[str, str] = {
     KSM_POD_START_TIME: "Start time in unix timestamp for a pod.",
     KSM_POD_COMPLETION_TIME: "Completion time in unix timestamp for a pod.",
     KSM_POD_REQUESTS: "The number of requested request resource by a container.",
+    **serving.HELP,
 }
 
 
@@ -147,6 +162,11 @@ class JobTruth:
     end: float = 0.0
     gpus: int = 0
     memory_bytes: int = 0
+    # An inference server's final counts (apps.simulator.serving); 0 for a job that serves nothing.
+    output_tokens: float = 0.0
+    prompt_tokens: float = 0.0
+    requests: float = 0.0
+    work_units: float = 0.0  # a training job's own work counter (apps.simulator.serving)
 
     @property
     def coverage(self) -> float:
@@ -181,6 +201,8 @@ class GpuModel:
     cumulative: dict[tuple[str, ...], np.ndarray] = field(default_factory=dict)  # at each breakpoint
     resets: list[int] = field(default_factory=list)  # driver reloads, seconds since start
     jobs: list[int] = field(default_factory=list)  # indices of the scenario's jobs that use this GPU
+    limit_w: np.ndarray = field(default_factory=lambda: np.zeros(0))  # enforced power limit, per segment
+    sm_clock_mhz: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     def cum_at(self, key: tuple[str, ...], x: np.ndarray) -> np.ndarray:
         return np.interp(x, self.bps, self.cumulative[key])
@@ -217,7 +239,10 @@ class FleetSimulation:
             for f in sc.faults
             if f.kind == "counter_reset" and f.node == node.hostname and f.gpu in (None, index)
         )
-        points = {0, sc.duration_s, *resets}
+        limits = sorted(
+            (p.at_s, p.watts) for p in sc.power_limits if p.node == node.hostname and p.gpu in (None, index)
+        )
+        points = {0, sc.duration_s, *resets, *(at for at, _ in limits)}
         for _, j in jobs:
             points |= {j.start_s, min(j.end_s, sc.duration_s)}
             points |= {j.start_s + t for t, _ in j.sm + j.power_w if j.start_s + t < j.end_s}
@@ -225,7 +250,7 @@ class FleetSimulation:
             points |= {u, d}
         bps = np.array(sorted(p for p in points if 0 <= p <= sc.duration_s), dtype=float)
         n = len(bps) - 1
-        power, util, fb = np.zeros(n), np.zeros(n), np.zeros(n)
+        power, util, fb, limit, clock = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
         present: list[list[int]] = []
         rates: dict[tuple[str, ...], np.ndarray] = defaultdict(lambda: np.zeros(n))
         for s in range(n):
@@ -238,8 +263,10 @@ class FleetSimulation:
             if total_sm > 100:
                 sms = {k: v * 100 / total_sm for k, v in sms.items()}
             draw = sum(max(0.0, _profile_at(j.power_w, a - j.start_s) - sc.idle_power_w) for _, j in here)
-            power[s] = sc.idle_power_w + min(sc.tdp_w - sc.idle_power_w, draw)
+            limit[s] = next((w for at, w in reversed(limits) if at <= a), sc.tdp_w)
+            power[s] = sc.idle_power_w + min(limit[s] - sc.idle_power_w, draw)
             util[s] = min(100.0, sum(sms.values()))
+            clock[s] = sc.sm_clock_mhz if util[s] > 0 else sc.idle_sm_clock_mhz
             fb[s] = sum(j.memory_bytes for _, j in here)
             rates[("dcgm",)][s] = power[s]
             for k, j in here:  # the physical truth, whatever the agent saw
@@ -269,6 +296,8 @@ class FleetSimulation:
             rates=dict(rates),
             resets=resets,
             jobs=[k for k, _ in jobs],
+            limit_w=limit,
+            sm_clock_mhz=clock,
         )
         widths = np.diff(bps)
         for key, rate in model.rates.items():
@@ -312,6 +341,9 @@ class FleetSimulation:
             yield Series(GPU_RESETS, base, abs_t, count.astype(float))
             yield Series(GPU_POWER, base, abs_t, gpu.power_w[seg])
             yield Series(GPU_MEMORY, base, abs_t, gpu.fb_bytes[seg])
+            if sc.gpu_settings and not core_only:
+                yield Series(GPU_POWER_LIMIT, base, abs_t, gpu.limit_w[seg])
+                yield Series(GPU_SM_CLOCK, base, abs_t, gpu.sm_clock_mhz[seg] * 1e6)
             for k in gpu.jobs:
                 job = sc.jobs[k]
                 a, b = max(job.start_s, u), min(job.end_s, d)
@@ -379,6 +411,9 @@ class FleetSimulation:
             DCGM_UTIL: np.round(gpu.util[seg]),
             DCGM_FB_USED: np.round(gpu.fb_bytes[seg] / 1024**2),
         }
+        if sc.gpu_settings:  # fields a site adds to dcgm-exporter's counters file
+            values[DCGM_POWER_MGMT_LIMIT] = gpu.limit_w[seg]
+            values[DCGM_SM_CLOCK] = gpu.sm_clock_mhz[seg]
         if not node.dcgm_pod_labels:
             for family, v in values.items():
                 yield Series(family, base, t + sc.t0, v)
@@ -460,6 +495,8 @@ class FleetSimulation:
             yield from self.agent_series(gpu, times)
             yield from self.dcgm_series(gpu, times)
         yield from self.kube_series(times)
+        for family, labels, at, values in serving.serving_series(self.sc, times):
+            yield Series(family, labels, at, values)
 
     # ---- the right answers
     def truth(self) -> dict[str, JobTruth]:
@@ -475,6 +512,14 @@ class FleetSimulation:
                 gpus=len(job.gpus),
                 memory_bytes=job.memory_bytes,
             )
+        # What Prometheus kept of each server: its counters' last scraped values.
+        for job_key, units in serving.counted_units_truth(sc, self.scrapes).items():
+            out[job_key].work_units = units
+        for job_key, served in serving.served_truth(sc, self.scrapes).items():
+            truth = out[job_key]
+            truth.output_tokens, truth.prompt_tokens, truth.requests = (
+                served.output_tokens, served.prompt_tokens, served.requests,
+            )  # fmt: skip
         for gpu in self.gpus:
             for key, cum in gpu.cumulative.items():
                 if key[0] == "physical":

@@ -59,6 +59,33 @@ class NodeSpec:
     agent_contract: str = "current"
 
 
+SERVING_ENGINES = ("vllm",)
+
+
+@dataclass(frozen=True)
+class ServingSpec:
+    """An inference server the job runs (apps.simulator.serving): it generates `tokens_per_s` output tokens a second
+    at 100 % SM and in proportion below it (tokens follow its load), `prompt_ratio` prompt tokens per output token,
+    and finishes a request every `tokens_per_request` output tokens. At each of `restarts` (seconds since the job's
+    start) the engine restarts in its pod: its counters start again from 0."""
+
+    engine: str = "vllm"
+    model: str = "meta-llama/Llama-3.1-8B-Instruct"
+    tokens_per_s: float = 2000.0
+    prompt_ratio: float = 3.0
+    tokens_per_request: float = 250.0
+    restarts: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class WorkSpec:
+    """A training job's own work counter (`fleetwatt_job_work_units_total{unit}`, docs/metrics.md, "Work counters"):
+    `per_s` units a second at 100 % SM, in proportion below it."""
+
+    unit: str = "step"
+    per_s: float = 1.0
+
+
 @dataclass
 class JobSpec:
     scheduler: str
@@ -87,6 +114,8 @@ class JobSpec:
     labels: dict[str, str] = field(default_factory=dict)  # Kubernetes pod labels
     owner_kind: str = ""  # Kubernetes owner: Job, CronJob, Deployment, StatefulSet, JobSet...
     owner_name: str = ""
+    serving: ServingSpec | None = None  # an inference server: its engine's token and request counters
+    work: WorkSpec | None = None  # its own work counter
 
     @property
     def job_key(self) -> str:
@@ -109,6 +138,16 @@ class FaultSpec:
     gpu: int | None = None
 
 
+@dataclass(frozen=True)
+class PowerLimitSpec:
+    """From `at_s` on, the GPU's (every GPU of the node's, where `gpu` is None) enforced power limit is `watts`."""
+
+    node: str
+    at_s: int
+    watts: float
+    gpu: int | None = None
+
+
 @dataclass
 class Scenario:
     name: str
@@ -120,6 +159,13 @@ class Scenario:
     gpu_model: str = "NVIDIA H200"
     idle_power_w: float = 75.0
     tdp_w: float = 700.0
+    # The GPUs' settings (docs/metrics.md, "Power limits and clocks"), exported by the agent (a 'current' contract)
+    # and dcgm-exporter only where `gpu_settings` is on: the limit is the TDP unless `power_limits` change it,
+    # the SM clock is `sm_clock_mhz` while a job computes on the GPU and `idle_sm_clock_mhz` otherwise.
+    gpu_settings: bool = False
+    sm_clock_mhz: float = 1980.0
+    idle_sm_clock_mhz: float = 345.0
+    power_limits: list[PowerLimitSpec] = field(default_factory=list)
     nodes: list[NodeSpec] = field(default_factory=list)
     jobs: list[JobSpec] = field(default_factory=list)
     faults: list[FaultSpec] = field(default_factory=list)
@@ -190,6 +236,9 @@ def scenario_from_dict(raw: dict[str, Any], *, now: datetime | None = None) -> S
         gpu_model=str(raw.get("gpu_model", "NVIDIA H200")),
         idle_power_w=float(raw.get("idle_power_w", 75.0)),
         tdp_w=float(raw.get("tdp_w", 700.0)),
+        gpu_settings=bool(raw.get("gpu_settings", False)),
+        sm_clock_mhz=float(raw.get("sm_clock_mhz", 1980.0)),
+        idle_sm_clock_mhz=float(raw.get("idle_sm_clock_mhz", 345.0)),
     )
     for i, n in enumerate(raw.get("nodes", [])):
         count = int(n.get("count", 1))
@@ -229,6 +278,17 @@ def scenario_from_dict(raw: dict[str, Any], *, now: datetime | None = None) -> S
         if kind != "counter_reset" and end <= start:
             raise ScenarioError(f"{where}: end must be after start")
         sc.faults.append(FaultSpec(kind=kind, node=f["node"], start_s=start, end_s=end, gpu=f.get("gpu")))
+    for i, p in enumerate(raw.get("power_limits", [])):
+        where = f"power_limits[{i}]"
+        if p.get("node") not in hostnames:
+            raise ScenarioError(f"{where}.node: unknown node {p.get('node')!r}")
+        watts = float(p.get("watts", 0))
+        if not sc.idle_power_w < watts <= 10_000:
+            raise ScenarioError(f"{where}.watts: above idle_power_w ({sc.idle_power_w:g}) and at most 10000")
+        gpu = None if p.get("gpu") is None else int(p["gpu"])
+        sc.power_limits.append(
+            PowerLimitSpec(node=p["node"], at_s=parse_duration(p.get("at", 0), where), watts=watts, gpu=gpu)
+        )
     _validate(sc)
     return sc
 
@@ -268,7 +328,42 @@ def _job(j: dict[str, Any], where: str, sc: Scenario) -> JobSpec:
         labels=_labels(j.get("labels", {}), f"{where}.labels"),
         owner_kind=str(j.get("owner_kind", "")),
         owner_name=str(j.get("owner_name", "")),
+        serving=_serving(j.get("serving"), f"{where}.serving"),
+        work=_work(j.get("work"), f"{where}.work"),
     )
+
+
+def _work(value: Any, where: str) -> WorkSpec | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) - {"unit", "per_s"} or float(value.get("per_s", 1.0)) <= 0:
+        raise ScenarioError(f"{where}: {{unit: step, per_s: 2.5}} (per_s over 0)")
+    return WorkSpec(unit=str(value.get("unit", "step")), per_s=float(value.get("per_s", 1.0)))
+
+
+def _serving(value: Any, where: str) -> ServingSpec | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ScenarioError(f"{where}: a mapping such as {{engine: vllm, model: ..., tokens_per_s: 2000}}")
+    unknown = set(value) - {"engine", "model", "tokens_per_s", "prompt_ratio", "tokens_per_request", "restarts"}
+    if unknown:
+        raise ScenarioError(f"{where}: unknown keys {sorted(unknown)}")
+    restarts = tuple(sorted(parse_duration(t, f"{where}.restarts") for t in value.get("restarts", [])))
+    default = ServingSpec()
+    spec = ServingSpec(
+        engine=str(value.get("engine", default.engine)),
+        model=str(value.get("model", default.model)),
+        tokens_per_s=float(value.get("tokens_per_s", default.tokens_per_s)),
+        prompt_ratio=float(value.get("prompt_ratio", default.prompt_ratio)),
+        tokens_per_request=float(value.get("tokens_per_request", default.tokens_per_request)),
+        restarts=restarts,
+    )
+    if spec.engine not in SERVING_ENGINES:
+        raise ScenarioError(f"{where}.engine: one of {', '.join(SERVING_ENGINES)}")
+    if spec.tokens_per_s <= 0 or spec.prompt_ratio < 0 or spec.tokens_per_request <= 0:
+        raise ScenarioError(f"{where}: tokens_per_s and tokens_per_request over 0, prompt_ratio 0 or more")
+    return spec
 
 
 JOB_STATES = ("completed", "failed", "cancelled", "timeout", "out_of_memory", "node_fail", "preempted")
@@ -336,6 +431,13 @@ def _generated_jobs(gen: dict[str, Any], sc: Scenario) -> list[JobSpec]:
                     "name": rnd.choice(["train", "finetune", "eval", "sweep", "infer"]) + f"-{next_id}",
                     "state": _generated_ending(gen.get("seed", 1), next_id),
                 }
+                serving = gen.get("serving")
+                if serving and k8s and str(spec["name"]).startswith("infer"):
+                    # The inference runs of Kubernetes teams serve a model: chosen by the job's id, not drawn, so
+                    # that the rest of the workload stays as it was.
+                    models = list(serving.get("models", [ServingSpec.model]))
+                    spec["serving"] = {**{k: v for k, v in serving.items() if k != "models"},
+                                       "model": models[next_id % len(models)]}  # fmt: skip
                 if k8s:
                     owner = team.get("namespace") or team.get("account", "")
                     spec["labels"] = {"team": owner, "app": str(spec["name"]).split("-")[0]}

@@ -83,6 +83,50 @@ def _attach_raw(
                 reset.window.raw = [(float(t), float(v)) for t, v in item["values"]]
 
 
+# The labels a work series' raw samples are asked by: the pod's, else the scrape target's.
+_WORK_RAW_LABELS = ("pod", "exported_pod", "hpc_job", "job_key", "instance")
+
+
+def _attach_work_raw(
+    reader: PrometheusReader, queries: promql.HourQueries, windows: list[SeriesWindow], *, at: float
+) -> None:
+    """The raw samples of the work series that reset (an engine restarted in its pod), in at most one query per
+    counter and label name."""
+    wanted: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for sw in windows:
+        if sw.window.needs_raw_samples():
+            metric = queries.work_metric(sw.labels.get(promql.WORK_TAG, ""))
+            name = next((n for n in _WORK_RAW_LABELS if sw.labels.get(n)), "")
+            if metric and name:
+                wanted[(metric, name)].add(sw.labels[name])
+    if not wanted:
+        return
+    drop = {promql.WORK_TAG, promql.MODEL_TAG}
+    index: dict[tuple[str, tuple[tuple[str, str], ...]], SeriesWindow] = {}
+    for sw in windows:
+        key = tuple(sorted((k, v) for k, v in sw.labels.items() if k not in drop))
+        index[(queries.work_metric(sw.labels.get(promql.WORK_TAG, "")), key)] = sw
+    for (metric, name), values in wanted.items():
+        for item in reader.instant(queries.work_raw_samples(metric, name, sorted(values)), at=at):
+            found = index.get((metric, _series_key(item["metric"])))
+            if found is not None:
+                found.window.raw = [(float(t), float(v)) for t, v in item["values"]]
+
+
+def _settings_missing(data: HourInput) -> bool:
+    """Whether some GPU of the hour has no power limit or SM clock from the agent (an older agent, a GPU that does
+    not support them, a GPU only dcgm-exporter reports)."""
+    told: dict[str, set[str]] = defaultdict(set)
+    for tag, labels, _ in data.job_gauges:
+        if tag in ("power_limit", "sm_clock") and labels.get("uuid"):
+            told[labels["uuid"]].add(tag)
+    covered = {uuid for uuid, tags in told.items() if len(tags) == 2}
+    gpus = {sw.labels.get("uuid", "") for sw in data.counters.get(promql.GPU_ENERGY, []) if sw.window.last is not None}
+    gpus |= {dcgm_uuid(sw.labels) for sw in data.dcgm_energy if sw.window.last is not None}
+    gpus |= {dcgm_uuid(labels) for tag, labels, _ in data.dcgm_series if tag == "present"}
+    return bool(gpus - covered - {""})
+
+
 def _info_labels(result: list[dict[str, Any]]) -> list[dict[str, str]]:
     return [dict(_series_key(item["metric"])) for item in result]
 
@@ -102,6 +146,9 @@ def hour_fetch(*, reader: PrometheusReader, queries: promql.HourQueries, hour_st
         "info": (queries.job_info(), _info_labels),
         "dcgm": (queries.dcgm_series(), parse_tagged),
     }
+    # Work series name no GPU node: asked of a whole cluster, or of a sharded one's `rest` shard alone.
+    if queries.work and not queries.node_match.startswith("=~"):
+        batch["work"] = (queries.work_counters(), parse_counter_windows)
     if queries.pod_claims:
         batch["claims"] = (queries.pod_gpu_claims(), lambda result: PodClaims.from_answer(parse_tagged(result)))
 
@@ -128,6 +175,10 @@ def hour_fetch(*, reader: PrometheusReader, queries: promql.HourQueries, hour_st
     data.agent_info = [labels for labels in infos if "job_key" not in labels]
     data.dcgm_series = answers["dcgm"]
     data.pod_claims = answers.get("claims")
+    if _settings_missing(data):  # dcgm-exporter's word, for the GPUs the agent gave none for (the answers say which)
+        data.dcgm_series += parse_tagged(reader.instant(queries.dcgm_settings(), at=at))
+    data.work = answers.get("work", [])
+    _attach_work_raw(reader, queries, data.work, at=at)
     # GPUs dcgm-exporter shows with no energy meter: what is known of them (utilisation, memory, who held them).
     metered = {dcgm_uuid(sw.labels) for sw in data.dcgm_energy if sw.window.last is not None}
     metered |= {sw.labels.get("uuid", "") for sw in data.counters.get(promql.GPU_ENERGY, [])}

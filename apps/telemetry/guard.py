@@ -21,6 +21,7 @@ class HourTotals:
     gpus: frozenset[str] = frozenset()  # UUIDs of the GPUs with a GPU-hour
     job_rows: int = 0
     device_energy_j: float = 0.0
+    work_rows: int = 0  # the serving engines' and jobs' work rows (apps.telemetry.work)
 
     @property
     def gpu_hours(self) -> int:
@@ -66,4 +67,6 @@ def source_loss(*, stored: HourTotals, fresh: HourTotals, beyond: bool, min_rati
             f"the source now gives {kwh(fresh.device_energy_j):.2f} kWh of GPU energy "
             f"where {kwh(stored.device_energy_j):.2f} kWh are stored"
         )
+    if fresh.work_rows < min_ratio * stored.work_rows:
+        return f"the source now gives {fresh.work_rows} rows of served work where {stored.work_rows} are stored"
     return None

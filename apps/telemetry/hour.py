@@ -21,6 +21,7 @@ from apps.jobs.identity import key_storable, text_storable
 
 from . import promql
 from .counters import CounterWindow, counter_increase, merge_copies
+from .gpu_settings import UNKNOWN, GpuSettings, gpu_settings
 
 
 class UnknownMethodError(ValueError):
@@ -115,6 +116,8 @@ class HourInput:
     pod_claims: PodClaims | None = None  # where the cluster's Prometheus holds kube-state-metrics
     # Asked only of GPUs with no energy meter (HourQueries.unmetered_signals): (tag, labels, value).
     unmetered_signals: list[tuple[str, dict[str, str], float]] = field(default_factory=list)
+    # The serving engines' and jobs' work counters (HourQueries.work_counters; apps.telemetry.work).
+    work: list[SeriesWindow] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,7 @@ class GpuHourRow:
     counter_resets: int = 0
     agent_version: str = ""
     contract_gaps: list[str] = field(default_factory=list)  # extension series the agent did not export
+    settings: GpuSettings = UNKNOWN  # its power limit and SM clock (apps.telemetry.gpu_settings)
 
 
 @dataclass
@@ -429,6 +433,9 @@ def hour_compute(data: HourInput, *, dcgm_host_label: str = "") -> HourResult:
     for uuid, gpu_row in sorted(dcgm_gpu.items()):
         gpu_row.counter_resets = dcgm_resets.get(uuid, 0)
         gpu_hours.append(gpu_row)
+    settings = gpu_settings(job_gauges=data.job_gauges, dcgm_series=data.dcgm_series)
+    for gpu_row in gpu_hours:
+        gpu_row.settings = settings.get(gpu_row.uuid, UNKNOWN)
 
     for uuid, model in models.items():
         if uuid in gpus:

@@ -51,6 +51,12 @@ class GpuHour(models.Model):
         blank=True,
         help_text="Extension series (docs/metrics.md) the agent did not export: estimated from the core ones.",
     )
+    # The GPU's settings in the hour (apps.telemetry.gpu_settings): the agent's, else dcgm-exporter's; empty where
+    # neither exported them (an older agent, an exporter without the fields): unknown, never 0.
+    power_limit_w = models.FloatField(null=True, blank=True, help_text="Enforced power limit, mean of the hour (W).")
+    power_limit_min_w = models.FloatField(null=True, blank=True, help_text="Least power limit in the hour (W).")
+    power_limit_max_w = models.FloatField(null=True, blank=True, help_text="Most power limit in the hour (W).")
+    sm_clock_mhz = models.FloatField(null=True, blank=True, help_text="SM clock, mean of the hour's samples (MHz).")
     # The cluster's idle line for this GPU-hour: energy outside jobs, and the hour's unoccupied share.
     idle_facility_kwh = models.FloatField(default=0.0)
     idle_operational_kg = models.FloatField(null=True, blank=True)

@@ -130,6 +130,8 @@ def hour_rows_expire(*, horizon: date, dry_run: bool = False, using: str = "defa
             # a table about to be dropped.
             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
             cursor.execute(_EXPIRED_JOB_DAYS_SQL, [cutoff])
+            # The work jobs counted in those hours goes with them (a table of its own, not partitioned: small).
+            cursor.execute("DELETE FROM jobs_jobworkhour WHERE hour < %s", [cutoff])
             cursor.execute("SELECT fleetwatt_hour_partitions_drop_before(%s)", [horizon])
             dropped = int(cursor.fetchone()[0])
     _ensured.clear()

@@ -7,6 +7,10 @@ Each is evaluated as an instant query at the hour's end, so `[1h]` is the hour i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from apps.fleet.work_counters import WorkCounters
 
 # The agent's counters (DESIGN section 2, and the extensions in docs/metrics.md).
 GPU_ENERGY = "fleetwatt_gpu_energy_joules_total"
@@ -35,6 +39,10 @@ AGENT_COUNTERS = (
 # The extensions of docs/metrics.md: an agent older than them exports none (the ingest falls back).
 EXTENSIONS = (GPU_SAMPLED, JOB_OCCUPANCY, "fleetwatt_job_last_seen_time_seconds")
 
+# The GPU's settings (docs/metrics.md, "Power limits and clocks"): gauges an older agent does not export.
+GPU_POWER_LIMIT = "fleetwatt_gpu_power_limit_watts"  # NVML's enforced power limit
+GPU_SM_CLOCK = "fleetwatt_gpu_sm_clock_hertz"
+
 JOB_MEMORY = "fleetwatt_job_gpu_memory_bytes"
 JOB_LAST_SEEN = "fleetwatt_job_last_seen_time_seconds"
 JOB_START = "fleetwatt_job_start_time_seconds"
@@ -45,6 +53,11 @@ DCGM_ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"  # millijoules, since the d
 DCGM_POWER = "DCGM_FI_DEV_POWER_USAGE"
 DCGM_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 DCGM_FB_USED = "DCGM_FI_DEV_FB_USED"  # MiB
+# Not in dcgm-exporter's default counters: a site adds them to its counters file. The enforced limit (all
+# limiters applied) is read where exported, else the management limit; both W. The SM clock is in MHz.
+DCGM_ENFORCED_POWER_LIMIT = "DCGM_FI_DEV_ENFORCED_POWER_LIMIT"
+DCGM_POWER_MGMT_LIMIT = "DCGM_FI_DEV_POWER_MGMT_LIMIT"
+DCGM_SM_CLOCK = "DCGM_FI_DEV_SM_CLOCK"
 
 # kube-state-metrics (apps.schedulers.kube): every pod it knows, and the GPUs a pod's containers request.
 KSM_POD_INFO = "kube_pod_info"
@@ -56,6 +69,9 @@ DCGM_JOB_LABELS = ("pod", "exported_pod", "hpc_job")
 
 # Tag label that lets one HTTP query carry several aggregates of the same series.
 TAG = "fw_q"
+# Labels of the work query's answers (apps.telemetry.work): "<engine>/<kind>", and the model served.
+WORK_TAG = "fw_w"
+MODEL_TAG = "fw_model"
 
 # Whether an engine's windows are open on the left, asked of it without data: at a whole second t, a
 # subquery over the last 2 s at a 1 s step has 3 steps on Prometheus 2 (windows [t - d, t]) and 2 on
@@ -98,6 +114,8 @@ class HourQueries:
     # Whether the cluster's Prometheus holds kube-state-metrics (Cluster.scheduler_sources): then a pod that
     # dcgm-exporter's labels name is checked against the GPUs it requested (pod_gpu_claims).
     pod_claims: bool = False
+    # The serving engines' and jobs' work counters read on this cluster (Cluster.work_counters; apps.telemetry.work).
+    work: tuple[WorkCounters, ...] = ()
 
     def _sel(self, metric: str, extra: str = "") -> str:
         """The metric's selector: the cluster's matchers, the shard's node matcher, and `extra`."""
@@ -128,6 +146,36 @@ class HourQueries:
             }
         )
 
+    def work_counters(self) -> str:
+        """counter_window's aggregates of every work counter of every engine, the whole cluster in one query (work
+        series name no GPU node: a sharded cluster asks it of its `rest` shard alone), each labelled with its
+        engine and kind (WORK_TAG) and its model (MODEL_TAG, copied from the engine's model label)."""
+        parts = []
+        for counters in self.work:
+            for kind, metric in counters.metrics().items():
+                m = selector(metric, self.cluster_selector)
+                for tag, expr in (
+                    ("last", f"last_over_time({m}[{self.hour}])"),
+                    ("anchor", f"last_over_time({m}[{self.window(self.lookback_s)}] offset 1h)"),
+                    ("min", f"min_over_time({m}[{self.hour}])"),
+                    ("resets", f"resets({m}[{self.hour}])"),
+                ):
+                    labelled = _tagged(f'label_replace({expr}, "{WORK_TAG}", "{counters.engine}/{kind}", "", "")', tag)
+                    if counters.model_label:
+                        labelled = f'label_replace({labelled}, "{MODEL_TAG}", "$1", "{counters.model_label}", "(.*)")'
+                    parts.append(labelled)
+        return " or ".join(parts)
+
+    def work_metric(self, work_tag: str) -> str:
+        """The counter name of a work series' "<engine>/<kind>" ("" : none configured)."""
+        engine, _, kind = work_tag.partition("/")
+        return next((c.metrics().get(kind, "") for c in self.work if c.engine == engine), "")
+
+    def work_raw_samples(self, metric: str, label: str, values: list[str]) -> str:
+        """The hour's raw samples of the work series whose `label` is one of `values` (resets only)."""
+        pattern = "|".join(_regex_escape(v) for v in sorted(set(values)))
+        return selector(metric, self.cluster_selector, label + '=~"' + pattern + '"') + f"[{self.hour}]"
+
     def raw_samples(self, metric: str, label: str, values: list[str]) -> str:
         """The hour's raw samples of the series whose `label` is one of `values` (resets only)."""
         pattern = "|".join(_regex_escape(v) for v in sorted(set(values)))
@@ -135,12 +183,15 @@ class HourQueries:
         return self._sel(metric, matcher) + f"[{self.hour}]"
 
     def job_gauges(self) -> str:
-        """Per job and GPU: peak memory and last-seen time; per job and host: start time."""
+        """Per job and GPU: peak memory and last-seen time; per job and host: start time; per GPU: its power limit
+        (mean, least and most of the hour) and mean SM clock (apps.telemetry.gpu_settings)."""
+        limit, clock = self._sel(GPU_POWER_LIMIT), self._sel(GPU_SM_CLOCK)
         return _tagged_union(
             {
                 "memory": f"max_over_time({self._sel(JOB_MEMORY)}[{self.hour}])",
                 "last_seen": f"max_over_time({self._sel(JOB_LAST_SEEN)}[{self.hour}])",
                 "start": f"min_over_time({self._sel(JOB_START)}[{self.hour}])",
+                **_settings_parts(limit=[limit], clock=clock, hour=self.hour),
             }
         )
 
@@ -176,6 +227,17 @@ class HourQueries:
                 "fb_avg": each("avg_over_time({s}[{hour}])", DCGM_FB_USED),
                 "fb_max": each("max_over_time({s}[{hour}])", DCGM_FB_USED),
             }
+        )
+
+    def dcgm_settings(self) -> str:
+        """dcgm-exporter's power limit and SM clock of every GPU series (apps.telemetry.gpu_settings): asked only
+        of an hour some GPU of which the agent gave no settings for (an older agent, a GPU without one)."""
+        return _tagged_union(
+            _settings_parts(
+                limit=[self._sel(DCGM_ENFORCED_POWER_LIMIT), self._sel(DCGM_POWER_MGMT_LIMIT)],
+                clock=self._sel(DCGM_SM_CLOCK),
+                hour=self.hour,
+            )
         )
 
     def pod_gpu_claims(self) -> str:
@@ -224,6 +286,26 @@ class HourQueries:
 
     def _job_labelled_selectors(self, metric: str) -> list[str]:
         return [self._sel(metric, f'{label}!=""') for label in DCGM_JOB_LABELS]
+
+
+# The tags of a GPU's settings in the answers of job_gauges (the agent's) and dcgm_series (dcgm-exporter's).
+SETTINGS_TAGS = ("power_limit", "power_limit_min", "power_limit_max", "sm_clock")
+
+
+def _settings_parts(*, limit: list[str], clock: str, hour: str) -> dict[str, str]:
+    """A GPU's power limit (mean, least, most over the hour) and mean SM clock: the first of the `limit` series
+    that a GPU has (`or`: the answers of its series name no metric, so a GPU keeps the first)."""
+
+    def first(function: str) -> str:
+        return " or ".join(f"{function}({s}[{hour}])" for s in limit)
+
+    return dict(
+        zip(
+            SETTINGS_TAGS,
+            (first("avg_over_time"), first("min_over_time"), first("max_over_time"), f"avg_over_time({clock}[{hour}])"),
+            strict=True,
+        )
+    )
 
 
 def _regex_escape(value: str) -> str:

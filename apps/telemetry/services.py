@@ -5,8 +5,8 @@ one transaction, with the derivations that follow."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,8 +20,9 @@ from apps.core.bulk import columns_upsert, rows_update
 from apps.core.generation import data_changed
 from apps.fleet.models import Cluster, Gpu, Node
 from apps.fleet.selectors import JobIdentity, TeamResolver
+from apps.jobs.identity import key_storable, text_storable
 from apps.jobs.methods import Method
-from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy, Source
+from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy, JobWorkHour, Source
 
 from .guard import HourTotals
 from .hour import HourResult, JobMeta, MeterlessGpu, UnclaimedPod
@@ -37,6 +38,7 @@ from .unobserved import (
     gap_totals,
     held_seconds,
 )
+from .work import UnjoinedWork, WorkRow
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +67,8 @@ class HourReport:
     rows: dict[str, int] = field(default_factory=dict)  # rows written, per table (fleetwatt_ingest_last_rows)
     meterless: list[MeterlessGpu] = field(default_factory=list)  # GPUs seen with no energy meter: no energy stored
     unclaimed: list[UnclaimedPod] = field(default_factory=list)  # pods on GPUs that requested none: not charged
+    # Work counted by series no label ties to a job, or tied to a job the cluster does not have: not stored.
+    work_without_job: list[UnjoinedWork] = field(default_factory=list)
 
 
 def _ts(dt: datetime) -> float:
@@ -114,16 +118,21 @@ def stored_hour_totals(*, cluster: Cluster, hour: datetime) -> HourTotals:
     energy = hours.aggregate(energy_j=Sum("device_energy_j"))["energy_j"] or 0.0
     job_rows = JobGpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour).exclude(source=Source.ESTIMATED).count()
     return HourTotals(
-        gpus=frozenset(hours.values_list("gpu__uuid", flat=True)), job_rows=job_rows, device_energy_j=energy
+        gpus=frozenset(hours.values_list("gpu__uuid", flat=True)),
+        job_rows=job_rows,
+        device_energy_j=energy,
+        work_rows=JobWorkHour.objects.filter(hour=hour, job__cluster=cluster).count(),
     )
 
 
-def fresh_hour_totals(result: HourResult) -> HourTotals:
-    """What the source answered for the hour, counted as stored_hour_totals counts."""
+def fresh_hour_totals(result: HourResult, work: Sequence[WorkRow] = ()) -> HourTotals:
+    """What the source answered for the hour, counted as stored_hour_totals counts (the work rows, before those
+    of jobs the cluster does not have are left out: at most what is stored)."""
     return HourTotals(
         gpus=frozenset(g.uuid for g in result.gpu_hours),
         job_rows=len(result.job_hours),
         device_energy_j=sum(g.device_energy_j for g in result.gpu_hours),
+        work_rows=len(work),
     )
 
 
@@ -227,6 +236,9 @@ def _jobs_upsert(
     return existing, moved
 
 
+GPU_SETTINGS_FIELDS = ("power_limit_w", "power_limit_min_w", "power_limit_max_w", "sm_clock_mhz")
+
+
 @dataclass(frozen=True)
 class HourWrite:
     """What replacing an hour's rows touched."""
@@ -236,9 +248,12 @@ class HourWrite:
     new_nodes: bool
     rows: dict[str, int] = field(default_factory=dict)  # rows written (inserted or updated), per table
     team_moved_job_ids: set[int] = field(default_factory=set)  # jobs this write charged to another team
+    work_without_job: list[WorkRow] = field(default_factory=list)  # work of jobs the cluster does not have
 
 
-def hour_rows_write(*, cluster: Cluster, hour: datetime, result: HourResult, teams: TeamResolver) -> HourWrite:
+def hour_rows_write(
+    *, cluster: Cluster, hour: datetime, result: HourResult, teams: TeamResolver, work: Sequence[WorkRow] = ()
+) -> HourWrite:
     """Replace the cluster-hour's rows by what the source answered: upsert on natural keys, and drop the
     rows the new answer no longer has. Call under cluster_hour_lock, in the transaction that derives."""
     gpus, new_nodes = _gpus_upsert(cluster, result)
@@ -341,14 +356,16 @@ def hour_rows_write(*, cluster: Cluster, hour: datetime, result: HourResult, tea
     ]
     gpu_columns: dict[str, list[Any]] = {"gpu_id": gpu_hour_pk, "hour": [hour] * len(measured)}
     gpu_columns |= {name: [getattr(g, name) for g in measured] for name in gpu_fields}
+    gpu_columns |= {name: [getattr(g.settings, name) for g in measured] for name in GPU_SETTINGS_FIELDS}
     # The hour's estimates follow from what is measured: zero here, derived again.
     gpu_columns |= {"estimated_j": [0.0] * len(measured), "estimated_s": [0.0] * len(measured)}
     columns_upsert(
         GpuHour,
         gpu_columns,
         unique_fields=["gpu", "hour"],
-        update_fields=[*gpu_fields, "estimated_j", "estimated_s"],
+        update_fields=[*gpu_fields, *GPU_SETTINGS_FIELDS, "estimated_j", "estimated_s"],
     )
+    work_written, work_without_job = _work_rows_write(cluster=cluster, hour=hour, rows=work, jobs=jobs)
     through = ingested_through(cluster, hour)
     # Jobs that were in the hour before, are in it now, or may have ended before it.
     grace = timedelta(seconds=2 * cluster.scrape_interval_s)
@@ -359,10 +376,54 @@ def hour_rows_write(*, cluster: Cluster, hour: datetime, result: HourResult, tea
         JobGpuHour._meta.db_table: len(job_pk),
         JobGpuHourEnergy._meta.db_table: len(energy),
         GpuHour._meta.db_table: len(measured),
+        JobWorkHour._meta.db_table: work_written,
     }
     return HourWrite(
-        job_ids=affected, ingested_through=through, new_nodes=new_nodes, rows=rows, team_moved_job_ids=moved
+        job_ids=affected,
+        ingested_through=through,
+        new_nodes=new_nodes,
+        rows=rows,
+        team_moved_job_ids=moved,
+        work_without_job=work_without_job,
     )
+
+
+_WORK_AMOUNTS = ("output_tokens", "prompt_tokens", "requests", "units")
+
+
+def _work_rows_write(
+    *, cluster: Cluster, hour: datetime, rows: Sequence[WorkRow], jobs: Mapping[str, Job]
+) -> tuple[int, list[WorkRow]]:
+    """Replace the cluster-hour's work rows (apps.telemetry.work) by those of the answer whose job the cluster has
+    (this hour's, or one seen before); the others are returned, not stored: work is tied to a job's energy."""
+    keyed = [(key_storable(r.job_key), r) for r in rows]
+    known: dict[str, Job] = dict(jobs)
+    missing = sorted({key for key, _ in keyed} - set(known))
+    if missing:
+        known |= {j.job_key: j for j in Job.objects.filter(cluster=cluster, job_key__any=missing).only("pk", "job_key")}
+    stored = [(known[key].pk, text_storable(r.model, limit=255)[0], r) for key, r in keyed if key in known]
+    in_hour = JobWorkHour.objects.filter(hour=hour, job__cluster=cluster)
+    keep = {(job_id, r.engine, model, r.unit) for job_id, model, r in stored}
+    stale = [
+        pk
+        for pk, *natural in in_hour.values_list("pk", "job_id", "engine", "model", "unit")
+        if tuple(natural) not in keep
+    ]
+    JobWorkHour.objects.filter(pk__in=stale).delete()
+    columns_upsert(
+        JobWorkHour,
+        {
+            "job_id": [job_id for job_id, _, _ in stored],
+            "hour": [hour] * len(stored),
+            "engine": [r.engine for _, _, r in stored],
+            "model": [model for _, model, _ in stored],
+            "unit": [r.unit for _, _, r in stored],
+            **{name: [getattr(r, name) for _, _, r in stored] for name in _WORK_AMOUNTS},
+        },
+        unique_fields=["job", "hour", "engine", "model", "unit"],
+        update_fields=list(_WORK_AMOUNTS),
+    )
+    return len(stored), [r for key, r in keyed if key not in known]
 
 
 def ingested_hour_record(
@@ -384,6 +445,7 @@ def ingested_hour_record(
                 "rows": report.rows,
                 "no_energy_meter": [_meterless_stats(g) for g in report.meterless],
                 "pods_without_gpu_request": [{"job_key": p.job_key, "gpus": list(p.uuids)} for p in report.unclaimed],
+                "work_without_job": [asdict(w) for w in report.work_without_job],
             },
             "derived": pending_job_ids is None,
             "pending_job_ids": sorted(pending_job_ids or ()),

@@ -149,7 +149,7 @@ def _finite(values: Iterable[float | None]) -> bool:
 
 
 def _all_finite(data: HourInput) -> bool:
-    windows = [w for ws in data.counters.values() for w in ws] + data.dcgm_energy
+    windows = [w for ws in data.counters.values() for w in ws] + data.dcgm_energy + data.work
     return (
         all(_finite(getattr(sw.window, name) for sw in windows) for name in _WINDOW_COLUMNS)
         and all(_finite(v for _, v in sw.window.raw) for sw in windows if sw.window.raw is not None)
@@ -171,6 +171,7 @@ def staged_bytes(data: HourInput, meta: dict[str, Any]) -> bytes:
         "agent_info": data.agent_info,
         "dcgm_series": data.dcgm_series,
         "foreign_names": data.foreign_names,
+        "work": _columns(data.work),
         "_meta": meta,
     }
     text = orjson.dumps(document) if _all_finite(data) else json.dumps(document, separators=(",", ":")).encode()
@@ -195,6 +196,7 @@ def staged_read(blob: bytes) -> tuple[HourInput, dict[str, Any]]:
         agent_info=document["agent_info"],
         dcgm_series=[(tag, labels, float(v)) for tag, labels, v in document["dcgm_series"]],
         foreign_names=list(document.get("foreign_names", [])),  # absent from a document staged before it
+        work=_from_columns(document["work"]) if "work" in document else [],
     )
     return data, document["_meta"]
 
@@ -230,5 +232,6 @@ def hour_inputs_merge(parts: dict[str, HourInput]) -> HourInput:
         merged.job_info += data.job_info
         merged.agent_info += data.agent_info
         merged.dcgm_series += data.dcgm_series
+        merged.work += data.work
         merged.foreign_names = sorted(set(merged.foreign_names) | set(data.foreign_names))
     return merged

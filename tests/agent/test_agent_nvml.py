@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 from fleetwatt_agent import errors
 from fleetwatt_agent.backends.nvml import NvmlBackend, mean_activity
+from fleetwatt_agent.collector import make_registry
 from fleetwatt_agent.sampler import Sampler, SamplerSettings
+from prometheus_client import generate_latest
 
 from .conftest import AGENT_SRC
 from .testkit import MapResolver
@@ -159,6 +161,24 @@ def test_unsupported_energy_counter_falls_back_to_power(fake_nvml: ModuleType) -
     assert not info.gpus[0].energy_counter
     assert backend.read(read_energy=True).gpus[0].energy_mj is None
     assert backend.read(read_energy=True).gpus[0].power_w == 250.0
+
+
+def test_power_limit_and_sm_clock_are_exported_where_the_driver_says(fake_nvml: ModuleType) -> None:
+    # given two GPUs: one whose driver reports its enforced limit and SM clock, one that supports neither
+    fake_nvml.reset(2)
+    fake_nvml.GPUS[0].power_limit_mw, fake_nvml.GPUS[0].sm_clock_mhz = 500_000, 1755
+    fake_nvml.GPUS[1].power_limit_mw = fake_nvml.GPUS[1].sm_clock_mhz = None
+    sampler, _ = sampler_on(fake_nvml, {})
+    # when
+    sampler.tick()
+    sampler.tick()
+    text = generate_latest(make_registry(sampler.snapshot, process_metrics=False)).decode()
+    # then the first GPU's are in W and Hz; the second has no series at all (unknown, never 0)
+    gpu0 = 'gpu="0",hostname="n",uuid="GPU-fake-0000"'
+    assert f"fleetwatt_gpu_power_limit_watts{{{gpu0}}} 500.0" in text
+    assert f"fleetwatt_gpu_sm_clock_hertz{{{gpu0}}} 1.755e+09" in text
+    assert 'fleetwatt_gpu_power_limit_watts{gpu="1"' not in text
+    assert 'fleetwatt_gpu_sm_clock_hertz{gpu="1"' not in text
 
 
 def test_a_lost_gpu_is_skipped_not_fatal(fake_nvml: ModuleType) -> None:

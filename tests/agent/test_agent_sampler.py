@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,19 @@ def test_replay_shifts_every_time_to_now_unless_asked_to_keep_them(tmp_path: Pat
     kept.open()
     assert kept.read(read_energy=True).wall == 1_000_000_000.0
     assert kept.resolver().resolve(5).start_time == 999_999_990.0
+
+
+def test_a_trace_keeps_the_power_limit_and_sm_clock_and_an_older_one_replays_without(tmp_path: Path) -> None:
+    # given a recorded tick with the GPU's settings, and one recorded before they were read
+    with_settings = replace(gpu(energy_mj=1000), power_limit_w=450.0, sm_clock_mhz=1755.0)
+    trace = write_trace(tmp_path / "t.jsonl", [tick(0, [with_settings]), tick(1, [gpu(energy_mj=2000)])], {})
+    # when replayed
+    backend = ReplayBackend(trace, speed=0, keep_time=True)
+    backend.open()
+    first, second = backend.read(read_energy=True), backend.read(read_energy=True)
+    # then the first reads them back, the second has them unknown (no series exported), never 0
+    assert (first.gpus[0].power_limit_w, first.gpus[0].sm_clock_mhz) == (450.0, 1755.0)
+    assert (second.gpus[0].power_limit_w, second.gpus[0].sm_clock_mhz) == (None, None)
 
 
 def test_a_version_1_trace_replays_without_memory_activity(tmp_path: Path) -> None:

@@ -61,6 +61,7 @@ RULES: dict[str, Rule] = {
     "api-redoc": Rule(get="302 302 302 302 302 302", other="302 302 302 302 302 302"),
     "job-list": Rule(get=API_ALL),
     "job-detail": Rule(get=API_TEAM_B),
+    "work-list": Rule(get=API_ALL, query=P),  # each caller's own teams' work (tests/api/test_work_api.py)
     # A job's work: its team's members and admins; finance only reads.
     "job-work": Rule(
         get=API_GET_NO_METHOD, post="401 404 404 403 200 404", body={"work_units": 1000, "work_unit": "request"}

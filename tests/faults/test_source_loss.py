@@ -132,6 +132,16 @@ def test_a_lost_gpu_is_named() -> None:
     assert reason is not None and "1 of the 100 GPU-hours" in reason and "GPU-7" in reason
 
 
+def test_served_work_the_source_forgot_is_a_loss() -> None:
+    # given an hour whose GPUs are all still there, but whose serving engines' series are gone
+    stored = HourTotals(gpus=GPUS, job_rows=300, device_energy_j=1e9, work_rows=40)
+    fresh = HourTotals(gpus=GPUS, job_rows=300, device_energy_j=1e9, work_rows=12)
+    # then
+    reason = source_loss(stored=stored, fresh=fresh, beyond=False, min_ratio=0.99)
+    assert reason is not None and "12 rows of served work where 40 are stored" in reason
+    assert source_loss(stored=stored, fresh=stored, beyond=False, min_ratio=0.99) is None
+
+
 def test_nothing_stored_is_never_a_loss() -> None:
     assert source_loss(stored=HourTotals(), fresh=HourTotals(), beyond=True, min_ratio=0.5) is None
 

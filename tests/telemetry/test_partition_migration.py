@@ -25,9 +25,11 @@ import django
 django.setup()
 from datetime import UTC, datetime
 from apps.telemetry.models import GpuHour
-# The release before had no columns of the idle line's unseen part (telemetry 0009): its models wrote none.
+# The release before had no columns of the idle line's unseen part (telemetry 0009) nor of the GPU's power limit
+# and SM clock (telemetry 0012): its models wrote none.
+LATER = ("unseen_", "power_limit", "sm_clock")
 meta = GpuHour._meta
-meta.local_fields[:] = [f for f in meta.local_fields if not f.name.startswith("unseen_")]
+meta.local_fields[:] = [f for f in meta.local_fields if not f.name.startswith(LATER)]
 meta._expire_cache()
 from tests.carbon.fleet_builder import fleet_build, job_run
 fleet = fleet_build(servers=1, gpus_per_server=1)

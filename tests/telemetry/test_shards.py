@@ -74,6 +74,17 @@ def test_a_staged_answer_comes_back_exactly() -> None:
     assert staged_read(staged_bytes(data, META)) == (data, META)
 
 
+def test_a_staged_answer_keeps_its_work_counters_and_the_rest_shard_brings_them() -> None:
+    # given the `rest` shard's answer with a serving engine's counter (a restart: its raw samples too)
+    rest = _answers("gpu-r1")
+    labels = {"namespace": "ns", "pod": "p", promql.WORK_TAG: "vllm/output_tokens", promql.MODEL_TAG: "llama"}
+    rest.work = [SeriesWindow(labels, CounterWindow(last=5.0, anchor=9.0, minimum=1.0, resets=1.0, raw=[(1.0, 5.0)]))]
+    # then it comes back from staging, and the merged hour holds it once
+    assert staged_read(staged_bytes(rest, META)) == (rest, META)
+    merged = hour_inputs_merge({"a": _answers("gpu-a1"), "rest": rest})
+    assert merged.work == rest.work
+
+
 def test_nan_and_infinities_come_back_as_they_were_answered() -> None:
     # JSON has no word for them: orjson would write null (a window with no sample), so such a shard goes
     # through the standard library's NaN and Infinity

@@ -231,6 +231,8 @@ class NvmlBackend:
             except NvmlError as exc:
                 log.warning("GPU %d energy counter: %s", gpu.info.index, exc)
         gpu.last_wall = wall
+        limit_mw = self._supported("nvmlDeviceGetEnforcedPowerLimit", h)
+        clock_mhz = self._supported("nvmlDeviceGetClockInfo", h, getattr(self._nvml, "NVML_CLOCK_SM", 1))
         return GpuReading(
             index=gpu.info.index,
             power_w=power_w,
@@ -241,7 +243,16 @@ class NvmlBackend:
             activity_missing=missing,
             util_samples=raw,
             util_since_us=since_us,
+            power_limit_w=limit_mw / 1000.0 if limit_mw is not None else None,
+            sm_clock_mhz=float(clock_mhz) if clock_mhz is not None else None,
         )
+
+    def _supported(self, fn_name: str, *args: Any) -> Any:
+        """An optional reading (the power limit, a clock): None where the driver does not support it."""
+        try:
+            return self._call(fn_name, *args)
+        except NvmlNotSupported:
+            return None
 
     def _processes(self, gpu: _Gpu) -> dict[int, int]:
         """Union of the driver's compute, graphics and MPS lists: pid -> memory bytes."""

@@ -145,7 +145,14 @@ def _gpu(g: dict[str, Any]) -> GpuReading:
         activity_missing=bool(g.get("activity_missing", False)),
         util_samples=tuple((int(x[0]), int(x[1]), float(x[2]), float(x[3])) for x in util.get("samples", [])),
         util_since_us=int(util["since_us"]) if "since_us" in util else None,
+        power_limit_w=_optional_float(g.get("power_limit_w")),
+        sm_clock_mhz=_optional_float(g.get("sm_clock_mhz")),
     )
+
+
+def _optional_float(value: Any) -> float | None:
+    """A reading a trace may lack (recorded before it was read): None, not 0."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _process(p: list[Any]) -> ProcessReading:

@@ -16,7 +16,11 @@ from apps.core.serializers import PlannedRepresentationMixin
 from apps.fleet.models import Cluster, Team
 from apps.jobs.methods import METHODS
 from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy
+from apps.jobs.per_token import per_token
+from apps.jobs.selectors import job_work_units, serving_jobs
 from apps.jobs.states import STATE_CHOICES, exit_text, state_help
+
+from .work_serializers import PerTokenSerializer, per_token_row
 
 PERIOD_FIELDS = (
     "period_gpu_hours", "period_energy_kwh", "period_facility_kwh", "period_co2e_kg", "period_cost",
@@ -238,10 +242,27 @@ class JobGpuHourSerializer(serializers.ModelSerializer):
 class JobDetailSerializer(JobSerializer):
     hours = serializers.SerializerMethodField(help_text="Per GPU and hour: energy by method, sampling, memory.")
     gpus = serializers.SerializerMethodField(help_text="Per GPU: energy, sampled seconds and coverage.")
+    served = serializers.SerializerMethodField(
+        help_text="Per model its serving engine named: the tokens and requests counted over the whole run, with the "
+        "job's energy, CO2e and cost per token (docs/arithmetic.md, 'Per token served'). Empty: it served nothing."
+    )
+    counted_units = serializers.SerializerMethodField(
+        help_text="Units its own work counter counted over the whole run, per unit (fleetwatt_job_work_units_total; "
+        "docs/metrics.md, 'Work counters'). Empty: it exports none."
+    )
 
     class Meta(JobSerializer.Meta):
-        fields = [*JobSerializer.Meta.fields, "gpus", "hours"]
+        fields = [*JobSerializer.Meta.fields, "gpus", "hours", "served", "counted_units"]
         read_only_fields = fields
+
+    @extend_schema_field(PerTokenSerializer(many=True))
+    def get_served(self, job: Job) -> list[dict[str, Any]]:
+        served = serving_jobs(jobs=Job.objects.filter(pk=job.pk), start=None, end=None)
+        return [per_token_row(g, group_by="model") for g in per_token(served, group_by="model")]
+
+    @extend_schema_field(serializers.DictField(child=serializers.FloatField()))
+    def get_counted_units(self, job: Job) -> dict[str, float]:
+        return job_work_units(job=job)
 
     def _energy(self, job: Job) -> dict[tuple[int, Any], dict[str, float]]:
         energy: dict[tuple[int, Any], dict[str, float]] = {}

@@ -21,6 +21,7 @@ NVML_ERROR_NOT_FOUND = 6
 NVML_ERROR_DRIVER_NOT_LOADED = 9
 NVML_ERROR_LIBRARY_NOT_FOUND = 12
 NVML_ERROR_GPU_IS_LOST = 15
+NVML_CLOCK_SM = 1
 
 
 class NVMLError(Exception):
@@ -58,6 +59,8 @@ class FakeGpu:
     name: str = "Fake H200"
     energy_mj: int = 1_000_000
     power_mw: int = 100_000
+    power_limit_mw: int | None = 700_000  # None: not supported
+    sm_clock_mhz: int | None = 1980  # None: not supported
     memory_total: int = 141 * 2**30
     procs: dict[int, int | None] = field(default_factory=dict)  # pid -> memory bytes
     sm: dict[int, int] = field(default_factory=dict)  # pid -> SM %; absent: no sample this tick
@@ -168,6 +171,20 @@ def nvmlDeviceGetPowerUsage(h: int) -> int:
     if _CONTROL:
         _sync_control()
     return _gpu(h).power_mw
+
+
+def nvmlDeviceGetEnforcedPowerLimit(h: int) -> int:
+    gpu = _gpu(h)
+    if gpu.power_limit_mw is None:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    return gpu.power_limit_mw
+
+
+def nvmlDeviceGetClockInfo(h: int, clock_type: int) -> int:
+    gpu = _gpu(h)
+    if clock_type != NVML_CLOCK_SM or gpu.sm_clock_mhz is None:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    return gpu.sm_clock_mhz
 
 
 def nvmlDeviceGetMemoryInfo(h: int) -> Memory:
