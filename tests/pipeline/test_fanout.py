@@ -221,7 +221,7 @@ def test_the_status_page_shows_a_batch_in_progress_and_why_it_waits(history, clu
     fanout.part_failed(batch.parts[0], "Prometheus at http://prom:9090 is unreachable: ConnectionError")
     html = admin_client.get("/status/").content.decode()
     row = html[html.index(f'data-cluster="{cluster.name}"') :]
-    assert "ingesting 2026-11-02 00:00 → 07:00 (2 shards per hour)" in row
+    assert "ingesting 2026-11-02 00:00 → 07:00 UTC (2 shards per hour)" in row
     assert "2026-11-02 00:00 a: Prometheus at http://prom:9090 is unreachable" in row
 
 

@@ -59,8 +59,8 @@ class HintSerializer(serializers.Serializer):
     job_group = serializers.CharField()
     zone = serializers.CharField(help_text="The grid zone of the runs' site.")
     basis = serializers.CharField(help_text="The intensity basis of the runs' site.")
-    typical_run = TypicalRunSerializer()
-    forecast = ForecastSerializer()
+    typical_run = TypicalRunSerializer(help_text="The group's typical run, from the team's recent runs of it.")
+    forecast = ForecastSerializer(help_text="The forecast the hint was made by.")
     best_start = serializers.DateTimeField(
         allow_null=True, help_text="The cleanest start by the forecast within the deadline (UTC); null: no hint."
     )
@@ -77,18 +77,18 @@ class HintSerializer(serializers.Serializer):
 
 class PastHintSerializer(serializers.Serializer):
     job_group = serializers.CharField()
-    zone = serializers.CharField()
+    zone = serializers.CharField(help_text="The grid zone of the runs' site.")
     made_at = serializers.DateTimeField(help_text="The hour it looked forward from (UTC).")
     best_start = serializers.DateTimeField(help_text="The start it gave (UTC).")
-    forecast_kind = serializers.CharField()
-    forecast_source = serializers.CharField()
+    forecast_kind = serializers.CharField(help_text="`imported` or `profile`, as in a hint's `forecast.kind`.")
+    forecast_source = serializers.CharField(help_text="Where its forecast came from, as in a hint's `forecast.source`.")
     claimed_kg = serializers.FloatField(help_text="What it said starting at `best_start` would save, by its forecast.")
-    claimed_pct = serializers.FloatField(allow_null=True)
+    claimed_pct = serializers.FloatField(allow_null=True, help_text="`claimed_kg` in % of the run started at once.")
     real_kg = serializers.FloatField(
         allow_null=True,
         help_text="What starting there would have saved by the intensity that came; null: not come yet.",
     )
-    real_pct = serializers.FloatField(allow_null=True)
+    real_pct = serializers.FloatField(allow_null=True, help_text="`real_kg` in % of the run started at once.")
     best_real_kg = serializers.FloatField(
         allow_null=True,
         help_text="The best that could have been saved in hindsight (the measured shift saving of its typical run); "
@@ -97,12 +97,14 @@ class PastHintSerializer(serializers.Serializer):
     forecast_error_pct = serializers.FloatField(
         allow_null=True, help_text="sum |forecast - came| / sum came over the window's hours both know (%)."
     )
-    hours_compared = serializers.IntegerField()
+    hours_compared = serializers.IntegerField(
+        help_text="The window's hours whose forecast and intensity are both known."
+    )
 
 
 class GroupSummarySerializer(serializers.Serializer):
     job_group = serializers.CharField()
-    zone = serializers.CharField()
+    zone = serializers.CharField(help_text="The grid zone of the runs' site.")
     hints = serializers.IntegerField(help_text="Hints of record of the period.")
     checked = serializers.IntegerField(help_text="Of them, those whose intensity has come.")
     claimed_kg = serializers.FloatField(help_text="What the checked hints claimed, added up.")
@@ -116,11 +118,11 @@ class GroupSummarySerializer(serializers.Serializer):
 
 class WhenToRunSerializer(serializers.Serializer):
     team = serializers.CharField(help_text="The team's name.")
-    team_id = serializers.IntegerField()
+    team_id = serializers.IntegerField(help_text="The team's id.")
     made_at = serializers.DateTimeField(help_text="The hour the hints look forward from (UTC).")
     deadline_h = serializers.IntegerField(help_text="FLEETWATT_SHIFT_DEADLINE_H: a run must end within it.")
-    hints = HintSerializer(many=True)
-    past_start = serializers.DateTimeField()
-    past_end = serializers.DateTimeField()
+    hints = HintSerializer(many=True, help_text="One per flexible job group the team ran in the last weeks.")
+    past_start = serializers.DateTimeField(help_text="The period of the hints of record: from (UTC) ...")
+    past_end = serializers.DateTimeField(help_text="... and before (exclusive).")
     past_hints = PastHintSerializer(many=True, help_text="The hints of record made in the period, the latest first.")
-    summary = GroupSummarySerializer(many=True)
+    summary = GroupSummarySerializer(many=True, help_text="Per job group: the period's hints checked, and its runs.")
