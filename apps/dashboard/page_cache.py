@@ -84,23 +84,63 @@ def kept_page(view: View) -> View:
         key = page_key(request)
         if key is None:
             return view(request, *args, **kwargs)
-        preparing = getattr(request, _PREPARING, False)
+        if getattr(request, _PREPARING, False):
+            return _made(view, request, args, kwargs, key=key, generation=kept_read_or_previous(key)[0])
         generation, kept, kept_at = kept_read_or_previous(key)
-        if kept is not None and not preparing:
-            metric_count(metric=PAGE_CACHE, labels=["hit" if kept_at == generation else "previous"])
+        if kept is None:
+            kept = _made_by_another(key, generation)
+        if kept is not None:
+            metric_count(metric=PAGE_CACHE, labels=["hit" if kept_at in (generation, None) else "previous"])
             _asked(request)
             return _answered(request, kept)
-        if not preparing:
-            metric_count(metric=PAGE_CACHE, labels=["miss"])
-        response = view(request, *args, **kwargs)
-        if _keepable(response):
-            page = (CSRF_FIELD.sub(rb"\1" + CSRF_PLACEHOLDER + rb"\2", response.content), response["Content-Type"])
-            kept_write(key, keep_generation(generation), page, settings.FLEETWATT_PAGE_CACHE_S)
-            if not preparing:
-                _asked(request)
+        metric_count(metric=PAGE_CACHE, labels=["miss"])
+        making = _making_key(key, generation)
+        try:
+            response = _made(view, request, args, kwargs, key=key, generation=generation)
+        finally:
+            cache.delete(making)
+        _asked(request)
         return response
 
     return cast(View, answer)
+
+
+def _made(
+    view: Callable[..., HttpResponseBase], request: HttpRequest, args: Any, kwargs: Any, *, key: str, generation: int
+) -> HttpResponseBase:
+    """The view's answer, kept where it is a page to keep (under keep_generation: the generation it is of)."""
+    response = view(request, *args, **kwargs)
+    if _keepable(response):
+        page = (CSRF_FIELD.sub(rb"\1" + CSRF_PLACEHOLDER + rb"\2", response.content), response["Content-Type"])
+        kept_write(key, keep_generation(generation), page, settings.FLEETWATT_PAGE_CACHE_S)
+    return response
+
+
+# A page asked for by many at once (a team's page reloaded by its members after an admin's edit) is made once: the
+# first to miss it marks that it is making it, for MAKING_S at most; the others wait for it, asking the cache every
+# MAKING_POLL_S, and make it themselves only if the mark goes without a page (an error, another generation).
+MAKING_S = 30.0
+MAKING_POLL_S = 0.02
+
+
+def _making_key(key: str, generation: int) -> str:
+    return f"{key}:making:{generation}"
+
+
+def _made_by_another(key: str, generation: int) -> tuple[bytes, str] | None:
+    """None where this request is to make the page (it holds the mark now); else the page another request made."""
+    making = _making_key(key, generation)
+    if cache.add(making, 1, timeout=MAKING_S):
+        return None
+    until = time.monotonic() + MAKING_S
+    while time.monotonic() < until:
+        time.sleep(MAKING_POLL_S)
+        _, kept, _ = kept_read_or_previous(key)
+        if kept is not None:
+            return cast(tuple[bytes, str], kept)
+        if cache.add(making, 1, timeout=MAKING_S):  # the maker is gone without a page: this request makes it
+            return None
+    return None
 
 
 def _keepable(response: HttpResponseBase) -> bool:

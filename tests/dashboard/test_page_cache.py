@@ -7,6 +7,7 @@ ingest is done the pages asked for lately are made again before they are asked."
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,10 +15,10 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.cache import cache
 from django.db import connection, transaction
-from django.test import Client
+from django.test import Client, RequestFactory
 from django.test.utils import CaptureQueriesContext
 
-from apps.core.generation import data_changed, ingest_started
+from apps.core.generation import data_changed, data_generation, ingest_started, kept_write
 from apps.dashboard import page_cache
 from apps.fleet.models import Team, TeamMembership
 from apps.rollups.documents import asked_prepare
@@ -114,6 +115,25 @@ def test_an_admin_s_decision_is_seen_at_the_next_ask(world: TeamHomeWorld) -> No
     after, made = _made(client, "/audit/", queue)
     assert made > 5 and "acknowledge recorded" not in after
     assert "a debugging session" in after
+
+
+def test_a_page_being_made_is_waited_for_not_made_twice(world: TeamHomeWorld) -> None:
+    client = _client(world.lead)
+    _made(client, _team_url(world), PERIOD)
+    data_changed()  # an edit: the page is to be made again
+    # given another request making the page (its mark), which keeps it a moment later
+    request = RequestFactory().get(_team_url(world), PERIOD)
+    request.user = world.lead
+    key, generation = page_cache.page_key(request), data_generation()
+    assert key is not None
+    cache.add(page_cache._making_key(key, generation), 1, timeout=30)
+    page = (b"<p>made by the other request</p>", "text/html; charset=utf-8")
+    threading.Timer(0.3, lambda: kept_write(key, generation, page, 60)).start()
+    # when the lead asks for it meanwhile
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(_team_url(world), PERIOD)
+    # then the page the other request made, not one made again
+    assert response.content == page[0] and len(queries.captured_queries) <= 2
 
 
 def test_each_viewer_has_their_own_page(world: TeamHomeWorld) -> None:
