@@ -56,8 +56,8 @@ def kept_read_or_previous(key: str) -> tuple[int, Any, int | None]:
     progress (`ingest_started`), an entry kept at the generation it started at or later is given rather than
     None. Keep what is made of such an entry under its generation, never the current one (its figures are older)."""
     if _CURRENT_ONLY.get():
-        generation, kept = kept_read(key)
-        return generation, kept, None if kept is None else generation
+        current, value = kept_read(key)
+        return current, value, None if value is None else current
     found = cache.get_many([GENERATION_KEY, INGEST_STARTED_KEY, key])
     generation, started, kept = found.get(GENERATION_KEY), found.get(INGEST_STARTED_KEY), found.get(key)
     if generation is None:

@@ -32,7 +32,7 @@ import re
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, TypeVar, cast
+from typing import Any, TypeGuard, TypeVar, cast
 
 from django.conf import settings
 from django.contrib import messages
@@ -67,7 +67,7 @@ def page_key(request: HttpRequest) -> str | None:
     user = request.user
     if not user.is_authenticated or len(messages.get_messages(request)):
         return None
-    what = "\n".join([str(user.pk), viewer_scope(user), _hour(), request.build_absolute_uri()])  # type: ignore[arg-type]
+    what = "\n".join([str(user.pk), viewer_scope(user), _hour(), request.build_absolute_uri()])
     return f"fleetwatt:page:html:v1:{hashlib.sha256(what.encode()).hexdigest()}"
 
 
@@ -143,7 +143,7 @@ def _made_by_another(key: str, generation: int) -> tuple[bytes, str] | None:
     return None
 
 
-def _keepable(response: HttpResponseBase) -> bool:
+def _keepable(response: HttpResponseBase) -> TypeGuard[HttpResponse]:
     return (
         isinstance(response, HttpResponse)
         and response.status_code == 200

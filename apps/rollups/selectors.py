@@ -380,11 +380,11 @@ def _team_shares_of_days(
     ):
         team_s[(r["day"].date(), r["cluster"])] += r["occupancy_s"] or 0.0
     shares = []
-    for r in cluster_days:
-        used = team_s.get((r["day"], r["cluster_id"]), 0.0)
-        line = cluster_day_idle_line(r)
-        if used and r["occupancy_s"] and line is not None:
-            shares.append(line.scaled(used / r["occupancy_s"]))
+    for day_sums in cluster_days:
+        used = team_s.get((day_sums["day"], day_sums["cluster_id"]), 0.0)
+        line = cluster_day_idle_line(day_sums)
+        if used and day_sums["occupancy_s"] and line is not None:
+            shares.append(line.scaled(used / day_sums["occupancy_s"]))
     return shares
 
 
