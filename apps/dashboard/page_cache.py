@@ -119,7 +119,7 @@ def _made(
 # A page asked for by many at once (a team's page reloaded by its members after an admin's edit) is made once: the
 # first to miss it marks that it is making it, for MAKING_S at most; the others wait for it, asking the cache every
 # MAKING_POLL_S, and make it themselves only if the mark goes without a page (an error, another generation).
-MAKING_S = 30.0
+MAKING_S = 10.0  # (within GUNICORN_TIMEOUT: a waiting worker is not taken for a hung one)
 MAKING_POLL_S = 0.02
 
 
