@@ -334,6 +334,9 @@ FLEETWATT_API_MAX_PAGE_SIZE = env.int("FLEETWATT_API_MAX_PAGE_SIZE", default=100
 # Pages of the API's lists and sums are kept rendered until the data they show changes, and at most this
 # long (apps.core.page_cache); 0: every page computed on each request.
 FLEETWATT_API_PAGE_CACHE_S = env.int("FLEETWATT_API_PAGE_CACHE_S", default=300)
+# The dashboard's pages are kept rendered for each viewer until the data they show changes, within the hour, and at
+# most this long (apps.dashboard.page_cache); 0: every page made on each request.
+FLEETWATT_PAGE_CACHE_S = env.int("FLEETWATT_PAGE_CACHE_S", default=900)
 # The rollups' documents asked for within ASKED_WITHIN_S (the ASKED_KEEP most recent) are prepared again after each
 # ingest, for PREPARE_BUDGET_S at most; until they are, one kept before the ingest is served, for STALE_S at most
 # (0: never; apps.rollups.documents).

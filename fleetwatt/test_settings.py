@@ -26,3 +26,6 @@ if _worker != "gw0" and os.environ.get("FLEETWATT_TEST_REDIS_MOVED_FOR") != _wor
     os.environ["FLEETWATT_TEST_REDIS_MOVED_FOR"] = _worker
 CELERY_BROKER_URL = REDIS_URL
 CACHES = {"default": {**CACHES["default"], "LOCATION": REDIS_URL}}  # noqa: F405  # the same fail-open cache
+# The pages' tests count the queries and read the figures of a page as it is made; the cache of made pages is on
+# where it is tested (tests/dashboard/test_page_cache.py).
+FLEETWATT_PAGE_CACHE_S = 0

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any
 
 from django.conf import settings
@@ -27,6 +29,8 @@ from django.db import transaction
 GENERATION_KEY = "fleetwatt:rollups:generation"
 # The generation an ingest in progress started at (absent: none is, or an edit came since).
 INGEST_STARTED_KEY = "fleetwatt:rollups:ingest-started"
+# Set while what people asked for is prepared again after an ingest (`current_reads`): no entry kept before it.
+_CURRENT_ONLY: ContextVar[bool] = ContextVar("fleetwatt_current_reads", default=False)
 
 
 def data_generation() -> int:
@@ -51,6 +55,9 @@ def kept_read_or_previous(key: str) -> tuple[int, Any, int | None]:
     """As kept_read, and the generation what it gives was kept at (None for nothing): while an ingest is in
     progress (`ingest_started`), an entry kept at the generation it started at or later is given rather than
     None. Keep what is made of such an entry under its generation, never the current one (its figures are older)."""
+    if _CURRENT_ONLY.get():
+        current, value = kept_read(key)
+        return current, value, None if value is None else current
     found = cache.get_many([GENERATION_KEY, INGEST_STARTED_KEY, key])
     generation, started, kept = found.get(GENERATION_KEY), found.get(INGEST_STARTED_KEY), found.get(key)
     if generation is None:
@@ -61,6 +68,29 @@ def kept_read_or_previous(key: str) -> tuple[int, Any, int | None]:
     if kept[0] == generation or (started is not None and started <= kept[0] < generation):
         return generation, kept[1], kept[0]
     return generation, None, None
+
+
+@contextlib.contextmanager
+def current_reads() -> Iterator[None]:
+    """Within it, `kept_read_or_previous` gives only what is kept at the current generation, as `kept_read`: what
+    is prepared after an ingest (a page made of rollup documents) is made of current documents only, computing
+    those not prepared."""
+    token = _CURRENT_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _CURRENT_ONLY.reset(token)
+
+
+def keep_generation(generation: int) -> int:
+    """The generation to keep under what was computed from data read after `generation` was (the current one then),
+    where it may be made of entries kept before an ingest in progress (`kept_read_or_previous`): the generation
+    that ingest started at, so that it is served while the ingest is, and computed again once it is done; else
+    `generation` itself."""
+    if _CURRENT_ONLY.get():
+        return generation
+    started = cache.get(INGEST_STARTED_KEY)
+    return int(started) if started is not None and int(started) <= generation else generation
 
 
 def ingest_started() -> None:

@@ -23,6 +23,7 @@ CELERY_TASKS = "fleetwatt_celery_tasks_total"
 REPORTS_SENT = "fleetwatt_reports_sent_total"
 ROLLUP_CACHE = "fleetwatt_rollup_cache_requests_total"
 API_PAGE_CACHE = "fleetwatt_api_page_cache_requests_total"
+PAGE_CACHE = "fleetwatt_page_cache_requests_total"
 SOURCE_UP = "fleetwatt_metrics_source_up"
 
 TASK_OUTCOMES = ("success", "failure", "retry")
@@ -51,6 +52,9 @@ COUNTERS: dict[str, CounterSpec] = {
     ROLLUP_CACHE: CounterSpec(("result",), "Lookups of cached rollups, by result.", {"result": ROLLUP_CACHE_RESULTS}),
     API_PAGE_CACHE: CounterSpec(
         ("result",), "Lookups of cached pages of the API's lists and sums, by result.", {"result": CACHE_RESULTS}
+    ),
+    PAGE_CACHE: CounterSpec(
+        ("result",), "Lookups of the dashboard's pages kept rendered, by result.", {"result": ROLLUP_CACHE_RESULTS}
     ),
 }
 

@@ -48,6 +48,7 @@ from apps.waste.triage import (
     selection_digest,
 )
 
+from .page_cache import kept_page
 from .selectors import gpu_hour_flag_jobs
 from .views import page_period, period_of
 
@@ -57,6 +58,7 @@ RECENT_DECISIONS = 20  # the "Recently decided" table
 @require_safe
 @bad_query_is_400
 @admin_required
+@kept_page
 def queue(request: HttpRequest) -> HttpResponse:
     """Findings on jobs and on GPU-hours (a counter reset, a sum that does not add up), open ones by default;
     `?status=` (empty) for any status. Above them, per kind, the open findings and the money at stake in the period;

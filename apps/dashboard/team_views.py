@@ -25,6 +25,7 @@ from apps.rollups.breakdown import JobPart, bill_of
 from apps.rollups.finance import csv_quantity
 from apps.rollups.team_selectors import NO_GROUP, JobFilter, jobs_of_parts, parts_filtered, team_job_parts
 
+from .page_cache import kept_page
 from .views import page_period
 
 JOBS_PER_PAGE = 50
@@ -54,6 +55,7 @@ def _team_parts(request: HttpRequest, team_id: int) -> tuple[Team, datetime, dat
 @require_safe
 @bad_query_is_400
 @login_required
+@kept_page
 def team_jobs(request: HttpRequest, team_id: int) -> HttpResponse:
     """The team's jobs of the period, filtered, the costliest in the period first, JOBS_PER_PAGE a page."""
     team, start, end, parts, chosen = _team_parts(request, team_id)
@@ -63,6 +65,7 @@ def team_jobs(request: HttpRequest, team_id: int) -> HttpResponse:
     page = params.whole_number(raw_page, name="page", low=1, high=pages) if raw_page else 1
     query = {"start": start.date().isoformat(), "end": end.date().isoformat()}
     query |= {k: v for k, v in (("user", chosen.user), ("state", chosen.state), ("group", chosen.group)) if v}
+    states = {p.state for p in parts}
     context = {
         "team": team,
         "start": start.date(),
@@ -75,7 +78,7 @@ def team_jobs(request: HttpRequest, team_id: int) -> HttpResponse:
         "query": urlencode(query),
         "shown_bill": bill_of(shown),
         "users": sorted({p.user for p in parts}),
-        "states": [s for s in JobState if any(p.state == s.value for p in parts)],
+        "states": [s for s in JobState if s.value in states],
         "groups": sorted({(str(p.group_id), p.group) for p in parts if p.group_id is not None}, key=lambda g: g[1]),
         "no_group": NO_GROUP,
         "currency": ",".join(sorted({p.currency for p in parts if p.currency})),

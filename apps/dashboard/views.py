@@ -29,13 +29,13 @@ from apps.core.money import round_minor
 from apps.core.query import QueryError, bad_query_is_400, date_param, text_param
 from apps.fleet.models import Cluster, Gpu, Team
 from apps.jobs.methods import method_legend
-from apps.jobs.models import Job, JobQuerySet
-from apps.jobs.selectors import job_utilisation_summary, jobs_in_period_footprints, low_coverage_jobs
+from apps.jobs.models import Job
+from apps.jobs.selectors import job_utilisation_summary, low_coverage_jobs
 from apps.jobs.states import OUTCOMES
 from apps.reports.selectors import REPORTED_STATUSES
 from apps.rollups import documents
 from apps.rollups.api.serializers import MAX_ROLLUP_DAYS
-from apps.rollups.breakdown import waste_kind_lines
+from apps.rollups.breakdown import JobPart, waste_kind_lines
 from apps.rollups.selectors import (
     MixedBasisError,
     failed_run_jobs,
@@ -44,7 +44,7 @@ from apps.rollups.selectors import (
     job_groups_outcome_costs_minor,
     team_idle,
 )
-from apps.rollups.team_selectors import NO_GROUP, team_breakdowns, team_job_parts
+from apps.rollups.team_selectors import NO_GROUP, team_breakdowns, team_job_parts, team_ran_jobs
 from apps.telemetry.models import IngestedHour
 from apps.waste.kinds import GPU_HOUR_KINDS, WASTE_KINDS, FlagStatus
 from apps.waste.models import Flag
@@ -52,6 +52,7 @@ from apps.waste.selectors import period_waste
 
 from .attention import fleet_attention
 from .heatmap import gpu_power_grid
+from .page_cache import kept_page
 from .selectors import RECENT, job_hour_gaps, scheduler_sync_status
 
 FAILED_RUNS_LISTED = 20  # the costliest failed runs a page lists; its totals count them all
@@ -136,6 +137,7 @@ def fleet(request: HttpRequest) -> HttpResponse:
     return _fleet(request)
 
 
+@kept_page
 def _fleet(request: HttpRequest) -> HttpResponse:
     start, end = page_period(request)
     threshold = settings.FLEETWATT_COVERAGE_THRESHOLD
@@ -173,6 +175,7 @@ def _fleet(request: HttpRequest) -> HttpResponse:
 @require_safe
 @bad_query_is_400
 @login_required
+@kept_page
 def team(request: HttpRequest, team_id: int) -> HttpResponse:
     """One team over a period: cost, energy and carbon side by side. The charts load the same rollup
     the API serves (`/api/teams/{id}/rollup/`); the tables are the team's jobs, waste and gaps."""
@@ -185,10 +188,11 @@ def team(request: HttpRequest, team_id: int) -> HttpResponse:
         error = ""
     except MixedBasisError as exc:
         rollup, error = None, str(exc)
-    # Jobs that ran in the period, as the API's `?start=&end=` picks them (index job_team_last_seen).
-    jobs = Job.objects.visible_to(request.user).filter(team=team, start__lt=end).seen_since(start)
+    # Jobs that ran in the period, as the API's `?start=&end=` picks them, read once for every table below.
+    ran = team_ran_jobs(user=request.user, team=team, start=start, end=end)
     threshold = settings.FLEETWATT_COVERAGE_THRESHOLD
-    waste = _team_waste(request, jobs, start, end)
+    waste = _team_waste(request, [j.pk for j in ran], start, end)
+    parts = team_job_parts(user=request.user, team=team, start=start, end=end, waste=waste["waste_per_job"], ran=ran)
     context = {
         "team": team,
         "start": start.date(),
@@ -196,16 +200,16 @@ def team(request: HttpRequest, team_id: int) -> HttpResponse:
         "rollup": rollup,
         "error": error,
         "totals": _billed_totals(rollup["totals"]) if rollup else {},
-        "top_jobs": _with_period([_with_split(job) for job in jobs.order_by("-cost", "id")[:10]], start, end),
+        "top_jobs": _top_jobs(ran, parts),
         "low_coverage": [
             _with_split(job)
             for job in low_coverage_jobs(user=request.user, start=start, end=end, threshold=threshold, team=team)
         ],
         **waste,
-        **_breakdowns(request, team, start, end, waste=waste["waste_per_job"]),
+        **_breakdowns(parts),
         "idle": team_idle(team=team, start=start, end=end),
         "threshold_pct": round(threshold * 100),
-        "sources": sorted(set(jobs.order_by().values_list("intensity_source", flat=True).distinct()) - {""}),
+        "sources": sorted({j.intensity_source for j in ran} - {""}),
         "api_query": f"start={start.date().isoformat()}&end={end.date().isoformat()}",
         "split_methods": method_legend(),
         **_failed_runs(request, start, end, team=team),
@@ -214,9 +218,24 @@ def team(request: HttpRequest, team_id: int) -> HttpResponse:
     return render(request, "dashboard/team.html", context)
 
 
-def _breakdowns(request: HttpRequest, team: Team, start: datetime, end: datetime, *, waste: dict) -> dict:
+TOP_JOBS = 10  # the costliest jobs (their whole run's cost) the team page lists
+
+
+def _top_jobs(ran: list[Any], parts: list[JobPart]) -> list[Job]:
+    """The costliest of the jobs that ran (their whole run's cost; then by id), each with its part inside the
+    period (`period`: its GPU-hours, energy, CO2e and cost there) beside its whole run's."""
+    ids = [j.pk for j in sorted(ran, key=lambda j: (-j.cost, j.pk))[:TOP_JOBS]]
+    found = Job.objects.filter(pk__in=ids).in_bulk()
+    inside = {p.job_id: p.footprint for p in parts}
+    jobs = [_with_split(found[pk]) for pk in ids]
+    for job in jobs:
+        job.period = inside.get(job.pk, Footprint())  # type: ignore[attr-defined]
+    return jobs
+
+
+def _breakdowns(parts: list[JobPart]) -> dict:
     """The period's jobs on the bill by user and by job group, each table adding up to the bill."""
-    found = team_breakdowns(team_job_parts(user=request.user, team=team, start=start, end=end, waste=waste))
+    found = team_breakdowns(parts)
     return {
         "breakdowns": found,
         "breakdown_tables": [
@@ -227,22 +246,13 @@ def _breakdowns(request: HttpRequest, team: Team, start: datetime, end: datetime
     }
 
 
-def _with_period(jobs: list[Job], start: datetime, end: datetime) -> list[Job]:
-    """Each job's part inside the period (`period`: its GPU-hours, energy, CO2e and cost there), beside its whole
-    run's, in one aggregate query for the list."""
-    parts = jobs_in_period_footprints(job_ids=[j.pk for j in jobs], start=start, end=end)
-    for job in jobs:
-        job.period = parts.get(job.pk, Footprint())  # type: ignore[attr-defined]
-    return jobs
-
-
-def _team_waste(request: HttpRequest, jobs: JobQuerySet, start: datetime, end: datetime) -> dict:
+def _team_waste(request: HttpRequest, job_ids: list[int], start: datetime, end: datetime) -> dict:
     """The waste findings of the team's jobs worth something in the period (apps.waste.selectors.period_waste:
     each clipped to the period), with their status, and the waste counted: open and disputed findings of jobs on
     the team's bill, a GPU-hour two of them share counted once, as the weekly report and the audit queue count
     them; an acknowledged or resolved one, or one of a job an admin excluded from the bill, is shown, not
     counted. The counted waste split by kind (every kind, a GPU-hour two kinds share under one) and per job."""
-    flags = Flag.objects.visible_to(request.user).filter(job__in=jobs, kind__in=WASTE_KINDS)
+    flags = Flag.objects.visible_to(request.user).filter(job_id__any=job_ids, kind__in=WASTE_KINDS)
     worth = period_waste(flags=flags, start=start, end=end).per_flag
     found = list(flags.filter(pk__in=list(worth)).select_related("job").order_by("kind", "-created_at"))
     for f in found:
@@ -324,6 +334,7 @@ def _failed_runs(request: HttpRequest, start: datetime, end: datetime, team: Tea
 @require_safe
 @bad_query_is_400
 @login_required
+@kept_page
 def job(request: HttpRequest, job_id: int) -> HttpResponse:
     """A job: how it used its GPUs (SM, memory, power, sharing), its split per GPU and hour, coverage, footprint,
     flags and audit trail, and what a TDP-based estimate would have claimed."""

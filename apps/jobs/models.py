@@ -194,6 +194,15 @@ class Job(models.Model):
                 fields=["team", "id"], include=["currency"], condition=models.Q(excluded_from_bill=False),
                 name="job_billed_team",
             ),
+            # The fleet's and a team's jobs under the coverage threshold (few, where agents cover the fleet): the
+            # pages list them without reading every job of the period (apps.jobs.selectors.low_coverage_jobs).
+            models.Index(fields=["coverage"], condition=models.Q(sampled_s__gt=0), name="job_sampled_coverage"),
+            # A team's job ids, read from the index alone: the period's rows that are the team's jobs' (its page's
+            # job list and breakdowns: apps.jobs.selectors.team_period_footprints).
+            models.Index(fields=["team", "id"], name="job_team_id"),
+            # A team's jobs an admin excluded from its bill (few): their part of the team's GPU-hours on a cluster
+            # (its share of the idle line, apps.rollups.selectors.team_idle).
+            models.Index(fields=["team"], condition=models.Q(excluded_from_bill=True), name="job_excluded_team"),
             # A team's billed jobs across UTC days, by their last: the jobs whose rounded costs the sums of rounded
             # job costs read from their rows (those within one day are in their team's daily sums).
             models.Index(

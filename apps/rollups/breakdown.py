@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import cached_property
 
 from apps.core.footprint import Footprint
 from apps.core.money import round_minor, split_rounded
@@ -29,7 +30,7 @@ class JobPart:
     footprint: Footprint  # inside the period
     waste: Footprint = field(default_factory=Footprint)  # its counted waste inside the period
 
-    @property
+    @cached_property  # (read by every sort and sum of the parts)
     def cost(self) -> Decimal:
         """Its cost in the period as the bill books it: rounded half-even in its currency."""
         return round_minor(self.footprint.cost, self.currency)
@@ -58,13 +59,21 @@ class BreakdownLine:
 
 def lines_by(parts: Iterable[JobPart], key: Callable[[JobPart], tuple[str, str]]) -> list[BreakdownLine]:
     """The jobs on the bill added up per `key` (a job's key and label), the costliest line first (then by label)."""
-    lines: dict[str, BreakdownLine] = {}
+    members: dict[str, tuple[str, list[JobPart]]] = {}
     currencies: set[str] = set()
     for part in parts:
         if part.on_bill:
             k, label = key(part)
-            lines.setdefault(k, BreakdownLine(key=k, label=label)).add(part)
+            members.setdefault(k, (label, []))[1].append(part)
             currencies.add(part.currency)
+    # (Each line's figures added up in its jobs' order, as one `add` after the other would.)
+    lines = {
+        k: BreakdownLine(
+            key=k, label=label, jobs=len(line_parts), footprint=Footprint.total(p.footprint for p in line_parts),
+            cost=sum((p.cost for p in line_parts), Decimal(0)), waste=Footprint.total(p.waste for p in line_parts),
+        )
+        for k, (label, line_parts) in members.items()
+    }  # fmt: skip
     shares = split_rounded({k: line.waste.cost for k, line in lines.items()}, ",".join(sorted(currencies)))
     for k, line in lines.items():
         line.waste_cost = shares[k]

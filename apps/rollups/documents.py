@@ -9,7 +9,9 @@ that failed is not. After an
 ingest, `asked_prepare` computes again those asked within FLEETWATT_ROLLUPS_ASKED_WITHIN_S, most recent first,
 for FLEETWATT_ROLLUPS_PREPARE_BUDGET_S at most. Until then a document kept before the ingest is served in its
 stead (`kept_read_or_previous`: figures as of the hour before, for FLEETWATT_ROLLUPS_STALE_S at most; an
-admin's edit is seen at once), and the page cache does not keep a page made of it."""
+admin's edit is seen at once), and the page cache does not keep a page made of it. What reads the documents and is
+prepared with them registers in PREPARED_AFTER (the dashboard's pages, apps.dashboard.page_cache): it runs once the
+documents are prepared, before the ingest's mark is lifted."""
 
 from __future__ import annotations
 
@@ -42,6 +44,10 @@ log = logging.getLogger(__name__)
 
 ASKED_KEY = "fleetwatt:rollups:asked"
 KEPT_S = selectors.ROLLUP_CACHE_SECONDS
+# What else is prepared after an ingest, once the documents are (it reads them) and before the ingest's mark is
+# lifted, in what is left of the budget: each is called with the time (time.perf_counter()) to stop at. The
+# dashboard's pages register theirs when the app starts (apps.dashboard.page_cache).
+PREPARED_AFTER: list[Callable[[float], None]] = []
 
 
 @dataclass(frozen=True)
@@ -168,8 +174,9 @@ class PrepareReport:
 
 def asked_prepare(*, now: float | None = None) -> PrepareReport:
     """After an ingest committed: the documents asked for lately, computed again and kept at the current
-    generation, most recently asked first; then the ingest's mark is lifted (documents kept before it are no
-    longer served). Never raises for one document: an ingest is not failed by a cache it fills."""
+    generation, most recently asked first, then what PREPARED_AFTER names, within the same budget; then the
+    ingest's mark is lifted (documents kept before it are no longer served). Never raises for one document: an
+    ingest is not failed by a cache it fills."""
     started_at = ingest_started_at()
     began = time.perf_counter()
     now = time.time() if now is None else now
@@ -185,6 +192,11 @@ def asked_prepare(*, now: float | None = None) -> PrepareReport:
             report.left = report.asked - report.prepared - report.current - report.dropped - report.failed
             break
         _prepare_one(member, report)
+    for prepare in PREPARED_AFTER:
+        try:
+            prepare(began + settings.FLEETWATT_ROLLUPS_PREPARE_BUDGET_S)
+        except Exception:  # (as for one document: the ingest is not failed by a cache it fills)
+            log.exception("%s after the ingest failed", getattr(prepare, "__qualname__", prepare))
     ingest_prepared(started_at)
     report.seconds = time.perf_counter() - began
     if report.asked:

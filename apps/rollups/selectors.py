@@ -348,6 +348,46 @@ def _share_idle(*, team: Team, start: datetime, end: datetime, trunc: Any, perio
         periods.setdefault(period, Period(period=period)).idle_add(idle.scaled(u["team"] / u["all"]))
 
 
+def _idle_lines_of_days(cluster_days: Iterable[Mapping[str, Any]]) -> dict[date, IdleLine]:
+    """Each day's idle line over the clusters of `cluster_days` (ClusterDay rows with CLUSTER_DAY_IDLE_COLUMNS), as
+    _idle_lines works it out from their GPU-hours per day: the clusters' sums added up, then the line; none on a day
+    without a GPU-hour."""
+    added: dict[date, dict[str, Any]] = {}
+    for r in cluster_days:
+        sums = added.setdefault(r["day"], dict.fromkeys(CLUSTER_DAY_IDLE_COLUMNS, 0))
+        for column in CLUSTER_DAY_IDLE_COLUMNS:
+            sums[column] += r[column]
+    return {day: line for day, sums in added.items() if (line := cluster_day_idle_line(sums)) is not None}
+
+
+def _team_shares_of_days(
+    *, team: Team, cluster_days: list[Mapping[str, Any]], start: datetime, end: datetime
+) -> list[IdleLine]:
+    """_share_idle's shares of [start, end) (whole UTC days) from the daily sums: each cluster-day's idle line in
+    proportion to the team's GPU-hours there (its billed jobs' from its TeamDay, its excluded jobs' from their rows:
+    few) against all jobs' (the ClusterDay's)."""
+    team_s: dict[tuple[date, int], float] = defaultdict(float)
+    for day, cluster_id, occupancy_s in TeamDay.objects.filter(
+        team=team, day__gte=start.date(), day__lt=end.date()
+    ).values_list("day", "cluster_id", "occupancy_s"):
+        team_s[(day, cluster_id)] += occupancy_s
+    excluded = JobGpuHour.objects.filter(job__team=team, job__excluded_from_bill=True, hour__gte=start, hour__lt=end)
+    for r in (
+        excluded.annotate(day=TruncDay("hour", tzinfo=UTC), cluster=F("gpu__node__cluster"))
+        .values("day", "cluster")
+        .annotate(occupancy_s=Sum("occupancy_s"))
+        .order_by()
+    ):
+        team_s[(r["day"].date(), r["cluster"])] += r["occupancy_s"] or 0.0
+    shares = []
+    for day_sums in cluster_days:
+        used = team_s.get((day_sums["day"], day_sums["cluster_id"]), 0.0)
+        line = cluster_day_idle_line(day_sums)
+        if used and day_sums["occupancy_s"] and line is not None:
+            shares.append(line.scaled(used / day_sums["occupancy_s"]))
+    return shares
+
+
 def team_idle(*, team: Team, start: datetime, end: datetime) -> dict[str, Any]:
     """The idle line a team sees next to its own figures (OpenCost's share-idle semantics, docs/arithmetic.md):
     with FLEETWATT_IDLE_SHARED_TO_TEAMS, its share of each cluster's idle line, day by day in proportion to its
@@ -359,8 +399,19 @@ def team_idle(*, team: Team, start: datetime, end: datetime) -> dict[str, Any]:
     clusters = list(Cluster.objects.filter(pk__in=days.values("cluster")).order_by("name"))
     since = datetime.combine(start.astimezone(UTC).date(), time(0), tzinfo=UTC)
     until = datetime.combine(day_after(end), time(0), tzinfo=UTC)
-    hours = GpuHour.objects.filter(gpu__node__cluster__in=clusters, hour__gte=since, hour__lt=until)
-    fleet = IdleLine.total(_idle_lines(hours, TRUNC["day"]).values())
+    # The clusters' daily sums answer it (as their rollups), unless a day's hour rows are past retention.
+    cluster_days = None
+    if not _expired_days(Q(cluster__in=clusters), since, until).exists():
+        cluster_days = list(
+            ClusterDay.objects.filter(cluster__in=clusters, day__gte=since.date(), day__lt=until.date())
+            .order_by("day", "cluster_id")
+            .values("cluster_id", "day", "occupancy_s", *CLUSTER_DAY_IDLE_COLUMNS)
+        )
+    if cluster_days is not None:
+        fleet = IdleLine.total(_idle_lines_of_days(cluster_days).values())
+    else:
+        hours = GpuHour.objects.filter(gpu__node__cluster__in=clusters, hour__gte=since, hour__lt=until)
+        fleet = IdleLine.total(_idle_lines(hours, TRUNC["day"]).values())
     if shared:  # the team's rollup's own shares (kept in the cache): the page and the API agree to the cent
         doc = team_rollup_cached(team=team, start=since, end=until, granularity="day")
         share = IdleLine.total(
@@ -368,7 +419,9 @@ def team_idle(*, team: Team, start: datetime, end: datetime) -> dict[str, Any]:
             for p in doc["periods"]
             if p["idle"]
         )
-    else:  # its share by GPU-hours as sharing would book it: what its use left unused, on nobody's bill
+    elif cluster_days is not None:  # its share by GPU-hours as sharing would book it, on nobody's bill: by days
+        share = IdleLine.total(_team_shares_of_days(team=team, cluster_days=cluster_days, start=since, end=until))
+    else:  # the same from the rows
         periods: dict[str, Period] = {}
         _share_idle(team=team, start=since, end=until, trunc=TRUNC["day"], periods=periods)
         share = IdleLine.total(

@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Q
 
 from apps.core.footprint import Footprint
 from apps.fleet.models import Team
-from apps.jobs.models import ExpiredJobDay, Job, JobGpuHour, JobQuerySet
-from apps.jobs.selectors import jobs_in_period_footprints
+from apps.jobs.models import Job
+from apps.jobs.selectors import team_period_footprints
 
 from .breakdown import BreakdownLine, JobPart, by_group, by_user, lines_by, lines_total
 
@@ -26,38 +26,60 @@ User = AbstractBaseUser | AnonymousUser
 NO_GROUP = "none"  # the group filter's value for the jobs in no group
 
 
-def team_period_jobs(*, user: User, team: Team, start: datetime, end: datetime) -> JobQuerySet:
-    """The team's jobs of [start, end) the user may see: those that ran in it (started before its end, seen since
-    its start, as the team page picks them) and any other with rows or days past retention inside it (a scheduler's
-    estimate after the job was last seen), so that every job the bill counts is listed."""
-    rows = JobGpuHour.objects.filter(job__team=team, hour__gte=start, hour__lt=end).values("job_id")
-    expired = ExpiredJobDay.objects.filter(job__team=team, day__gte=start.date(), day__lt=end.date()).values("job_id")
-    ran = Q(start__lt=end) & (Q(last_seen__gte=start) | Q(last_seen__isnull=True))
-    return Job.objects.visible_to(user).filter(Q(team=team) & (ran | Q(pk__in=rows) | Q(pk__in=expired)))
+# What the team page reads of each of the team's jobs that ran in its period (team_ran_jobs), read once.
+RAN_COLUMNS = (
+    "pk", "start", "user", "job_group_id", "job_group__name", "state", "currency", "excluded_from_bill", "cost",
+    "intensity_source",
+)  # fmt: skip
+
+
+def team_ran_jobs(*, user: User, team: Team, start: datetime, end: datetime) -> list[Any]:
+    """The team's jobs that ran in [start, end) the user may see (started before its end, seen since its start, as
+    the API's `?start=&end=` picks them: index job_team_last_seen), each a row of RAN_COLUMNS (by name), in no
+    order: what the team page's lists, waste and breakdowns start from."""
+    jobs = Job.objects.visible_to(user).filter(team=team, start__lt=end).seen_since(start)
+    return list(jobs.values_list(*RAN_COLUMNS, named=True).order_by())
 
 
 def team_job_parts(
-    *, user: User, team: Team, start: datetime, end: datetime, waste: Mapping[int, Footprint] | None = None
+    *,
+    user: User,
+    team: Team,
+    start: datetime,
+    end: datetime,
+    waste: Mapping[int, Footprint] | None = None,
+    ran: list[Any] | None = None,
 ) -> list[JobPart]:
-    """Each of the team's jobs of the period (team_period_jobs) with its part inside it, in two queries (the jobs,
-    and their rows' sums), the costliest in the period first (then the newest); `waste`: each job's counted waste
-    there (apps.waste.selectors.period_waste's `per_job`)."""
-    jobs = list(
-        team_period_jobs(user=user, team=team, start=start, end=end)
-        .values_list("pk", "user", "job_group_id", "job_group__name", "state", "currency", "excluded_from_bill")
-        .order_by("-start", "-pk")
-    )
-    inside = jobs_in_period_footprints(job_ids=[j[0] for j in jobs], start=start, end=end)
+    """Each of the team's jobs of [start, end) the user may see, with its part inside it, the costliest in the period
+    first (then the newest); `waste`: each job's counted waste there (apps.waste.selectors.period_waste's
+    `per_job`); `ran`: team_ran_jobs, where the caller read them. The jobs: those that ran in the period and any
+    other with rows or days past retention inside it (a scheduler's estimate after the job was last seen, read by
+    its id), so that every job the bill counts is listed. A job's part as jobs_in_period_footprints reads it (its
+    rows there summed, with the cost of its days past retention wholly inside), for the whole team at once
+    (apps.jobs.selectors.team_period_footprints)."""
+    if ran is None:
+        ran = team_ran_jobs(user=user, team=team, start=start, end=end)
+    jobs = {j.pk: j for j in ran}
+    inside = team_period_footprints(team=team, start=start, end=end)
+    others = sorted(set(inside) - set(jobs))
+    if others:
+        visible = Job.objects.visible_to(user).filter(team=team, pk__any=others)
+        jobs |= {j.pk: j for j in visible.values_list(*RAN_COLUMNS, named=True).order_by()}
     waste = waste or {}
-    parts = []
-    for pk, user_name, group_id, group_name, state, currency, excluded in jobs:
-        parts.append(
-            JobPart(
-                job_id=pk, user=user_name, group_id=group_id, group=group_name or "", state=state, currency=currency,
-                on_bill=not excluded, footprint=inside.get(pk, Footprint()), waste=waste.get(pk, Footprint()),
-            )
-        )  # fmt: skip
+    parts = [
+        JobPart(
+            job_id=j.pk, user=j.user, group_id=j.job_group_id, group=j.job_group__name or "", state=j.state,
+            currency=j.currency, on_bill=not j.excluded_from_bill, footprint=inside.get(j.pk, Footprint()),
+            waste=waste.get(j.pk, Footprint()),
+        )
+        for j in sorted(jobs.values(), key=_newest_first)
+    ]  # fmt: skip
     return sorted(parts, key=lambda p: -p.cost)  # (stable: the newest first among equal costs)
+
+
+def _newest_first(job: Any) -> tuple[bool, float, int]:
+    """As ORDER BY start DESC, pk DESC (a job without a start first, as Postgres puts NULLs first going down)."""
+    return (job.start is not None, -job.start.timestamp() if job.start is not None else 0.0, -job.pk)
 
 
 @dataclass(frozen=True)

@@ -29,11 +29,11 @@ from django.db.models.functions import TruncDay
 from apps.core.aggregates import footprint_sums
 from apps.core.footprint import Footprint
 from apps.fleet.models import Team
-from apps.jobs.models import JobGpuHour
+from apps.jobs.models import Job, JobGpuHour
 
 from .kinds import COUNTED_STATUSES, WASTE_KINDS, FlagKind, FlagStatus
 from .models import AuditEntry, Flag
-from .triage import BulkRule, QueueOrder, money_first, oldest_first
+from .triage import BulkRule, QueueOrder, money_first
 
 UTC_ZONE = ZoneInfo("UTC")
 
@@ -65,8 +65,11 @@ class PeriodWaste:
 def counted_flags(flags: QuerySet[Flag]) -> QuerySet[Flag]:
     """The findings of `flags` that count as waste: open and disputed ones (COUNTED_STATUSES) of the waste kinds,
     on jobs on their team's bill (an admin's excluded job is off the team's bill, and its findings out of its
-    waste)."""
-    return flags.filter(kind__in=WASTE_KINDS, status__in=COUNTED_STATUSES, job__excluded_from_bill=False)
+    waste). The jobs excluded are few (index job_excluded_team): the findings are not joined to every job."""
+    excluded = Job.objects.filter(excluded_from_bill=True).values("pk")
+    return flags.filter(kind__in=WASTE_KINDS, status__in=COUNTED_STATUSES, job__isnull=False).exclude(
+        job_id__in=excluded
+    )
 
 
 def team_counted_flags(*, team: Team, start: datetime, end: datetime) -> QuerySet[Flag]:
@@ -100,7 +103,9 @@ def period_waste(
     if not found:
         return out
     rows = list(
-        JobGpuHour.objects.filter(job_id__in={job_id for _, job_id, _, _ in found}, hour__gte=start, hour__lt=end)
+        JobGpuHour.objects.filter(
+            job_id__any=sorted({job_id for _, job_id, _, _ in found}), hour__gte=start, hour__lt=end
+        )
         .annotate(day=TruncDay("hour", tzinfo=tz))
         .values("job_id", "gpu__uuid", "day")
         .annotate(**footprint_sums())
@@ -196,9 +201,12 @@ def queue_triage(*, flags: QuerySet[Flag], start: datetime, end: datetime) -> Qu
 
 def queue_order(*, flags: QuerySet[Flag], stake: dict[int, Decimal], order: QueueOrder) -> list[int]:
     """The ids of the queue's findings (`flags`, filtered) in the order asked: by money at stake (`stake`, from
-    queue_triage), or oldest first. One query of ids and times, not of rows: a page's rows are read by queue_rows."""
-    found = list(flags.order_by().values_list("id", "created_at"))
-    return money_first(found, stake) if order == QueueOrder.MONEY else oldest_first(found)
+    queue_triage), or oldest first. One query of ids, oldest first (as oldest_first orders them: by when found, then
+    id), not of rows nor times: a page's rows are read by queue_rows."""
+    oldest = list(flags.order_by("created_at", "id").values_list("id", flat=True))
+    if order == QueueOrder.OLDEST:
+        return oldest
+    return money_first([(pk, rank) for rank, pk in enumerate(oldest)], stake)
 
 
 def queue_rows(*, ids: list[int]) -> list[Flag]:

@@ -79,9 +79,9 @@ class BulkRule:
         return round_minor(cost, self.currency) < self.under
 
 
-def money_first(found: Sequence[tuple[int, datetime]], stake: Mapping[int, Decimal]) -> list[int]:
-    """The findings' ids (`found`: id and when it was found) by money at stake, largest first; ties, and findings
-    with nothing at stake, oldest first."""
+def money_first(found: Sequence[tuple[int, datetime | int]], stake: Mapping[int, Decimal]) -> list[int]:
+    """The findings' ids (`found`: id and when it was found, or its rank among them oldest first) by money at stake,
+    largest first; ties, and findings with nothing at stake, oldest first."""
     return [pk for pk, created in sorted(found, key=lambda f: (-stake.get(f[0], Decimal(-1)), f[1], f[0]))]
 
 

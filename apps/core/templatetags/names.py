@@ -31,6 +31,8 @@ DIRECTION_CONTROLS = {
 def isolated(value: object) -> SafeString:
     """The value escaped in a <bdi>, its direction controls shown (module docstring); "" for None."""
     text = "" if value is None else str(value)
+    if DIRECTION_CONTROLS.keys().isdisjoint(text):  # (most names: escaped at once, not character by character)
+        return mark_safe("<bdi>" + escape(text) + "</bdi>")
     parts = []
     for char in text:
         control = DIRECTION_CONTROLS.get(char)
