@@ -32,7 +32,6 @@ from apps.telemetry.models import ClusterShard, GpuHour
 
 from .arithmetic import HOUR, HourFactors, footprint, intensity_fill, shift_saving_kg, tdp_estimate_j
 from .config import (
-    BASES,
     CLUSTER_ENDPOINT_KEYS,
     CLUSTER_SCHEDULER_KEYS,
     TIMEOUT_FROM_SETTINGS,
@@ -43,6 +42,7 @@ from .config import (
     ShardConfig,
     server_type_for_hostname,
 )
+from .hourly_import import header_problems, rows_problems
 from .intensity import IntensityError, IntensityRow
 from .models import GpuModel, IntensityHour, JobGroup, ServerType, ServerTypeRule, Site
 
@@ -794,31 +794,9 @@ def intensity_write(
     """Store hourly intensity of one zone and basis, in one transaction: an hour already stored is replaced
     (the latest import wins); the report says which footprints that reaches. Raises IntensityError, having
     written nothing, if the zone is used by no site (unless allowed) or the rows are not one per hour."""
-    problems: list[str] = []
-    if basis not in BASES:
-        problems.append(f"--basis: expected one of {', '.join(BASES)}, got {basis!r}")
-    if not zone.strip() or len(zone) > 50:
-        problems.append("--zone: a zone id of 1 to 50 characters, e.g. DE or US-CAL-CISO")
-    if not source.strip() or len(source) > 200:
-        problems.append("--source: a name of 1 to 200 characters, e.g. 'Electricity Maps 2024 v1'")
-    if not rows:
-        problems.append("no rows to import")
-    first: dict[datetime, int] = {}
-    for row in rows:
-        if row.hour.tzinfo is None or row.hour.utcoffset() != timedelta(0) or row.hour.minute or row.hour.second:
-            problems.append(f"line {row.line}: {row.hour} is not the start of a UTC hour")
-        elif row.hour in first:
-            problems.append(
-                f"line {row.line}: {row.hour:%Y-%m-%d %H}:00 UTC is already given on line {first[row.hour]}"
-            )
-        else:
-            first[row.hour] = row.line
-    if zone.strip() and not allow_unknown_zone and not Site.objects.filter(grid_zone=zone).exists():
-        used = sorted(set(Site.objects.values_list("grid_zone", flat=True)))
-        problems.append(
-            f"--zone {zone}: no site uses this zone (sites use: {', '.join(used) or 'none yet'}); "
-            "pass --allow-unknown-zone to import it anyway"
-        )
+    problems = header_problems(zone=zone, basis=basis, source=source, source_example="Electricity Maps 2024 v1")
+    row_problems, first = rows_problems(rows, zone=zone, allow_unknown_zone=allow_unknown_zone)
+    problems += row_problems
     if problems:
         raise IntensityError(problems)
 

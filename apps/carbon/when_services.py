@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.db import transaction
 
 from apps.fleet.models import Team
 
-from .config import BASES
 from .forecast import ForecastError
+from .hourly_import import header_problems, rows_problems
 from .intensity import IntensityRow
-from .models import ForecastHour, Site, WhenToRunHint
+from .models import ForecastHour, WhenToRunHint
 from .when_selectors import group_hints
 from .when_to_run import HOUR
 
@@ -61,33 +61,11 @@ def forecast_write(
     """Store a forecast of one zone and basis in one transaction; an hour already forecast is replaced. Raises
     ForecastError, having written nothing, if the zone is used by no site (unless allowed) or the rows are not one
     per UTC hour."""
-    problems: list[str] = []
-    if basis not in BASES:
-        problems.append(f"--basis: expected one of {', '.join(BASES)}, got {basis!r}")
-    if not zone.strip() or len(zone) > 50:
-        problems.append("--zone: a zone id of 1 to 50 characters, e.g. DE or US-CAL-CISO")
-    if not source.strip() or len(source) > 200:
-        problems.append("--source: a name of 1 to 200 characters, e.g. 'Electricity Maps forecast'")
+    problems = header_problems(zone=zone, basis=basis, source=source, source_example="Electricity Maps forecast")
     if issued_at is not None and (issued_at.tzinfo is None or issued_at.utcoffset() is None):
         problems.append("--issued: a time with its zone (e.g. 2024-06-03T13:42:00Z)")
-    if not rows:
-        problems.append("no rows to import")
-    first: dict[datetime, int] = {}
-    for row in rows:
-        if row.hour.tzinfo is None or row.hour.utcoffset() != timedelta(0) or row.hour.minute or row.hour.second:
-            problems.append(f"line {row.line}: {row.hour} is not the start of a UTC hour")
-        elif row.hour in first:
-            problems.append(
-                f"line {row.line}: {row.hour:%Y-%m-%d %H}:00 UTC is already given on line {first[row.hour]}"
-            )
-        else:
-            first[row.hour] = row.line
-    if zone.strip() and not allow_unknown_zone and not Site.objects.filter(grid_zone=zone).exists():
-        used = sorted(set(Site.objects.values_list("grid_zone", flat=True)))
-        problems.append(
-            f"--zone {zone}: no site uses this zone (sites use: {', '.join(used) or 'none yet'}); "
-            "pass --allow-unknown-zone to import it anyway"
-        )
+    row_problems, first = rows_problems(rows, zone=zone, allow_unknown_zone=allow_unknown_zone)
+    problems += row_problems
     if problems:
         raise ForecastError(problems)
     hours = sorted(first)
