@@ -192,7 +192,7 @@ def test_a_gpu_level_finding_is_acknowledged_from_the_queue_and_logged_on_its_gp
     form = row[: row.index("</form>")]
     assert 'value="acknowledge"' in form and 'value="dispute"' in form
     assert 'value="exclude"' not in form and 'name="team"' not in form
-    assert f'aria-label="Decision on finding {reset.pk}"' in form
+    assert f'aria-label="Decision on finding #{reset.pk}"' in form
     # when the admin acknowledges it (a known driver reset), once without a reason, once with one
     client.post(f"/audit/{reset.pk}/act/", {"action": "acknowledge", "reason": " "})
     assert AuditEntry.objects.count() == 0
