@@ -170,7 +170,7 @@ def _asked(request: HttpRequest) -> None:
     record = getattr(cache, "sorted_add", None)  # (a cache other than Redis records nothing)
     if record is None:
         return
-    member = json.dumps([request.user.pk, request.get_host(), request.get_full_path()])
+    member = json.dumps([request.user.pk, request.scheme, request.get_host(), request.get_full_path()])
     now = time.monotonic()
     if now - _recorded.get(member, -ASKED_RECORD_S) < ASKED_RECORD_S:
         return
@@ -213,8 +213,8 @@ def asked_pages_prepare(until: float) -> None:
 def _prepare_one(member: str) -> bool:
     """The page `member` names made again for its viewer, as their GET would make it; False where it is no page
     to keep (its viewer gone or inactive, its URL no page's, an answer other than 200)."""
-    try:
-        user_pk, host, path = json.loads(member)
+    try:  # (a member recorded without its scheme, by an older release, is forgotten)
+        user_pk, scheme, host, path = json.loads(member)
     except (TypeError, ValueError):
         return False
     user = get_user_model().objects.filter(pk=user_pk, is_active=True).first()
@@ -224,7 +224,8 @@ def _prepare_one(member: str) -> bool:
         return False
     if user is None:
         return False
-    request = RequestFactory().get(str(path), HTTP_HOST=str(host))
+    # The scheme it was asked with (behind a TLS proxy, https): the page's key holds the whole URL, scheme included.
+    request = RequestFactory().get(str(path), HTTP_HOST=str(host), secure=scheme == "https")
     request.user = user
     setattr(request, _PREPARING, True)
     try:

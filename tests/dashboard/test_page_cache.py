@@ -195,3 +195,18 @@ def test_a_page_of_a_viewer_gone_is_not_made_again(world: TeamHomeWorld) -> None
     # then the page of the viewer who is gone is forgotten: it is not made again after the next ingest
     asked = cache.sorted_top(page_cache.ASKED_KEY, min_score=0, count=1000)  # type: ignore[attr-defined]
     assert [m.split(",")[0] for m in asked] == [f"[{world.lead.pk}"]
+
+
+def test_a_page_asked_over_https_is_made_again_over_https_after_an_ingest(world: TeamHomeWorld) -> None:
+    # given the lead's page asked through a TLS proxy (the whole URL, scheme included, is the page's key)
+    client = _client(world.lead)
+    client.get(_team_url(world), PERIOD, secure=True)
+    # when an ingest writes and its task prepares what was asked for lately
+    ingest_started()
+    Team.objects.filter(pk=world.vision.pk).update(display_name="Vision (new)")
+    data_changed(by_ingest=True)
+    asked_prepare()
+    # then the next ask over https reads the page made for it, already new
+    with CaptureQueriesContext(connection) as queries:
+        after = client.get(_team_url(world), PERIOD, secure=True).content.decode()
+    assert "<h1>Vision (new)</h1>" in after and len(queries) <= 2
