@@ -5,7 +5,6 @@ Nothing is written when anything is wrong."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 
 from django.conf import settings
@@ -14,14 +13,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from apps.carbon.config import BASES
 from apps.carbon.forecast import EMA_FACTOR_TYPES, ForecastError, forecast_parse
 from apps.carbon.when_services import forecast_write
-
-
-def _issued(raw: str) -> datetime:
-    try:
-        moment = datetime.fromisoformat(raw)
-    except ValueError:
-        raise CommandError(f"--issued: {raw!r} is not an ISO 8601 time (e.g. 2024-06-03T13:42:00Z)") from None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+from apps.core.command_args import text_file_arg, utc_time_arg
 
 
 class Command(BaseCommand):
@@ -49,18 +41,13 @@ class Command(BaseCommand):
         path = options["file"]
         assert isinstance(path, Path)
         zone, source, basis = str(options["zone"]), str(options["source"]), str(options["basis"])
-        issued = _issued(str(options["issued"])) if options["issued"] else None
+        issued = (
+            utc_time_arg(str(options["issued"]), "--issued", example="2024-06-03T13:42:00Z")
+            if options["issued"]
+            else None
+        )
         limit = settings.FLEETWATT_INTENSITY_MAX_BYTES
-        try:
-            if (size := path.stat().st_size) > limit:  # before reading it into memory
-                raise CommandError(
-                    f"{path}: {size:,} bytes; a forecast file is at most {limit:,} (FLEETWATT_INTENSITY_MAX_BYTES)"
-                )
-            text = path.read_bytes().decode("utf-8-sig")
-        except OSError as exc:
-            raise CommandError(f"{path}: cannot read it: {exc}") from None
-        except UnicodeDecodeError as exc:
-            raise CommandError(f"{path}: not UTF-8 text ({exc}); nothing was imported") from None
+        text = text_file_arg(path, what="a forecast file", limit=limit, limit_setting="FLEETWATT_INTENSITY_MAX_BYTES")
         try:
             parsed = forecast_parse(text, zone=zone, ema_column=str(options["ema_column"]), max_bytes=limit)
             report = forecast_write(

@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.carbon.config import BASES
 from apps.carbon.intensity import EMA_COLUMNS, IntensityError, intensity_parse
+from apps.core.command_args import text_file_arg
 from apps.pipeline.inputs import intensity_import
 
 
@@ -35,16 +36,7 @@ class Command(BaseCommand):
         assert isinstance(path, Path)
         zone, source, basis = str(options["zone"]), str(options["source"]), str(options["basis"])
         limit = settings.FLEETWATT_INTENSITY_MAX_BYTES
-        try:
-            if (size := path.stat().st_size) > limit:  # before reading it into memory
-                raise CommandError(
-                    f"{path}: {size:,} bytes; an intensity file is at most {limit:,} (FLEETWATT_INTENSITY_MAX_BYTES)"
-                )
-            text = path.read_bytes().decode("utf-8-sig")
-        except OSError as exc:
-            raise CommandError(f"{path}: cannot read it: {exc}") from None
-        except UnicodeDecodeError as exc:
-            raise CommandError(f"{path}: not UTF-8 text ({exc}); nothing was imported") from None
+        text = text_file_arg(path, what="an intensity file", limit=limit, limit_setting="FLEETWATT_INTENSITY_MAX_BYTES")
         try:
             parsed = intensity_parse(text, zone=zone, ema_column=str(options["ema_column"]), max_bytes=limit)
             if parsed.layout == "electricitymaps" and basis != "location":

@@ -4,22 +4,13 @@ record, as beat does each hour, to be checked against the intensity that comes."
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from apps.carbon.when_selectors import group_hints, hour_floor
 from apps.carbon.when_services import hints_record
+from apps.core.command_args import utc_time_arg
 from apps.fleet.models import Team
-
-
-def _moment(raw: str) -> datetime:
-    try:
-        moment = datetime.fromisoformat(raw)
-    except ValueError:
-        raise CommandError(f"--at: {raw!r} is not an ISO 8601 time (e.g. 2024-06-03T14:00:00Z)") from None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 class Command(BaseCommand):
@@ -38,7 +29,8 @@ class Command(BaseCommand):
             teams = teams.filter(name=str(options["team"]))
             if not teams.exists():
                 raise CommandError(f"--team {options['team']}: no such team")
-        moments = [_moment(str(a)) for a in options["at"]] or [timezone.now()]  # type: ignore[attr-defined]
+        at: list[object] = options["at"] or []  # type: ignore[assignment]
+        moments = [utc_time_arg(str(a), "--at", example="2024-06-03T14:00:00Z") for a in at] or [timezone.now()]
         for moment in moments:
             if options["record"]:
                 kept = hints_record(now=moment, teams=list(teams))
