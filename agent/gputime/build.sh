@@ -50,10 +50,13 @@ kernel_t="$(newest Kernel)"; memcpy_t="$(newest Memcpy)"; memset_t="$(newest Mem
 echo "build.sh: CUPTI headers $(dirname "$cupti_h"), cuda.h $(dirname "$cuda_h"), library $cupti_so"
 echo "build.sh: records $kernel_t $memcpy_t $memset_t"
 [[ -n "$kernel_t" && -n "$memcpy_t" && -n "$memset_t" ]] || { echo "build.sh: $cupti_h declares no activity records" >&2; exit 1; }
+# Per-thread activity buffers came with CUPTI 12.x: asked for only where the header has them.
+per_thread=()
+grep -q "CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER" "$cupti_h" && per_thread=(-DFW_HAVE_PER_THREAD_BUFFERS=1)
 cc="${CC:-cc}"
 "$cc" -O2 -std=c11 -Wall -Wextra -fPIC -shared -fvisibility=hidden -o "$out/libfleetwatt_gputime.so" \
   -I"$(dirname "$cupti_h")" -I"$(dirname "$cuda_h")" "${extra_inc[@]}" \
-  -DFW_KERNEL_T="$kernel_t" -DFW_MEMCPY_T="$memcpy_t" -DFW_MEMSET_T="$memset_t" \
+  -DFW_KERNEL_T="$kernel_t" -DFW_MEMCPY_T="$memcpy_t" -DFW_MEMSET_T="$memset_t" "${per_thread[@]}" \
   "$here/fleetwatt_gputime.c" "$here/gputime_core.c" \
   -L"$(dirname "$cupti_so")" -Wl,-rpath,"$(dirname "$cupti_so")" -l:"$(basename "$cupti_so")" \
   -Wl,--allow-shlib-undefined -Wl,--no-undefined -lpthread -ldl

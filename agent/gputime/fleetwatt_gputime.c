@@ -9,6 +9,10 @@
  * (/run/fleetwatt/gputime), named <pid namespace inode>-<pid>.json, which fleetwatt-agent reads.
  * FLEETWATT_GPUTIME_DUMP=<path>: also append every interval (two little-endian uint64 of
  * CLOCK_REALTIME ns each) to <path>.<pid> - for the accuracy campaign, not for production.
+ * CUPTI's buffers: FLEETWATT_GPUTIME_PER_THREAD_BUFFERS=1 (a host buffer per launching thread) and
+ * FLEETWATT_GPUTIME_DEVICE_BUFFER_MB (the device buffer CUPTI's timestamps go to; CUPTI's default ~3 MB).
+ * FLEETWATT_GPUTIME_RECORDS=discard: CUPTI traces, the records are thrown away unread - the overhead runs'
+ * measure of CUPTI's own cost, never for production (the state file then says nothing).
  *
  * Anything that fails (no CUPTI, no folder) is said once on stderr and the process runs on untouched.
  */
@@ -59,6 +63,7 @@ static FILE *g_dump;
 static fw_interval g_batch[FW_MAX_DEVICES][256];
 static size_t g_batch_n[FW_MAX_DEVICES];
 static int g_named[FW_MAX_DEVICES];
+static int g_discard; /* FLEETWATT_GPUTIME_RECORDS=discard */
 
 static void say(const char *what) { fprintf(stderr, "fleetwatt-gputime: %s\n", what); }
 
@@ -196,6 +201,10 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
     (void)ctx;
     (void)stream;
     CUpti_Activity *rec = NULL;
+    if (g_discard) {
+        recycle(buffer);
+        return;
+    }
     pthread_mutex_lock(&g_lock);
     while (valid && cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
         switch (rec->kind) {
@@ -304,6 +313,23 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
     uint8_t zeroed = 1; /* buffers come zeroed (buffer_requested): CUPTI need not zero them in the launching thread */
     size_t zeroed_size = sizeof(zeroed);
     cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &zeroed_size, &zeroed);
+    const char *records = getenv("FLEETWATT_GPUTIME_RECORDS");
+    g_discard = records && strcmp(records, "discard") == 0;
+    const char *per_thread = getenv("FLEETWATT_GPUTIME_PER_THREAD_BUFFERS");
+    if (per_thread && strcmp(per_thread, "1") == 0) { /* before the callbacks are registered, as CUPTI asks */
+#ifdef FW_HAVE_PER_THREAD_BUFFERS
+        uint8_t on = 1;
+        size_t on_size = sizeof(on);
+        if (cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &on_size, &on) != CUPTI_SUCCESS)
+#endif
+            say("CUPTI keeps one activity buffer for every thread (per-thread buffers refused)");
+    }
+    const char *device_mb = getenv("FLEETWATT_GPUTIME_DEVICE_BUFFER_MB");
+    if (device_mb && atoi(device_mb) >= 1 && atoi(device_mb) <= 1024) {
+        size_t bytes = (size_t)atoi(device_mb) << 20, bytes_size = sizeof(bytes);
+        if (cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &bytes_size, &bytes) != CUPTI_SUCCESS)
+            say("CUPTI kept its own device buffer size");
+    }
     if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS) {
         say("GPU time not measured: CUPTI refused its callbacks");
         return 1;

@@ -254,7 +254,15 @@ class Campaign:
             self.agent_log.close()
 
     # -- the workloads --------------------------------------------------------------------------------
-    def spawn(self, kind: str, iters: int, burst: int = 1, gputime: bool = True, dump: bool = True) -> Child:
+    def spawn(
+        self,
+        kind: str,
+        iters: int,
+        burst: int = 1,
+        gputime: bool = True,
+        dump: bool = True,
+        extra_env: dict[str, str] | None = None,
+    ) -> Child:
         cmd = [sys.executable, str(HERE / "accuracy_workloads.py"), kind, "--iters", str(iters), "--burst", str(burst)]
         if kind == "calibrate":
             cmd += ["--seconds", str(self.args.calibrate_s)]
@@ -262,7 +270,7 @@ class Campaign:
             cmd += ["--fake", str(self.args.fake_unit_s)]
         proc = subprocess.Popen(
             cmd,
-            env=self.env(gputime=gputime and kind != "calibrate", dump=dump),
+            env={**self.env(gputime=gputime and kind != "calibrate", dump=dump), **(extra_env or {})},
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log_file,
@@ -350,22 +358,37 @@ class Campaign:
         return {"t0": t0, "t1": time.time()}
 
 
+# The ways a job runs in the overhead runs: without the library, with it as shipped, and two that say where
+# its cost lies. `cupti`: CUPTI traces every kernel and the library throws the records away unread (the cost of
+# CUPTI's tracing alone; its state file says nothing). `per-thread`: CUPTI fills a buffer per launching thread
+# and makes its device buffers larger, so the thread that launches never waits on the one that reads.
+VARIANTS: dict[str, dict[str, str] | None] = {
+    "plain": None,
+    "gputime": {},
+    "cupti": {"FLEETWATT_GPUTIME_RECORDS": "discard"},
+    "per-thread": {"FLEETWATT_GPUTIME_PER_THREAD_BUFFERS": "1", "FLEETWATT_GPUTIME_DEVICE_BUFFER_MB": "32"},
+}
+
+
 def overhead(c: Campaign, kinds: list[str], iters: dict[str, int], burst: int) -> dict[str, Any]:
-    """Each kind alone, --overhead-reps times without and with the injection library (the order swapped
-    every repetition): its work time (t_end - t_ready: the fixed work, after the context and tensors are
-    ready) and its start (t_ready - t_go: CUDA's start, where the library loads). Each run on the same
-    CPUs (--overhead-cpus): a launch-bound job's pace is its CPU's, which differs from core to core; the
-    campaign's threads (the monitor reads the driver 20 times a second), the agent's and the next job's
-    start (it imports torch while this one runs) are held to the other CPUs meanwhile."""
+    """Each kind alone, --overhead-reps times in each of --overhead-variants (without the library, with it,
+    and the diagnostic ways of VARIANTS; the order turned every repetition): its work time (t_end - t_ready:
+    the fixed work, after the context and tensors are ready) and its start (t_ready - t_go: CUDA's start,
+    where the library loads). Each run on the same CPUs (--overhead-cpus): a launch-bound job's pace is its
+    CPU's, which differs from core to core; the campaign's threads (the monitor reads the driver 20 times a
+    second), the agent's and the next job's start (it imports torch while this one runs) are held to the
+    other CPUs meanwhile. Each variant's cost is read against the run without in the same repetition."""
+    variants = overhead_variants(c.args.overhead_variants)
     cpus = overhead_cpus(c.args.overhead_cpus)
     others = (os.sched_getaffinity(0) - cpus) if cpus else set()
     c.log(f"overhead runs on CPUs {sorted(cpus) if cpus else 'as scheduled'}, the rest on {sorted(others) or '-'}")
     runs: list[dict[str, Any]] = []
     plan = []
     for rep in range(c.args.overhead_reps):
+        turn = rep % len(variants)
+        order = variants[turn:] + variants[:turn]
         for kind in kinds:
-            order = (False, True) if rep % 2 == 0 else (True, False)
-            plan += [(rep, kind, with_lib) for with_lib in order]
+            plan += [(rep, kind, variant) for variant in order]
     if not plan:
         return {"runs": [], "kinds": {}}
     everywhere = os.sched_getaffinity(0)
@@ -373,26 +396,27 @@ def overhead(c: Campaign, kinds: list[str], iters: dict[str, int], burst: int) -
     for pid in held:
         hold_threads(pid, others)
 
-    def spawn(kind: str, with_lib: bool) -> Child:
-        child = c.spawn(kind, iters[kind], burst, gputime=with_lib, dump=False)
+    def spawn(kind: str, variant: str) -> Child:
+        extra = VARIANTS[variant]
+        child = c.spawn(kind, iters[kind], burst, gputime=extra is not None, dump=False, extra_env=extra)
         hold_threads(child.proc.pid, others)  # its import, before "go" pins it to `cpus`
         return child
 
     spawned = spawn(plan[0][1], plan[0][2])
-    for i, (rep, kind, with_lib) in enumerate(plan):
+    for i, (rep, kind, variant) in enumerate(plan):
         child = spawned
         if i + 1 < len(plan):
-            _, k2, w2 = plan[i + 1]
-            spawned = spawn(k2, w2)
-        label = f"overhead:{kind}:{'gputime' if with_lib else 'plain'}"
-        result = c.run_group(label, rep, [child], cpus=cpus)
+            _, k2, v2 = plan[i + 1]
+            spawned = spawn(k2, v2)
+        result = c.run_group(f"overhead:{kind}:{variant}", rep, [child], cpus=cpus)
         report = result["jobs"][0]["report"] or {}
         if result["status"] == "ok" and report:
             runs.append(
                 {
                     "kind": kind,
                     "rep": rep,
-                    "gputime": with_lib,
+                    "variant": variant,
+                    "gputime": variant != "plain",
                     "work_s": report["t_end"] - report["t_ready"],
                     "start_s": report["t_ready"] - report["t_go"],
                 }
@@ -401,26 +425,51 @@ def overhead(c: Campaign, kinds: list[str], iters: dict[str, int], burst: int) -
         hold_threads(pid, everywhere)
     summary: dict[str, Any] = {}
     for kind in kinds:
-        plain = [r["work_s"] for r in runs if r["kind"] == kind and not r["gputime"]]
-        lib = [r["work_s"] for r in runs if r["kind"] == kind and r["gputime"]]
-        if plain and lib:
-            p, w = sum(plain) / len(plain), sum(lib) / len(lib)
-            summary[kind] = {
-                "plain_s": round(p, 4),
-                "gputime_s": round(w, 4),
-                "overhead_pct": round(100.0 * (w - p) / p, 2),
-                "plain_runs": [round(x, 4) for x in plain],
-                "gputime_runs": [round(x, 4) for x in lib],
-                "start_plain_s": round(
-                    sum(r["start_s"] for r in runs if r["kind"] == kind and not r["gputime"]) / len(plain), 3
-                ),
-                "start_gputime_s": round(
-                    sum(r["start_s"] for r in runs if r["kind"] == kind and r["gputime"]) / len(lib), 3
-                ),
-                **paired_overhead([r for r in runs if r["kind"] == kind], iters[kind]),
-            }
-            c.log(f"overhead {kind}: {summary[kind]}")
-    return {"runs": runs, "kinds": summary, "cpus": sorted(cpus) if cpus else None}
+        mine = [r for r in runs if r["kind"] == kind]
+        plain = [r for r in mine if r["variant"] == "plain"]
+        costs = {v: variant_cost(plain, [r for r in mine if r["variant"] == v], iters[kind]) for v in variants}
+        costs = {v: cost for v, cost in costs.items() if v != "plain" and cost}
+        if not costs:
+            continue
+        shipped = costs.get("gputime") or next(iter(costs.values()))
+        summary[kind] = {
+            "plain_s": shipped["plain_s"],
+            "gputime_s": shipped["with_s"],
+            **{k: v for k, v in shipped.items() if k not in ("plain_s", "with_s")},
+            "plain_runs": [round(r["work_s"], 4) for r in plain],
+            "gputime_runs": shipped["runs"],
+            "variants": costs,
+        }
+        del summary[kind]["runs"]
+        c.log(f"overhead {kind}: {summary[kind]}")
+    return {"runs": runs, "kinds": summary, "cpus": sorted(cpus) if cpus else None, "variants": variants}
+
+
+def variant_cost(plain: list[dict[str, Any]], runs: list[dict[str, Any]], iters: int) -> dict[str, Any]:
+    """One variant's runs against those without the library: the pooled means, their difference in percent,
+    the mean start, and the pairs of each repetition (paired_overhead)."""
+    if not plain or not runs:
+        return {}
+    p = sum(r["work_s"] for r in plain) / len(plain)
+    w = sum(r["work_s"] for r in runs) / len(runs)
+    return {
+        "plain_s": round(p, 4),
+        "with_s": round(w, 4),
+        "overhead_pct": round(100.0 * (w - p) / p, 2),
+        "runs": [round(r["work_s"], 4) for r in runs],
+        "start_plain_s": round(sum(r["start_s"] for r in plain) / len(plain), 3),
+        "start_gputime_s": round(sum(r["start_s"] for r in runs) / len(runs), 3),
+        **paired_overhead(plain + runs, iters),
+    }
+
+
+def overhead_variants(spec: str) -> list[str]:
+    """The variants of --overhead-variants ("plain,gputime" by default), "plain" first; unknown names refused."""
+    names = [v for v in spec.split(",") if v]
+    unknown = [v for v in names if v not in VARIANTS]
+    if unknown:
+        raise SystemExit(f"--overhead-variants: unknown {', '.join(unknown)} (known: {', '.join(VARIANTS)})")
+    return ["plain", *[v for v in dict.fromkeys(names) if v != "plain"]]
 
 
 # Two-sided 95 % quantiles of Student's t by degrees of freedom (1-30; 1.96 past them).
@@ -603,6 +652,11 @@ def main() -> int:
     parser.add_argument("--overhead-kinds", default="mm,copy,xfmr,tiny")
     parser.add_argument("--overhead-cpus", default="2-5", help="the CPUs the overhead runs are held to ('' none)")
     parser.add_argument("--overhead-only", action="store_true", help="measure the library's cost, run no mix")
+    parser.add_argument(
+        "--overhead-variants",
+        default="plain,gputime",
+        help=f"ways each overhead run is made, of {', '.join(VARIANTS)} (plain always)",
+    )
     parser.add_argument("--dry-run", action="store_true")
     parser.add_argument("--fake-unit-s", type=float, default=0.01)
     args = parser.parse_args()

@@ -30,7 +30,7 @@ from .conftest import FIXTURES
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "agent" / "scripts"))
 import accuracy_analysis as analysis
-from accuracy_campaign import paired_overhead
+from accuracy_campaign import overhead_variants, paired_overhead
 
 RUNS = sorted(p for p in (FIXTURES / "accuracy").iterdir() if p.is_dir())
 REPO = Path(__file__).resolve().parents[2]
@@ -285,6 +285,8 @@ def test_the_campaign_runs_end_to_end_without_a_gpu(tmp_path: Path) -> None:
             "1",
             "--overhead-kinds",
             "mm",
+            "--overhead-variants",
+            "gputime,cupti",
         ],
         capture_output=True,
         text=True,
@@ -316,6 +318,10 @@ def test_the_campaign_runs_end_to_end_without_a_gpu(tmp_path: Path) -> None:
     assert all(v["busy_s"] > 0.1 for v in mix["gputime"]["pids"].values())
     assert set(campaign["overhead"]["kinds"]) == {"mm"} and "overhead_pct" in results["summary"]
     assert len(campaign["overhead"]["kinds"]["mm"]["paired_pct"]) == 1
+    # each variant read against the run without the library of its own repetition
+    assert campaign["overhead"]["variants"] == ["plain", "gputime", "cupti"]
+    assert set(campaign["overhead"]["kinds"]["mm"]["variants"]) == {"gputime", "cupti"}
+    assert len(campaign["overhead"]["kinds"]["mm"]["variants"]["cupti"]["paired_pct"]) == 1
 
 
 def test_the_library_s_cost_is_read_from_pairs_of_runs_back_to_back() -> None:
@@ -398,3 +404,10 @@ def test_time_slicing_inflates_kernel_intervals_and_sharing_each_bin_undoes_it()
     trio = analysis.shared_busy_s(runs["mix:mm+copy+duty"])
     assert trio is not None
     assert list(trio.values()) == [pytest.approx(v, abs=0.01) for v in (8.21, 7.49, 1.94)]
+
+
+def test_the_overhead_variants_are_known_and_read_against_the_run_without() -> None:
+    assert overhead_variants("gputime") == ["plain", "gputime"]
+    assert overhead_variants("cupti,plain,gputime,cupti") == ["plain", "cupti", "gputime"]
+    with pytest.raises(SystemExit, match="unknown fast"):
+        overhead_variants("gputime,fast")
