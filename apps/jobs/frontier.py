@@ -239,7 +239,7 @@ def measurement_plan(current: Point, *, top_w: float | None, unit: str, step_w: 
         f"every run so far at {watts_text(current.cap_w)}: try {', '.join(watts_text(c) for c in caps)}, "
         f"{PLAN_WARMUP_STEPS} {unit}s to settle and {PLAN_PROFILE_STEPS} measured at each, in the group's next run; "
         f"the {units:,.0f} {unit}s at the limits not tried yet take about {trial_s / 60:,.1f} min and "
-        f"{trial_j / J_PER_KWH:,.2f} kWh at the current pace"
+        f"{trial_j / J_PER_KWH:,.2f} kWh of GPU energy at the current pace"
     )
     return Plan(
         caps_w=caps, measured_w=current.cap_w, warmup_steps=PLAN_WARMUP_STEPS, profile_steps=PLAN_PROFILE_STEPS,

@@ -94,8 +94,8 @@ def test_a_group_that_never_varied_gets_a_plan_in_zeus_s_manner() -> None:
     assert result.plan.trial_j == pytest.approx(180_000.0)
     assert result.text == (
         "every run so far at 700 W: try 700 W, 600 W, 500 W, 400 W, 10 steps to settle and 40 measured at each, in "
-        "the group's next run; the 150 steps at the limits not tried yet take about 5.0 min and 0.05 kWh at the "
-        "current pace"
+        "the group's next run; the 150 steps at the limits not tried yet take about 5.0 min and 0.05 kWh of GPU energy "
+        "at the current pace"
     )
 
 
