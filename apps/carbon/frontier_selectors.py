@@ -63,14 +63,18 @@ def _limits(job_ids: list[int]) -> dict[int, tuple[float | None, bool]]:
     rows = (
         JobGpuHour.objects.filter(job_id__in=job_ids)
         .exclude(source=Source.ESTIMATED)
-        .annotate(limit=setting("power_limit_w"), least=setting("power_limit_min_w"), most=setting("power_limit_max_w"))
+        .annotate(
+            limit=setting("power_limit_w"),
+            hour_least=setting("power_limit_min_w"),
+            hour_most=setting("power_limit_max_w"),
+        )
         .values("job_id")
         .annotate(
             weighted=Sum(F("limit") * F("sampled_s"), filter=Q(limit__isnull=False)),
             seconds=Sum("sampled_s", filter=Q(limit__isnull=False)),
             known=Count("id", filter=Q(limit__isnull=False)),
-            least=Min("least"),
-            most=Max("most"),
+            least=Min("hour_least"),
+            most=Max("hour_most"),
         )
         .order_by()
     )
@@ -126,7 +130,7 @@ def group_runs(
     runs, other = [], 0
     for job_id, start, end, energy_j, _, _, gpus in meta:
         units = per_job[job_id].get(unit)
-        if units is None:
+        if units is None or start is None or end is None:
             other += 1
             continue
         cap, varied = limits.get(job_id, (None, False))

@@ -37,9 +37,9 @@ def _run(fleet: Fleet, group: JobGroup, *, key: str, gpu: Gpu, start: datetime, 
     seconds = s * STEPS
     gpu_kwh = j * STEPS / 3.6e6
     job = Job.objects.create(
-        cluster=fleet.cluster, job_key=key, team=team or fleet.team, start=start, end=start + timedelta(seconds=seconds),
-        energy_j=j * STEPS, gpu_count=1, job_group=group, facility_kwh=gpu_kwh * 1.56,
-        operational_kg=gpu_kwh * 1.56 * 0.35, currency="EUR",
+        cluster=fleet.cluster, job_key=key, team=team or fleet.team, start=start,
+        end=start + timedelta(seconds=seconds), energy_j=j * STEPS, gpu_count=1, job_group=group,
+        facility_kwh=gpu_kwh * 1.56, operational_kg=gpu_kwh * 1.56 * 0.35, currency="EUR",
     )  # fmt: skip
     hour = start.replace(minute=0, second=0, microsecond=0)
     JobGpuHour.objects.create(job=job, gpu=gpu, hour=hour, source="agent", energy_j=j * STEPS, sampled_s=seconds)
@@ -104,7 +104,8 @@ def test_the_worked_example_through_the_api(world) -> None:
     assert [(p["cap_w"], p["runs"], p["on_front"]) for p in doc["points"]] == [
         (700, 4, True), (600, 1, False), (500, 3, True), (400, 3, True)
     ]  # fmt: skip
-    assert doc["points"][0]["s_per_unit"] == pytest.approx(2.0) and doc["points"][0]["j_per_unit"] == pytest.approx(1200)
+    first = doc["points"][0]
+    assert first["s_per_unit"] == pytest.approx(2.0) and first["j_per_unit"] == pytest.approx(1200)
     assert doc["advice"]["cap_w"] == 500 and doc["advice"]["energy_change_pct"] == pytest.approx(-10.833, abs=1e-3)
     assert doc["text"] == (
         "at 500 W instead of 700 W this group's runs used 11 % less energy per step and took 7 % longer "
@@ -175,7 +176,7 @@ def test_who_sees_what(world) -> None:
         ("group", {"slack": "1.5"}, "slack"),
         ("group", {"slack": "-0.1"}, "slack"),
         ("group", {"min_runs": "0"}, "min_runs"),
-        ("group", {"min_runs": "３"}, "min_runs"),
+        ("group", {"min_runs": "\uff13"}, "min_runs"),
         ("group", {"sort": "x"}, "detail"),
         ("fleet", {}, "month"),
         ("fleet", {"month": "2026-13"}, "month"),
