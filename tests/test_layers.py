@@ -39,6 +39,7 @@ PURE = {
     "apps.jobs.uncertainty",
     "apps.jobs.utilisation",
     "apps.jobs.per_token",
+    "apps.jobs.frontier",
     "apps.waste.kinds",
     "apps.waste.findings",
     "apps.waste.triage",
@@ -61,6 +62,7 @@ PURE = {
     "apps.schedulers.slurm",
     "apps.schedulers.kube",
     "apps.simulator.scenario",
+    "apps.simulator.power_cap",
     "apps.simulator.sacct",
     "apps.sso.mapping",
 }

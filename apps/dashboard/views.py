@@ -20,6 +20,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_safe
 
+from apps.carbon.frontier_selectors import fleet_saving
 from apps.carbon.models import JobGroup
 from apps.carbon.when_selectors import team_when_to_run
 from apps.core import params
@@ -28,6 +29,7 @@ from apps.core.footprint import S_PER_HOUR, Footprint, kwh
 from apps.core.money import round_minor
 from apps.core.query import QueryError, bad_query_is_400, date_param, text_param
 from apps.fleet.models import Cluster, Gpu, Team
+from apps.jobs.frontier import MIN_RUNS_DEFAULT, SLACK_DEFAULT
 from apps.jobs.methods import method_legend
 from apps.jobs.models import Job
 from apps.jobs.selectors import job_utilisation_summary, low_coverage_jobs
@@ -214,6 +216,11 @@ def team(request: HttpRequest, team_id: int) -> HttpResponse:
         "split_methods": method_legend(),
         **_failed_runs(request, start, end, team=team),
         "when_to_run": team_when_to_run(team=team, now=timezone.now(), start=start, end=end),
+        "frontier": {
+            "groups": fleet_saving(jobs=Job.objects.visible_to(request.user).filter(team=team), start=start, end=end),
+            "slack_pct": round(SLACK_DEFAULT * 100),
+            "min_runs": MIN_RUNS_DEFAULT,
+        },
     }
     return render(request, "dashboard/team.html", context)
 

@@ -80,10 +80,12 @@ class ServingSpec:
 @dataclass(frozen=True)
 class WorkSpec:
     """A training job's own work counter (`fleetwatt_job_work_units_total{unit}`, docs/metrics.md, "Work counters"):
-    `per_s` units a second at 100 % SM, in proportion below it."""
+    `per_s` units a second at 100 % SM, in proportion below it, at full clock. Under a power limit below its draw it
+    runs slower (apps.simulator.power_cap): `memory_bound` is the share of a step the SM clock does not speed up."""
 
     unit: str = "step"
     per_s: float = 1.0
+    memory_bound: float = 0.0
 
 
 @dataclass
@@ -336,9 +338,12 @@ def _job(j: dict[str, Any], where: str, sc: Scenario) -> JobSpec:
 def _work(value: Any, where: str) -> WorkSpec | None:
     if value is None:
         return None
-    if not isinstance(value, dict) or set(value) - {"unit", "per_s"} or float(value.get("per_s", 1.0)) <= 0:
-        raise ScenarioError(f"{where}: {{unit: step, per_s: 2.5}} (per_s over 0)")
-    return WorkSpec(unit=str(value.get("unit", "step")), per_s=float(value.get("per_s", 1.0)))
+    if not isinstance(value, dict) or set(value) - {"unit", "per_s", "memory_bound"}:
+        raise ScenarioError(f"{where}: {{unit: step, per_s: 2.5, memory_bound: 0.2}}")
+    per_s, memory_bound = float(value.get("per_s", 1.0)), float(value.get("memory_bound", 0.0))
+    if per_s <= 0 or not 0.0 <= memory_bound <= 1.0:
+        raise ScenarioError(f"{where}: per_s over 0, memory_bound from 0 to 1")
+    return WorkSpec(unit=str(value.get("unit", "step")), per_s=per_s, memory_bound=memory_bound)
 
 
 def _serving(value: Any, where: str) -> ServingSpec | None:

@@ -5,7 +5,8 @@ every `tokens_per_request` output tokens. The counters run from the server's sta
 stay flat while the server drains (`linger_s`), so that their final values are scraped, as the agent's are.
 
 A training job with `work` exports its own counter, `fleetwatt_job_work_units_total{unit}` (docs/metrics.md, "Work
-counters"): `per_s` units a second at full load, in proportion below it."""
+counters"): `per_s` units a second at full load, in proportion below it, and slower under a power limit below its draw
+(apps.simulator.power_cap: the pace of its slowest GPU, as a synchronous data-parallel step waits for the last)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import power_cap
 from .scenario import JobSpec, Scenario, ServingSpec
 
 GENERATION_TOKENS = "vllm:generation_tokens_total"
@@ -52,6 +54,44 @@ def _load_integral(job: JobSpec, since_start: np.ndarray) -> np.ndarray:
         upto = job.sm[i + 1][0] if i + 1 < len(job.sm) else np.inf
         total += sm / 100.0 * np.clip(np.minimum(x, upto) - t, 0.0, None)
     return total
+
+
+def _profile_at(profile: list[tuple[int, float]], since_start: float) -> float:
+    value = profile[0][1]
+    for t, v in profile:
+        if since_start >= t:
+            value = v
+    return value
+
+
+def job_pace(sc: Scenario, job: JobSpec, since_start: float) -> float:
+    """The job's pace at a time (seconds since its start) under its GPUs' power limits, as a share of its pace
+    uncapped: its slowest GPU's (apps.simulator.power_cap)."""
+    assert job.work is not None
+    at = job.start_s + since_start
+    draw = _profile_at(job.power_w, since_start)
+    paces = []
+    for index in job.gpus:
+        limits = [(p.at_s, p.watts) for p in sc.power_limits if p.node == job.node and p.gpu in (None, index)]
+        limit = next((w for a, w in sorted(limits, reverse=True) if a <= at), sc.tdp_w)
+        paces.append(
+            power_cap.pace(draw_w=draw, limit_w=limit, idle_w=sc.idle_power_w, memory_bound=job.work.memory_bound)
+        )
+    return min(paces) if paces else 1.0
+
+
+def work_units_at(sc: Scenario, job: JobSpec, since_start: np.ndarray) -> np.ndarray:
+    """A training job's own counter from its start to each time (seconds since its start): the integral of
+    per_s x SM% / 100 x its pace under its GPUs' power limits, flat after its end."""
+    assert job.work is not None
+    length = float(job.end_s - job.start_s)
+    marks = {0.0, *(float(t) for t, _ in job.sm), *(float(t) for t, _ in job.power_w)}
+    marks |= {float(p.at_s - job.start_s) for p in sc.power_limits if p.node == job.node and p.at_s - job.start_s > 0}
+    segments = [
+        (t, job.work.per_s * _profile_at(job.sm, t) / 100.0 * job_pace(sc, job, t))
+        for t in sorted(m for m in marks if m < length)
+    ]
+    return power_cap.paced_integral(since_start, segments=segments, end_s=length)
 
 
 def served_truth(sc: Scenario, scrapes: np.ndarray) -> dict[str, ServedTruth]:
@@ -101,7 +141,7 @@ def _series(sc: Scenario, times: np.ndarray) -> Iterator[tuple[JobSpec, str, dic
             t = times[(times >= job.start_s + 1) & (times < job.end_s + sc.linger_s) & (times < sc.duration_s)]
             if len(t):
                 labels = {**_where(job, "train"), "unit": job.work.unit}
-                yield job, WORK_UNITS, labels, t + sc.t0, _load_integral(job, t - job.start_s) * job.work.per_s
+                yield job, WORK_UNITS, labels, t + sc.t0, work_units_at(sc, job, t - job.start_s)
         spec = job.serving
         if spec is None:
             continue

@@ -97,6 +97,9 @@ RULES: dict[str, Rule] = {
     # When to run: the teams one may see; another team's is not found.
     "when-to-run-list": Rule(get=API_ALL),
     "when-to-run-detail": Rule(get=API_TEAM_B),
+    # The frontier: of the runs one may see; a group none of one's teams ran is not found.
+    "frontier-list": Rule(get=API_ALL, query="?month=2026-11"),
+    "job-group-frontier": Rule(get=API_TEAM_B),
     # The pages.
     "dashboard:fleet": Rule(get=PAGE_ALL, other=NO_METHOD),
     # Where a login lands, and "My team": redirects (to the viewer's team, or the fleet page).

@@ -52,6 +52,7 @@ def world_build() -> World:
     job_b.scheduler, job_b.job_id = "slurm", "b"  # found by its scheduler id too (/jobs/slurm/b/)
     job_b.save(update_fields=["scheduler", "job_id"])
     job_b.team = team_b
+    job_b.job_group = group  # team B's run of the campaign: its frontier is for those who see team B
     job_b.save()
     footprints_recompute()
     flag_a = Flag.objects.create(kind="memory_hog", cluster=fleet.cluster, job=job_a)
