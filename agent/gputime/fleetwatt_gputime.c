@@ -239,6 +239,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 
 static void write_state(int final) {
     static char buf[FW_MAX_DEVICES * (320 + FW_KERNELS_SHOWN * 64 + FW_BINS_SHOWN * 11) + 512]; /* under the lock */
+    if (g_discard) return; /* no file: the agent splits the process as one without the library, never as idle */
     /* Under the lock: the flusher and the exit handler may both write. A new file renamed over the
      * old: the agent reads a whole state or the one before, never half. */
     pthread_mutex_lock(&g_lock);

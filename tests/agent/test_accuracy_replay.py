@@ -35,7 +35,17 @@ from accuracy_campaign import overhead_variants, paired_overhead
 RUNS = sorted(p for p in (FIXTURES / "accuracy").iterdir() if p.is_dir())
 REPO = Path(__file__).resolve().parents[2]
 # The runs with the GPU-time library in every job (docs/accuracy.md, "Exact GPU time")
-GPU_TIME_RUNS = ["h200_7s_gputime", "h200_10s_gputime_stagger", "h100_7s_gputime", "h100_8s_gputime_stagger"]
+GPU_TIME_RUNS = [
+    "h200_7s_gputime",
+    "h200_10s_gputime_stagger",
+    "h100_7s_gputime",
+    "h100_8s_gputime_stagger",
+    "h200_8s_gputime_stagger",
+    "h200_7s_gputime_b",
+    "h200_8s_gputime_stagger_rev",
+]
+# The runs the agent as it is now recorded live (runs 11-13 of docs/accuracy.md): their replay is their live split.
+RECORDED_BY_THIS_AGENT = frozenset(GPU_TIME_RUNS[4:])
 # The GPU each run's folder name says it ran on (the device lent for an H200 was at times an H100)
 GPUS = {"h200": "NVIDIA H200", "h100": "NVIDIA H100 80GB HBM3"}
 
@@ -94,6 +104,9 @@ def test_the_live_results_are_kept_as_measured_and_differ_only_where_the_agent_c
     # live, as measured: the together H100 run 10.63 at worst (copy+xfmr), the staggered one 3.90
     assert summary["h100_7s_gputime"]["max_error_points"] == 10.63
     assert summary["h100_8s_gputime_stagger"]["max_error_points"] == 3.9
+    # the H200 again with the agent as it is now (runs 11-13): staggered 3.92 and 3.59 at worst, together 5.70
+    assert [summary[n]["max_error_points"] for n in GPU_TIME_RUNS[4:]] == [3.92, 5.7, 3.59]
+    assert [summary[n]["mean_abs_error_points"] for n in GPU_TIME_RUNS[4:]] == [1.62, 2.79, 1.63]
 
 
 def test_the_agent_reproduces_every_mix_from_its_trace(run: Any) -> None:
@@ -178,7 +191,7 @@ def test_jobs_and_idle_make_the_gpu_on_every_sample(name: str, split: str) -> No
     folder = FIXTURES / "accuracy" / name
     check = Invariant()
     analysis.replay(folder / "trace.jsonl.gz", split, sink=check)
-    assert check.samples > 300
+    assert check.samples > 200  # the shortest runs (8 s jobs) split 251 samples
     assert check.worst < 1e-9
     if split == "sm_mem":
         assert check.methods.get("sm_mem", 0) > 50  # calibrated from the runs alone, then used
@@ -196,7 +209,8 @@ def test_replay_is_what_the_agent_computed_live(name: str, split: str) -> None:
     sample, and the same joules on every sample but the shared `gpu_time` ones. Those rest on each job's
     power per second of GPU time, which the agent now learns differently from the agents that recorded
     the gpu_time runs (docs/accuracy.md, "Exact GPU time": a kernel seen in a few samples alone, and not
-    from the sample in which a partner left), so the replay cannot claim the live joules there."""
+    from the sample in which a partner left), so the replay cannot claim the live joules there; the runs
+    recorded with the agent as it is now (RECORDED_BY_THIS_AGENT) give them on every sample."""
     folder = FIXTURES / "accuracy" / name
     with gzip.open(folder / "trace.jsonl.gz", "rt") as f:
         f.readline()
@@ -214,12 +228,14 @@ def test_replay_is_what_the_agent_computed_live(name: str, split: str) -> None:
         for x, y in zip(a, b, strict=True):
             assert x.get("sample_j") == pytest.approx(y.get("sample_j"), rel=1e-9)
             assert {k: v[0] for k, v in x.get("jobs", {}).items()} == {k: v[0] for k, v in y.get("jobs", {}).items()}
-            if any(method == "gpu_time" for method, _ in x.get("jobs", {}).values()):
+            if name not in RECORDED_BY_THIS_AGENT and any(
+                method == "gpu_time" for method, _ in x.get("jobs", {}).values()
+            ):
                 continue
             compared += 1
             for key, (_, joules) in x.get("jobs", {}).items():
                 assert y["jobs"][key][1] == pytest.approx(joules, rel=1e-9, abs=1e-9)
-    assert compared > 150
+    assert compared > (200 if name in RECORDED_BY_THIS_AGENT else 150)
 
 
 # -- the truth's arithmetic ------------------------------------------------------------------------------
@@ -411,3 +427,23 @@ def test_the_overhead_variants_are_known_and_read_against_the_run_without() -> N
     assert overhead_variants("cupti,plain,gputime,cupti") == ["plain", "cupti", "gputime"]
     with pytest.raises(SystemExit, match="unknown fast"):
         overhead_variants("gputime,fast")
+
+
+def test_the_library_s_cost_on_the_h200_is_what_docs_accuracy_says() -> None:
+    """docs/accuracy.md, "Measured again on the H200": the compute-bound jobs under 2 %, the launch-bound
+    `tiny` not, and CUPTI's tracing alone (records discarded) about half of its cost."""
+    kept = FIXTURES / "gputime_overhead"
+    tiny = analysis.load_campaign(kept / "h200_tiny_variants" / "campaign.json.gz")
+    compute = analysis.load_campaign(kept / "h200_compute" / "campaign.json.gz")
+    assert tiny["gpu"]["name"] == compute["gpu"]["name"] == GPUS["h200"]
+    variants = tiny["overhead"]["kinds"]["tiny"]["variants"]
+    assert {v: variants[v]["paired_mean_pct"] for v in variants} == {
+        "gputime": 23.28,
+        "cupti": 9.88,
+        "per-thread": 20.58,
+    }
+    assert all(len(v["paired_pct"]) == 10 for v in variants.values())
+    assert variants["cupti"]["per_iter_us"] == 0.7535 and variants["gputime"]["per_iter_us"] == 1.797
+    kinds = compute["overhead"]["kinds"]
+    assert {k: v["paired_mean_pct"] for k, v in kinds.items()} == {"mm": 0.33, "copy": 0.53, "xfmr": 0.0}
+    assert all(v["paired_ci95_pct"][1] < 2.0 for v in kinds.values())
