@@ -46,6 +46,7 @@ PURE = {
     "apps.carbon.arithmetic",
     "apps.carbon.config",
     "apps.carbon.intensity",
+    "apps.carbon.node_types",
     "apps.carbon.forecast",
     "apps.carbon.when_to_run",
     "apps.telemetry.counters",

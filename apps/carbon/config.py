@@ -8,10 +8,9 @@ are not in the file are checked against the names the caller read from the datab
 from __future__ import annotations
 
 import difflib
-import fnmatch
 import math
 import re
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -20,7 +19,16 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 
-from apps.fleet.endpoint import MAX_TIMEOUT_S, env_name_problem, headers_problems, label_name_problem
+from apps.carbon.intensity import BASES
+from apps.carbon.node_types import NodeMatch, server_type_for_hostname
+from apps.fleet.endpoint import (
+    CLUSTER_ENDPOINT_KEYS,
+    CLUSTER_SCHEDULER_KEYS,
+    MAX_TIMEOUT_S,
+    env_name_problem,
+    headers_problems,
+    label_name_problem,
+)
 from apps.fleet.work_counters import WorkCounters, work_counters_parse
 from apps.sso.mapping import FLEET_ROLES, ROLES, TEAM_ROLES, GroupRule, SsoMappingConfig
 from apps.telemetry.shards import RESERVED as RESERVED_SHARDS
@@ -29,34 +37,14 @@ from apps.telemetry.shards import node_pattern_problem
 HOURS_PER_YEAR = 8760
 FORMAT_VERSION = 1
 
-# The choices of apps.carbon.models and apps.fleet.models, repeated here so the module stays pure
+# The choices of apps.fleet.models and apps.carbon.models, repeated here so the module stays pure
 # (a test checks they agree).
-BASES = ("location", "market", "marginal")
 RULE_KINDS = ("slurm_account", "slurm_user", "k8s_namespace", "user", "k8s_pod_label")
 MATCH_KINDS = ("account", "name_prefix", "namespace", "user", "group_key")
 SCHEDULERS = ("", "slurm_sacct", "slurm_rest", "kube_state_metrics")  # "": its scheduler is not read
-# A cluster's keys that say where and how its scheduler is read: the same names as the Cluster's fields.
-CLUSTER_SCHEDULER_KEYS = (
-    "scheduler",
-    "kube_pods",
-    "sacct_command",
-    "slurmrest_url",
-    "slurmrest_token_env",
-    "slurmrest_user",
-)
 # `prometheus_timeout_s: null` in a file: the cluster's stored timeout is cleared, and its queries wait
 # FLEETWATT_PROMETHEUS_TIMEOUT_S again (a timeout itself is over 0, so 0 cannot be one).
 TIMEOUT_FROM_SETTINGS = 0.0
-# A cluster's keys that say how its Prometheus-compatible endpoint is reached (apps.fleet.endpoint): the same
-# names as the Cluster's fields. Secrets only by the NAME of an environment variable.
-CLUSTER_ENDPOINT_KEYS = (
-    "prometheus_bearer_token_env",
-    "prometheus_basic_auth_user",
-    "prometheus_basic_auth_password_env",
-    "prometheus_headers",
-    "prometheus_ca_file",
-    "prometheus_timeout_s",
-)
 
 _SLUG = re.compile(r"^[-a-zA-Z0-9_]+\Z")
 _POD_LABEL_RULE = re.compile(r"^\s*[^=\s][^=]*=\s*\S.*\Z")  # name=value, both given (apps.fleet.selectors)
@@ -105,14 +93,6 @@ class GpuModelConfig:
     hourly_rate: Decimal
     currency: str
     tdp_w: float
-
-
-@dataclass(frozen=True)
-class NodeMatch:
-    """Nodes of a cluster whose hostname matches the glob `match` are servers of type `server_type`."""
-
-    match: str
-    server_type: str
 
 
 @dataclass(frozen=True)
@@ -199,14 +179,6 @@ class KnownNames:
     teams: frozenset[str] = frozenset()
     # A new cluster of this name may leave out prometheus_url: FLEETWATT_PROMETHEUS_URL is used.
     default_cluster: str | None = None
-
-
-def server_type_for_hostname(hostname: str, patterns: Iterable[NodeMatch]) -> str | None:
-    """The server type of the first pattern whose glob matches the hostname (case-sensitive), or None."""
-    for pattern in patterns:
-        if fnmatch.fnmatchcase(hostname, pattern.match):
-            return pattern.server_type
-    return None
 
 
 # --- YAML ------------------------------------------------------------------------------------------
@@ -994,6 +966,8 @@ def _document_order(problem: str) -> tuple[int, int]:
 
 __all__ = [
     "BASES",
+    "CLUSTER_ENDPOINT_KEYS",
+    "CLUSTER_SCHEDULER_KEYS",
     "MATCH_KINDS",
     "RULE_KINDS",
     "SCHEDULERS",

@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from .config import BASES
-from .intensity import IntensityRow
+from .intensity import BASES, IntensityRow
 from .models import Site
 
 

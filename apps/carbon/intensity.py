@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 HOUR = timedelta(hours=1)
+# The bases of apps.carbon.models.Basis, repeated here so the module stays pure (a test checks they agree).
+BASES = ("location", "market", "marginal")
 MAX_KG_PER_KWH = 2.0  # the dirtiest grids are about 1.2; anything above is a wrong unit or a typo
 EMA_COLUMNS = ("lca", "direct")
 

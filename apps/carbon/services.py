@@ -22,6 +22,7 @@ from django.db.models.functions import ExtractMonth, ExtractYear
 
 from apps.core.bulk import columns_update, rows_update
 from apps.core.footprint import S_PER_HOUR, Footprint
+from apps.fleet.endpoint import CLUSTER_ENDPOINT_KEYS, CLUSTER_SCHEDULER_KEYS
 from apps.fleet.models import Cluster, Gpu, Node, Team, TeamRule
 from apps.fleet.work_counters import work_counters_json
 from apps.jobs.models import Job, JobGpuHour
@@ -31,20 +32,11 @@ from apps.sso.models import SsoGroupRule, SsoSettings
 from apps.telemetry.models import ClusterShard, GpuHour
 
 from .arithmetic import HOUR, HourFactors, footprint, intensity_fill, shift_saving_kg, tdp_estimate_j
-from .config import (
-    CLUSTER_ENDPOINT_KEYS,
-    CLUSTER_SCHEDULER_KEYS,
-    TIMEOUT_FROM_SETTINGS,
-    ConfigError,
-    FleetConfig,
-    KnownNames,
-    NodeMatch,
-    ShardConfig,
-    server_type_for_hostname,
-)
+from .config import TIMEOUT_FROM_SETTINGS, ConfigError, FleetConfig, KnownNames, ShardConfig
 from .hourly_import import header_problems, rows_problems
 from .intensity import IntensityError, IntensityRow
 from .models import GpuModel, IntensityHour, JobGroup, ServerType, ServerTypeRule, Site
+from .node_types import NodeMatch, NodeTypesReport, server_type_for_hostname
 
 JOB_FOOTPRINT_FIELDS = [
     "server_kwh", "facility_kwh", "operational_kg", "embodied_kg", "cost", "currency", "intensity_source",
@@ -364,19 +356,11 @@ class Counts:
 
 
 @dataclass
-class NodeTypesReport:
-    """What node_server_types_apply did on one cluster."""
-
-    updated: int = 0
-    unchanged: int = 0
-    unmatched: int = 0  # nodes no pattern matches: their server type is left as it is
-
-
-@dataclass
 class ApplyReport:
-    dry_run: bool
+    dry_run: bool = False
     counts: dict[str, Counts] = field(default_factory=dict)
     nodes: NodeTypesReport = field(default_factory=NodeTypesReport)
+    typed_cluster_ids: list[int] = field(default_factory=list)  # given hostname rules: their nodes are typed next
     affected_cluster_ids: list[int] = field(default_factory=list)
     changed_group_ids: list[int] = field(default_factory=list)
     jobs_regrouped: int | None = None  # None: no regrouping was needed (or a dry run)
@@ -457,12 +441,12 @@ def clusters_affected(
     return ids
 
 
-def config_write(*, config: FleetConfig, dry_run: bool = False) -> ApplyReport:
-    """Create or update everything the config names, in one transaction, and say which clusters' footprints
-    and which job groups the changes reach (apps.pipeline derives what follows). Deletes nothing, except a
-    cluster's hostname rules that its `nodes` list no longer gives. A dry run does the same and rolls back.
-    Idempotent."""
-    report = ApplyReport(dry_run=dry_run)
+def config_write(*, config: FleetConfig) -> ApplyReport:
+    """Create or update everything the config names, in one transaction, and say which clusters' nodes are to be
+    typed by their new hostname rules, and which clusters' footprints and which job groups the changes reach
+    (apps.pipeline types the nodes and derives what follows; a dry run rolls it all back there). Deletes nothing,
+    except a cluster's hostname rules that its `nodes` list no longer gives. Idempotent."""
+    report = ApplyReport()
     c = report.counts
     kinds = (
         "sites",
@@ -492,12 +476,7 @@ def config_write(*, config: FleetConfig, dry_run: bool = False) -> ApplyReport:
             if cc.shards is not None:
                 _shards_apply(cluster=clusters[cc.name], shards=cc.shards, counts=c["shards"])
             if cc.nodes:
-                nodes = node_server_types_apply(cluster_id=clusters[cc.name].id)
-                report.nodes.updated += nodes.updated
-                report.nodes.unchanged += nodes.unchanged
-                report.nodes.unmatched += nodes.unmatched
-                if nodes.updated:
-                    affected.add(clusters[cc.name].id)
+                report.typed_cluster_ids.append(clusters[cc.name].id)
         _teams_apply(config, c["teams"], c["team_rules"])
         if config.sso is not None:
             _sso_apply(config.sso, c["sso"])
@@ -508,8 +487,6 @@ def config_write(*, config: FleetConfig, dry_run: bool = False) -> ApplyReport:
             gpu_model_names=changed_models,
             job_group_ids=changed_group_ids,  # the jobs in them now; those that move in are found on regrouping
         )
-        if dry_run:
-            transaction.set_rollback(True)
     report.affected_cluster_ids = sorted(affected)
     report.changed_group_ids = sorted(changed_group_ids)
     return report
@@ -806,7 +783,8 @@ def intensity_write(
     )
     report.missing_hours = int((hours[-1] - hours[0]) / HOUR) + 1 - len(hours)
     with transaction.atomic():
-        _advisory_lock(f"fleetwatt.intensity:{zone}:{basis}")
+        with connection.cursor() as cursor:  # one import of a zone and basis at a time
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"fleetwatt.intensity:{zone}:{basis}"])
         stored = {
             h.hour: (h.kg_per_kwh, h.source)
             for h in IntensityHour.objects.filter(zone=zone, basis=basis, hour__gte=hours[0], hour__lte=hours[-1])

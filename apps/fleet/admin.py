@@ -4,8 +4,7 @@ from django import forms
 from django.contrib import admin
 from django.db import models
 
-from apps.carbon.config import CLUSTER_ENDPOINT_KEYS, CLUSTER_SCHEDULER_KEYS
-
+from .endpoint import CLUSTER_ENDPOINT_KEYS, CLUSTER_SCHEDULER_KEYS
 from .models import Cluster, Gpu, Node, Team, TeamMembership, TeamRule
 from .selectors import pod_label_rule_parse
 

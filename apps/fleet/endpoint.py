@@ -27,6 +27,27 @@ RESERVED_HEADERS = frozenset({"authorization"})
 
 MAX_TIMEOUT_S = 600.0
 
+# A cluster's keys that say how its Prometheus-compatible endpoint is reached: the names of the Cluster's fields,
+# and of the fleet config's keys (docs/config.md). Secrets only by the NAME of an environment variable.
+CLUSTER_ENDPOINT_KEYS = (
+    "prometheus_bearer_token_env",
+    "prometheus_basic_auth_user",
+    "prometheus_basic_auth_password_env",
+    "prometheus_headers",
+    "prometheus_ca_file",
+    "prometheus_timeout_s",
+)
+# A cluster's keys that say where and how its scheduler is read: the names of the Cluster's fields, and of the
+# fleet config's keys.
+CLUSTER_SCHEDULER_KEYS = (
+    "scheduler",
+    "kube_pods",
+    "sacct_command",
+    "slurmrest_url",
+    "slurmrest_token_env",
+    "slurmrest_user",
+)
+
 
 class EndpointSettingsError(ValueError):
     """The connection settings cannot be used as they are (a variable unset, a header malformed). Its text

@@ -29,11 +29,21 @@ def _footprints_derive(
 
 
 def config_apply(*, config: FleetConfig, dry_run: bool = False) -> carbon.ApplyReport:
-    """Apply the fleet config (apps.carbon.services.config_write), then regroup jobs if job groups changed
-    and recompute the footprints of the clusters whose inputs changed. A dry run derives nothing."""
+    """Apply the fleet config (apps.carbon.services.config_write) and type the nodes of the clusters it gives
+    hostname rules, then regroup jobs if job groups changed and recompute the footprints of the clusters whose
+    inputs changed. A dry run reports the same, derives nothing and rolls it all back."""
     with transaction.atomic():
-        report = carbon.config_write(config=config, dry_run=dry_run)
+        report = carbon.config_write(config=config)
+        report.dry_run = dry_run
+        for cluster_id in report.typed_cluster_ids:
+            nodes = carbon.node_server_types_apply(cluster_id=cluster_id)
+            report.nodes.updated += nodes.updated
+            report.nodes.unchanged += nodes.unchanged
+            report.nodes.unmatched += nodes.unmatched
+            if nodes.updated:
+                report.affected_cluster_ids = sorted({*report.affected_cluster_ids, cluster_id})
         if dry_run:
+            transaction.set_rollback(True)
             return report
         derived = _footprints_derive(cluster_ids=report.affected_cluster_ids, regroup=bool(report.changed_group_ids))
         if derived is not None:

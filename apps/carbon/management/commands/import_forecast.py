@@ -10,8 +10,8 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from apps.carbon.config import BASES
 from apps.carbon.forecast import EMA_FACTOR_TYPES, ForecastError, forecast_parse
+from apps.carbon.intensity import BASES
 from apps.carbon.when_services import forecast_write
 from apps.core.command_args import text_file_arg, utc_time_arg
 

@@ -9,8 +9,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from apps.carbon.config import BASES
-from apps.carbon.intensity import EMA_COLUMNS, IntensityError, intensity_parse
+from apps.carbon.intensity import BASES, EMA_COLUMNS, IntensityError, intensity_parse
 from apps.core.command_args import text_file_arg
 from apps.pipeline.inputs import intensity_import
 
