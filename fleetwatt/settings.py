@@ -37,6 +37,7 @@ INSTALLED_APPS = [
     "apps.jobs",
     "apps.telemetry",
     "apps.carbon",
+    "apps.config",
     "apps.waste",
     "apps.rollups",
     "apps.pipeline",
