@@ -21,7 +21,7 @@ from .models import (
     Site,
     WhenToRunHint,
 )
-from .services import clusters_affected
+from .selectors import clusters_affected
 
 
 def _recomputed(modeladmin: admin.ModelAdmin, request: HttpRequest, gpu_hours: int | None) -> None:

@@ -10,9 +10,11 @@ from datetime import datetime
 from django.db import models, transaction
 
 from apps.carbon import services as carbon
-from apps.carbon.config import FleetConfig
 from apps.carbon.intensity import IntensityRow
 from apps.carbon.models import IntensityHour
+from apps.carbon.selectors import clusters_affected
+from apps.config.services import ApplyReport, config_write
+from apps.config.types import FleetConfig
 
 from .derive import DeriveReport, Fact, Scope, derive
 
@@ -28,12 +30,12 @@ def _footprints_derive(
     return derive(Scope(cluster_ids=clusters, start=start, end=end), changed=changed)
 
 
-def config_apply(*, config: FleetConfig, dry_run: bool = False) -> carbon.ApplyReport:
-    """Apply the fleet config (apps.carbon.services.config_write) and type the nodes of the clusters it gives
+def config_apply(*, config: FleetConfig, dry_run: bool = False) -> ApplyReport:
+    """Apply the fleet config (apps.config.services.config_write) and type the nodes of the clusters it gives
     hostname rules, then regroup jobs if job groups changed and recompute the footprints of the clusters whose
     inputs changed. A dry run reports the same, derives nothing and rolls it all back."""
     with transaction.atomic():
-        report = carbon.config_write(config=config)
+        report = config_write(config=config)
         report.dry_run = dry_run
         for cluster_id in report.typed_cluster_ids:
             nodes = carbon.node_server_types_apply(cluster_id=cluster_id)
@@ -102,7 +104,7 @@ def footprint_inputs_changed(
     after groups were deleted), and recompute the footprints of the clusters these inputs reach, plus
     `cluster_ids`. Returns the GPU-hours recomputed (None: nothing to recompute)."""
     with transaction.atomic():
-        affected = set(cluster_ids) | carbon.clusters_affected(
+        affected = set(cluster_ids) | clusters_affected(
             site_ids=site_ids,
             server_type_ids=server_type_ids,
             gpu_model_names=gpu_model_names,

@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 import pytest
 from django.core.exceptions import ValidationError
 
-from apps.carbon.config import ConfigError, config_parse
+from apps.config.parse import config_parse
+from apps.config.types import ConfigError
 from apps.fleet.models import Cluster
 from apps.fleet.work_counters import (
     DEFAULT_WORK_COUNTERS,

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from apps.carbon.config import ConfigError, KnownNames, config_load, config_parse
+from apps.config.parse import config_load, config_parse
+from apps.config.types import ConfigError, KnownNames
 from apps.sso.mapping import Access, GroupRule, SsoMappingConfig, access_for_groups, groups_from_claims
 
 RULES = (

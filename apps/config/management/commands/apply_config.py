@@ -8,8 +8,9 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from apps.carbon.config import ConfigError, config_load
-from apps.carbon.services import known_names_read
+from apps.config.parse import config_load
+from apps.config.selectors import known_names_read
+from apps.config.types import ConfigError
 from apps.pipeline.inputs import config_apply
 
 

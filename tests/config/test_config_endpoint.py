@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from apps.carbon import config as cfg
-from apps.carbon.config import ConfigError, KnownNames, config_parse
-from apps.carbon.services import known_names_read
+from apps.config import types as cfg
+from apps.config.parse import config_parse
+from apps.config.selectors import known_names_read
+from apps.config.types import ConfigError, KnownNames
 from apps.fleet.models import Cluster
 from apps.pipeline.inputs import config_apply
 from apps.telemetry.prometheus import reader_for

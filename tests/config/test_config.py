@@ -14,11 +14,13 @@ import yaml
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from apps.carbon import config as cfg
 from apps.carbon import services
-from apps.carbon.config import ConfigError, KnownNames, NodeMatch, config_load, config_parse
 from apps.carbon.models import Basis, GpuModel, IntensityHour, JobGroup, ServerType, ServerTypeRule, Site
-from apps.carbon.services import FootprintRefresh, known_names_read, node_server_types_apply
+from apps.carbon.services import FootprintRefresh, node_server_types_apply
+from apps.config import types as cfg
+from apps.config.parse import config_load, config_parse
+from apps.config.selectors import known_names_read
+from apps.config.types import ConfigError, KnownNames, NodeMatch
 from apps.fleet.models import Cluster, Node, Team, TeamRule
 from apps.pipeline.inputs import config_apply
 

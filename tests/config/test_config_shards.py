@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from apps.carbon.config import ConfigError, KnownNames, ShardConfig, config_parse
-from apps.carbon.services import known_names_read
+from apps.config.parse import config_parse
+from apps.config.selectors import known_names_read
+from apps.config.types import ConfigError, KnownNames, ShardConfig
 from apps.fleet.models import Cluster
 from apps.pipeline.inputs import config_apply
 from apps.telemetry.models import ClusterShard
