@@ -7,6 +7,9 @@ pure domain modules  <  models  <  services, selectors  <  apps.pipeline  <  api
 - services and selectors never import the pipeline or anything above it, and a service never imports
   another app's services (the pipeline runs them in order: none triggers the next);
 - below the pipeline, apps import each other without cycles;
+- the fleet config (apps.config) is imported only by itself and by the pipeline, which applies it: a domain app
+  neither parses nor writes the config file; apps.config reads other apps through their models, pure modules
+  and selectors (it writes their models itself; it never calls their services);
 - no import hides inside a function (they were there to dodge loops).
 """
 
@@ -243,6 +246,29 @@ def test_apps_below_the_pipeline_import_each_other_without_a_cycle() -> None:
     assert not left, f"apps that import each other (directly or round about): {left}; edges: {dict(graph)}"
 
 
+# Who may import the fleet config: itself (its parser, writes and the apply_config command) and the pipeline, whose
+# config_apply writes it and derives what follows.
+CONFIG_IMPORTERS = {"config", "pipeline"}
+
+
+def test_only_the_pipeline_imports_the_fleet_config() -> None:
+    bad = [i for i in IMPORTS if _app(i.target) == "config" and _app(i.source) not in CONFIG_IMPORTERS]
+    assert not bad, "\n".join(_violations("config", bad))
+
+
+def test_the_fleet_config_reads_other_apps_through_their_models_pure_modules_and_selectors() -> None:
+    bad = [
+        i
+        for i in IMPORTS
+        if _app(i.source) == "config"
+        and _kind(i.source) != "upper"
+        and i.target.startswith("apps.")
+        and _app(i.target) != "config"
+        and not (_kind(i.target) in ("pure", "models") or i.target.endswith(".selectors"))
+    ]
+    assert not bad, "\n".join(_violations("config reach", bad))
+
+
 def test_no_import_hides_inside_a_function() -> None:
     # AppConfig.ready() is where Django wants extensions registered: the one place allowed.
     bad = [i for i in IMPORTS if i.in_function and i.target.startswith("apps.") and not i.source.endswith(".apps")]
@@ -256,6 +282,9 @@ def test_no_import_hides_inside_a_function() -> None:
         ("apps.jobs.models", "apps.jobs.services", "models"),
         ("apps.carbon.services", "apps.pipeline.derive", "layers"),
         ("apps.telemetry.services", "apps.carbon.services", "services"),
+        ("apps.fleet.admin", "apps.config.types", "config"),
+        ("apps.carbon.services", "apps.config.services", "config"),
+        ("apps.config.services", "apps.carbon.hourly_import", "config reach"),
     ],
 )
 def test_the_check_catches_each_kind_of_violation(source: str, target: str, kind: str) -> None:
@@ -270,6 +299,8 @@ def test_the_check_catches_each_kind_of_violation(source: str, target: str, kind
             "models": test_models_import_no_services_selectors_pipeline_or_views,
             "layers": test_nothing_below_the_pipeline_imports_it_or_what_sits_above_it,
             "services": test_no_service_imports_another_apps_services,
+            "config": test_only_the_pipeline_imports_the_fleet_config,
+            "config reach": test_the_fleet_config_reads_other_apps_through_their_models_pure_modules_and_selectors,
         }[kind]
         # then the check fails
         with pytest.raises(AssertionError):

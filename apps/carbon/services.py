@@ -1,9 +1,10 @@
-"""Writes of the carbon app: its inputs (the fleet config, hourly grid intensity, nodes' server types, job
-groups) and the figures they give (footprints per job-GPU-hour, the idle line per GPU-hour, per-job sums).
+"""Writes of the carbon app: its inputs (hourly grid intensity, nodes' server types, jobs' groups) and the figures
+they give (footprints per job-GPU-hour, the idle line per GPU-hour, per-job sums). The fleet config that names
+sites, server types, GPU models and job groups is written by apps.config.
 
 Each function does one thing and triggers nothing: apps.pipeline calls them in order after an input
-changed, and each is a function of the current rows and settings (safe to run again). Applying the same
-config or importing the same file twice changes nothing the second time.
+changed, and each is a function of the current rows and settings (safe to run again). Importing the same
+file twice changes nothing the second time.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The fleet config's validation: typed reads of one mapping of the document (`_Fields`) that record every
+"""The fleet config's validation: typed reads of one mapping of the document (`Fields`) that record every
 problem with its path (`sites[0].pue_by_month.13: not a month`) instead of stopping at the first. Pure."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from decimal import Decimal
 from typing import Any
 
 _SLUG = re.compile(r"^[-a-zA-Z0-9_]+\Z")
-_CURRENCY = re.compile(r"^[A-Z]{3}\Z")
+CURRENCY = re.compile(r"^[A-Z]{3}\Z")
 
 
 # --- Validation ------------------------------------------------------------------------------------
 
 
-class _Problems:
+class Problems:
     def __init__(self) -> None:
         self.items: list[str] = []
 
@@ -28,11 +28,11 @@ class _Problems:
         return len(self.items)
 
 
-def _join(path: str, key: object) -> str:
+def path_join(path: str, key: object) -> str:
     return f"{path}.{key}" if path else str(key)
 
 
-def _kind(value: object) -> str:
+def value_kind(value: object) -> str:
     if value is None:
         return "nothing (null)"
     if isinstance(value, bool):
@@ -51,19 +51,19 @@ def _kind(value: object) -> str:
 _MISSING = object()
 
 
-class _Fields:
+class Fields:
     """One mapping of the document: typed reads that record problems (and its unknown keys)."""
 
-    def __init__(self, raw: Mapping[Any, Any], path: str, problems: _Problems, allowed: Collection[str]) -> None:
+    def __init__(self, raw: Mapping[Any, Any], path: str, problems: Problems, allowed: Collection[str]) -> None:
         self.raw, self.path, self.problems = raw, path, problems
         for key in raw:
             if key not in allowed:
                 hint = difflib.get_close_matches(str(key), list(allowed), n=1)
                 suggestion = f"did you mean {hint[0]!r}? " if hint else ""
-                problems.add(_join(path, key), f"unknown key ({suggestion}expected: {', '.join(allowed)})")
+                problems.add(path_join(path, key), f"unknown key ({suggestion}expected: {', '.join(allowed)})")
 
     def where(self, key: str) -> str:
-        return _join(self.path, key)
+        return path_join(self.path, key)
 
     def has(self, key: str) -> bool:
         return key in self.raw
@@ -87,7 +87,7 @@ class _Fields:
                 hint = " (YAML reads unquoted yes/no/on/off/NO as booleans: quote it)"
             elif isinstance(value, int | float):
                 hint = " (quote it)"
-            self.problems.add(self.where(key), f"expected a string, got {_kind(value)}{hint}")
+            self.problems.add(self.where(key), f"expected a string, got {value_kind(value)}{hint}")
             return None
         if not value.strip() and not allow_empty:
             self.problems.add(self.where(key), "must not be empty")
@@ -116,7 +116,7 @@ class _Fields:
                 return None
         where = where or self.where(key)
         if isinstance(value, bool) or not isinstance(value, int | float):
-            self.problems.add(where, f"expected a number, got {_kind(value)}")
+            self.problems.add(where, f"expected a number, got {value_kind(value)}")
             return None
         if not math.isfinite(value):
             self.problems.add(where, "must be a finite number")
@@ -134,7 +134,7 @@ class _Fields:
         if value is _MISSING:
             return None
         if isinstance(value, bool) or not isinstance(value, int):
-            self.problems.add(self.where(key), f"expected a whole number, got {_kind(value)}")
+            self.problems.add(self.where(key), f"expected a whole number, got {value_kind(value)}")
             return None
         if not minimum <= value <= maximum:
             self.problems.add(self.where(key), f"must be between {minimum} and {maximum}, got {value}")
@@ -161,7 +161,7 @@ class _Fields:
         if value is _MISSING:
             return default
         if not isinstance(value, bool):
-            self.problems.add(self.where(key), f"expected true or false, got {_kind(value)}")
+            self.problems.add(self.where(key), f"expected true or false, got {value_kind(value)}")
             return None
         return value
 
@@ -170,7 +170,7 @@ class _Fields:
         if value is _MISSING:
             return default
         if value not in choices:
-            self.problems.add(self.where(key), f"expected one of {', '.join(choices)}, got {_kind(value)}")
+            self.problems.add(self.where(key), f"expected one of {', '.join(choices)}, got {value_kind(value)}")
             return None
         return str(value)
 
@@ -178,9 +178,9 @@ class _Fields:
         value = self._get(key, required=False)
         if value is _MISSING:
             return "EUR"
-        if not isinstance(value, str) or not _CURRENCY.match(value):
+        if not isinstance(value, str) or not CURRENCY.match(value):
             self.problems.add(
-                self.where(key), f"expected an ISO 4217 code (three capital letters, e.g. EUR), got {_kind(value)}"
+                self.where(key), f"expected an ISO 4217 code (three capital letters, e.g. EUR), got {value_kind(value)}"
             )
             return None
         return value
@@ -191,45 +191,45 @@ class _Fields:
         if value is _MISSING or value is None:
             return []
         if not isinstance(value, list):
-            self.problems.add(self.where(key), f"expected a list, got {_kind(value)}")
+            self.problems.add(self.where(key), f"expected a list, got {value_kind(value)}")
             return []
         return [(f"{self.where(key)}[{i}]", element) for i, element in enumerate(value)]
 
 
-def _mapping(element: Any, path: str, problems: _Problems, allowed: Collection[str]) -> _Fields | None:
+def mapping_read(element: Any, path: str, problems: Problems, allowed: Collection[str]) -> Fields | None:
     if not isinstance(element, dict):
-        problems.add(path, f"expected a mapping, got {_kind(element)}")
+        problems.add(path, f"expected a mapping, got {value_kind(element)}")
         return None
-    return _Fields(element, path, problems, allowed)
+    return Fields(element, path, problems, allowed)
 
 
-def _section(document: Mapping[str, Any], name: str, problems: _Problems) -> list[tuple[str, Any]]:
+def section_read(document: Mapping[str, Any], name: str, problems: Problems) -> list[tuple[str, Any]]:
     value = document.get(name)
     if value is None:
         return []
     if not isinstance(value, list):
-        problems.add(name, f"expected a list, got {_kind(value)}")
+        problems.add(name, f"expected a list, got {value_kind(value)}")
         return []
     return [(f"{name}[{i}]", element) for i, element in enumerate(value)]
 
 
-def _names_in(elements: list[tuple[str, Any]]) -> set[str]:
+def names_in(elements: list[tuple[str, Any]]) -> set[str]:
     return {e["name"] for _, e in elements if isinstance(e, dict) and isinstance(e.get("name"), str)}
 
 
-def _unique_names(elements: list[tuple[str, Any]], problems: _Problems) -> None:
+def unique_names_check(elements: list[tuple[str, Any]], problems: Problems) -> None:
     first: dict[str, str] = {}
     for path, element in elements:
         name = element.get("name") if isinstance(element, dict) else None
         if isinstance(name, str):
             if name in first:
-                problems.add(_join(path, "name"), f"{name!r} is already defined at {first[name]}")
+                problems.add(path_join(path, "name"), f"{name!r} is already defined at {first[name]}")
             else:
                 first[name] = path
 
 
-def _reference(
-    f: _Fields, key: str, *, what: str, in_file: set[str], known: Collection[str], required: bool
+def reference_read(
+    f: Fields, key: str, *, what: str, in_file: set[str], known: Collection[str], required: bool
 ) -> str | None:
     name = f.string(key, required=required, max_length=100)
     if name is not None and name not in in_file and name not in known:

@@ -15,8 +15,18 @@ import yaml
 
 from apps.fleet.endpoint import CLUSTER_ENDPOINT_KEYS, CLUSTER_SCHEDULER_KEYS
 
-from .fields import _Fields, _kind, _mapping, _names_in, _Problems, _section, _unique_names
-from .sections import _SITE_KEYS, _cluster, _currencies_agree, _gpu_model, _job_group, _server_type, _site, _sso, _team
+from .fields import Fields, Problems, mapping_read, names_in, section_read, unique_names_check, value_kind
+from .sections import (
+    SITE_KEYS,
+    cluster_parse,
+    currencies_check,
+    gpu_model_parse,
+    job_group_parse,
+    server_type_parse,
+    site_parse,
+    sso_parse,
+    team_parse,
+)
 from .types import FORMAT_VERSION, ConfigError, FleetConfig, KnownNames
 
 _SECTIONS = ("sites", "server_types", "gpu_models", "clusters", "teams", "job_groups")
@@ -97,33 +107,33 @@ def config_load(
 def config_parse(document: Any, *, known: KnownNames | None = None) -> FleetConfig:
     """Validate a loaded YAML document as a whole. Raises ConfigError listing every problem."""
     known = known or KnownNames()
-    problems = _Problems()
+    problems = Problems()
     if document is None:
         raise ConfigError(["(document): the file is empty"])
     if not isinstance(document, dict):
-        raise ConfigError([f"(document): expected a mapping with {', '.join(_SECTIONS)}, got {_kind(document)}"])
-    top = _Fields(document, "", problems, ("version", *_SECTIONS, "sso"))
+        raise ConfigError([f"(document): expected a mapping with {', '.join(_SECTIONS)}, got {value_kind(document)}"])
+    top = Fields(document, "", problems, ("version", *_SECTIONS, "sso"))
     if top.has("version") and document["version"] != FORMAT_VERSION:
         problems.add("version", f"this fleetwatt reads version {FORMAT_VERSION}, got {document['version']!r}")
 
-    raw = {name: _section(document, name, problems) for name in _SECTIONS}
+    raw = {name: section_read(document, name, problems) for name in _SECTIONS}
     for name in _SECTIONS:
-        _unique_names(raw[name], problems)
-    site_names = _names_in(raw["sites"])
-    type_names = _names_in(raw["server_types"])
-    cluster_names = _names_in(raw["clusters"])
+        unique_names_check(raw[name], problems)
+    site_names = names_in(raw["sites"])
+    type_names = names_in(raw["server_types"])
+    cluster_names = names_in(raw["clusters"])
 
-    def each(name: str, allowed: Sequence[str], build: Callable[[_Fields], Any]) -> tuple[Any, ...]:
+    def each(name: str, allowed: Sequence[str], build: Callable[[Fields], Any]) -> tuple[Any, ...]:
         out = []
         for path, element in raw[name]:
-            f = _mapping(element, path, problems, allowed)
+            f = mapping_read(element, path, problems, allowed)
             if f is not None and (item := build(f)) is not None:
                 out.append(item)
         return tuple(out)
 
     rule_seen: dict[tuple[str | None, str, str], str] = {}
     config = FleetConfig(
-        sites=each("sites", _SITE_KEYS, _site),
+        sites=each("sites", SITE_KEYS, site_parse),
         server_types=each(
             "server_types",
             (
@@ -134,9 +144,9 @@ def config_parse(document: Any, *, known: KnownNames | None = None) -> FleetConf
                 "service_life_years",
                 "gpus_per_server",
             ),
-            _server_type,
+            server_type_parse,
         ),
-        gpu_models=each("gpu_models", ("name", "hourly_rate", "currency", "tdp_w"), _gpu_model),
+        gpu_models=each("gpu_models", ("name", "hourly_rate", "currency", "tdp_w"), gpu_model_parse),
         clusters=each(
             "clusters",
             (
@@ -152,19 +162,19 @@ def config_parse(document: Any, *, known: KnownNames | None = None) -> FleetConf
                 "shards",
                 "work_counters",
             ),
-            lambda f: _cluster(f, known=known, sites=site_names, server_types=type_names, problems=problems),
+            lambda f: cluster_parse(f, known=known, sites=site_names, server_types=type_names, problems=problems),
         ),
         teams=each(
             "teams",
             ("name", "display_name", "rules"),
-            lambda f: _team(f, clusters=cluster_names, known=known, problems=problems, rule_seen=rule_seen),
+            lambda f: team_parse(f, clusters=cluster_names, known=known, problems=problems, rule_seen=rule_seen),
         ),
-        job_groups=each("job_groups", ("name", "match_kind", "match_value", "flexible"), _job_group),
+        job_groups=each("job_groups", ("name", "match_kind", "match_value", "flexible"), job_group_parse),
         sso=None
         if document.get("sso") is None
-        else _sso(document["sso"], teams=_names_in(raw["teams"]), known=known, problems=problems),
+        else sso_parse(document["sso"], teams=names_in(raw["teams"]), known=known, problems=problems),
     )
-    _currencies_agree(raw["sites"], raw["gpu_models"], problems)
+    currencies_check(raw["sites"], raw["gpu_models"], problems)
     if problems.items:
         raise ConfigError(sorted(problems.items, key=_document_order))
     return config

@@ -17,7 +17,7 @@ from apps.sso.mapping import FLEET_ROLES, ROLES, TEAM_ROLES, GroupRule, SsoMappi
 from apps.telemetry.shards import RESERVED as RESERVED_SHARDS
 from apps.telemetry.shards import node_pattern_problem
 
-from .fields import _CURRENCY, _Fields, _join, _kind, _mapping, _Problems, _reference
+from .fields import CURRENCY, Fields, Problems, mapping_read, path_join, reference_read, value_kind
 from .types import (
     HOURS_PER_YEAR,
     MATCH_KINDS,
@@ -38,7 +38,7 @@ from .types import (
 _POD_LABEL_RULE = re.compile(r"^\s*[^=\s][^=]*=\s*\S.*\Z")  # name=value, both given (apps.fleet.selectors)
 
 
-_SITE_KEYS = (
+SITE_KEYS = (
     "name",
     "grid_zone",
     "intensity_basis",
@@ -51,7 +51,7 @@ _SITE_KEYS = (
 )
 
 
-def _site(f: _Fields) -> SiteConfig | None:
+def site_parse(f: Fields) -> SiteConfig | None:
     before = len(f.problems)
     name = f.string("name", max_length=100, slug=True)
     grid_zone = f.string("grid_zone", max_length=50)
@@ -66,7 +66,7 @@ def _site(f: _Fields) -> SiteConfig | None:
             f.problems.add(f.where("pue"), f"{why} (got {pue:g})")
         for month, value in (by_month or {}).items():
             if value != 1.0:
-                f.problems.add(_join(f.where("pue_by_month"), month), f"{why} (got {value:g})")
+                f.problems.add(path_join(f.where("pue_by_month"), month), f"{why} (got {value:g})")
     elif by_month is not None and not f.has("pue"):
         missing = [m for m in range(1, 13) if m not in by_month]
         if missing:
@@ -103,13 +103,13 @@ def _site(f: _Fields) -> SiteConfig | None:
     )
 
 
-def _pue_by_month(f: _Fields) -> dict[int, float] | None:
+def _pue_by_month(f: Fields) -> dict[int, float] | None:
     if not f.has("pue_by_month"):
         return None
     raw = f.raw["pue_by_month"]
     path = f.where("pue_by_month")
     if not isinstance(raw, dict):
-        f.problems.add(path, f"expected a mapping of month (1..12) to PUE, got {_kind(raw)}")
+        f.problems.add(path, f"expected a mapping of month (1..12) to PUE, got {value_kind(raw)}")
         return {}
     months: dict[int, float] = {}
     for key, value in raw.items():
@@ -119,18 +119,18 @@ def _pue_by_month(f: _Fields) -> dict[int, float] | None:
         elif isinstance(key, str) and key.strip().isdigit():
             month = int(key)
         if month is None or not 1 <= month <= 12:
-            f.problems.add(_join(path, key), "not a month (1..12)")
+            f.problems.add(path_join(path, key), "not a month (1..12)")
             continue
         if month in months:
-            f.problems.add(_join(path, key), f"month {month} is given twice")
+            f.problems.add(path_join(path, key), f"month {month} is given twice")
             continue
-        pue = f.number("", minimum=1.0, value=value, where=_join(path, key))
+        pue = f.number("", minimum=1.0, value=value, where=path_join(path, key))
         if pue is not None:
             months[month] = pue
     return months
 
 
-def _server_type(f: _Fields) -> ServerTypeConfig | None:
+def server_type_parse(f: Fields) -> ServerTypeConfig | None:
     before = len(f.problems)
     name = f.string("name", max_length=100, slug=True)
     overhead: float | None = None
@@ -160,7 +160,7 @@ def _server_type(f: _Fields) -> ServerTypeConfig | None:
     )
 
 
-def _gpu_model(f: _Fields) -> GpuModelConfig | None:
+def gpu_model_parse(f: Fields) -> GpuModelConfig | None:
     before = len(f.problems)
     name = f.string("name", max_length=100)
     rate = f.money("hourly_rate", places=4, max_digits=10)
@@ -172,7 +172,7 @@ def _gpu_model(f: _Fields) -> GpuModelConfig | None:
     return GpuModelConfig(name=name, hourly_rate=rate, currency=currency, tdp_w=tdp)
 
 
-def _url(f: _Fields, key: str) -> str | None:
+def _url(f: Fields, key: str) -> str | None:
     url = f.string(key, required=False, max_length=200)
     if url is None:
         return None
@@ -183,8 +183,8 @@ def _url(f: _Fields, key: str) -> str | None:
     return url
 
 
-def _cluster(
-    f: _Fields, *, known: KnownNames, sites: set[str], server_types: set[str], problems: _Problems
+def cluster_parse(
+    f: Fields, *, known: KnownNames, sites: set[str], server_types: set[str], problems: Problems
 ) -> ClusterConfig | None:
     before = len(f.problems)
     name = f.string("name", max_length=100, slug=True)
@@ -214,16 +214,17 @@ def _cluster(
         )
     slurmrest_user = f.string("slurmrest_user", required=False, max_length=100, allow_empty=True)
     endpoint = _endpoint(f)
-    site = _reference(f, "site", what="site", in_file=sites, known=known.sites, required=False)
+    site = reference_read(f, "site", what="site", in_file=sites, known=known.sites, required=False)
     nodes: list[NodeMatch] = []
     first: dict[str, str] = {}
     for path, element in f.items("nodes"):
-        node = _mapping(element, path, problems, ("match", "server_type"))
+        node = mapping_read(element, path, problems, ("match", "server_type"))
         if node is None:
             continue
         glob = node.string("match", max_length=255)
-        kind = _reference(node, "server_type", what="server type", in_file=server_types, known=known.server_types,
-                          required=True)  # fmt: skip
+        kind = reference_read(
+            node, "server_type", what="server type", in_file=server_types, known=known.server_types, required=True
+        )
         if glob is not None and glob in first:
             problems.add(node.where("match"), f"{glob!r} is already matched at {first[glob]}: this one never applies")
         elif glob is not None:
@@ -257,13 +258,13 @@ def _cluster(
     )
 
 
-def _shards(f: _Fields, problems: _Problems) -> tuple[ShardConfig, ...] | None:
+def _shards(f: Fields, problems: Problems) -> tuple[ShardConfig, ...] | None:
     """The cluster's node groups, if the key is given: each a name and a node-name regex."""
     if not f.has("shards"):
         return None
     out: list[ShardConfig] = []
     for path, element in f.items("shards"):
-        shard = _mapping(element, path, problems, ("name", "nodes"))
+        shard = mapping_read(element, path, problems, ("name", "nodes"))
         if shard is None:
             continue
         name = shard.string("name", max_length=50, slug=True)
@@ -281,7 +282,7 @@ def _shards(f: _Fields, problems: _Problems) -> tuple[ShardConfig, ...] | None:
     return tuple(out)
 
 
-def _endpoint(f: _Fields) -> dict[str, Any]:
+def _endpoint(f: Fields) -> dict[str, Any]:
     """How the cluster's endpoint is reached; only the keys given (the others stay as stored). Empty
     strings clear a setting."""
     out: dict[str, Any] = {}
@@ -323,7 +324,7 @@ def _endpoint(f: _Fields) -> dict[str, Any]:
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def _scheduler(f: _Fields) -> str | None:
+def _scheduler(f: Fields) -> str | None:
     """Where the cluster's job states are read from; None: left as stored (empty or null: not read)."""
     if not f.has("scheduler"):
         return None
@@ -331,16 +332,16 @@ def _scheduler(f: _Fields) -> str | None:
     if value is None or value in SCHEDULERS:
         return value or ""
     names = ", ".join(s for s in SCHEDULERS if s)
-    f.problems.add(f.where("scheduler"), f'expected one of {names} or "" (not read), got {_kind(value)}')
+    f.problems.add(f.where("scheduler"), f'expected one of {names} or "" (not read), got {value_kind(value)}')
     return None
 
 
-def _team(
-    f: _Fields,
+def team_parse(
+    f: Fields,
     *,
     clusters: set[str],
     known: KnownNames,
-    problems: _Problems,
+    problems: Problems,
     rule_seen: dict[tuple[str | None, str, str], str],
 ) -> TeamConfig | None:
     before = len(f.problems)
@@ -348,7 +349,7 @@ def _team(
     display = f.string("display_name", required=False, max_length=200, allow_empty=True)
     rules: list[TeamRuleConfig] = []
     for path, element in f.items("rules"):
-        rule = _mapping(element, path, problems, ("kind", "value", "cluster", "priority"))
+        rule = mapping_read(element, path, problems, ("kind", "value", "cluster", "priority"))
         if rule is None:
             continue
         kind = rule.choice("kind", RULE_KINDS)
@@ -356,7 +357,9 @@ def _team(
         if kind == "k8s_pod_label" and value is not None and not _POD_LABEL_RULE.match(value):
             rule.problems.add(rule.where("value"), f"{value!r} is not name=value (a pod label and its value)")
             value = None
-        cluster = _reference(rule, "cluster", what="cluster", in_file=clusters, known=known.clusters, required=False)
+        cluster = reference_read(
+            rule, "cluster", what="cluster", in_file=clusters, known=known.clusters, required=False
+        )
         priority = rule.integer("priority", required=False)
         if kind is None or value is None or (rule.has("cluster") and cluster is None):
             continue
@@ -375,7 +378,7 @@ def _team(
     return TeamConfig(name=name, display_name=display or "", rules=tuple(rules))
 
 
-def _job_group(f: _Fields) -> JobGroupConfig | None:
+def job_group_parse(f: Fields) -> JobGroupConfig | None:
     before = len(f.problems)
     name = f.string("name", max_length=100, slug=True)
     kind = f.choice("match_kind", MATCH_KINDS)
@@ -387,9 +390,9 @@ def _job_group(f: _Fields) -> JobGroupConfig | None:
     return JobGroupConfig(name=name, match_kind=kind, match_value=value, flexible=flexible)
 
 
-def _sso(value: Any, *, teams: set[str], known: KnownNames, problems: _Problems) -> SsoMappingConfig | None:
+def sso_parse(value: Any, *, teams: set[str], known: KnownNames, problems: Problems) -> SsoMappingConfig | None:
     """The `sso` section: `groups_claim` and `map`, a list of `{group, role, team}` (docs/sso.md)."""
-    f = _mapping(value, "sso", problems, ("groups_claim", "map"))
+    f = mapping_read(value, "sso", problems, ("groups_claim", "map"))
     if f is None:
         return None
     before = len(problems)
@@ -397,12 +400,12 @@ def _sso(value: Any, *, teams: set[str], known: KnownNames, problems: _Problems)
     rules: list[GroupRule] = []
     seen: dict[tuple[str, str | None, str | None], str] = {}
     for path, element in f.items("map"):
-        rule = _mapping(element, path, problems, ("group", "role", "team"))
+        rule = mapping_read(element, path, problems, ("group", "role", "team"))
         if rule is None:
             continue
         group = rule.string("group", max_length=255)
         role = rule.choice("role", ROLES)
-        team = _reference(rule, "team", what="team", in_file=teams, known=known.teams, required=False)
+        team = reference_read(rule, "team", what="team", in_file=teams, known=known.teams, required=False)
         if role in TEAM_ROLES and not rule.has("team"):
             problems.add(rule.where("team"), f"required: role {role!r} is a membership of one team")
         if role in FLEET_ROLES and rule.has("team"):
@@ -420,20 +423,20 @@ def _sso(value: Any, *, teams: set[str], known: KnownNames, problems: _Problems)
     return SsoMappingConfig(groups_claim=claim or "groups", rules=tuple(rules))
 
 
-def _currencies_agree(sites: list[tuple[str, Any]], gpu_models: list[tuple[str, Any]], problems: _Problems) -> None:
+def currencies_check(sites: list[tuple[str, Any]], gpu_models: list[tuple[str, Any]], problems: Problems) -> None:
     """Cost adds GPU-hours at the model's rate and energy at the site's price, without conversion."""
     first: tuple[str, str] | None = None
     for path, element in [*sites, *gpu_models]:
         if not isinstance(element, dict):
             continue
         currency = element.get("currency", "EUR")
-        if not isinstance(currency, str) or not _CURRENCY.match(currency):
+        if not isinstance(currency, str) or not CURRENCY.match(currency):
             continue  # reported by the element itself
         if first is None:
             first = (currency, path)
         elif currency != first[0]:
             problems.add(
-                _join(path, "currency"),
+                path_join(path, "currency"),
                 f"{currency} differs from {first[0]} at {first[1]}: GPU-hour and energy costs are added without "
                 "converting currencies, so one config uses one currency",
             )

@@ -32,6 +32,8 @@ _SITE_FIELDS_NOT_IN_FOOTPRINTS = {"timezone"}
 
 @dataclass
 class Counts:
+    """What applying the config did to one kind of object."""
+
     created: int = 0
     updated: int = 0
     unchanged: int = 0
@@ -48,6 +50,8 @@ class Counts:
 
 @dataclass
 class ApplyReport:
+    """What applying the config did (config_write, then apps.pipeline.inputs.config_apply), or would do."""
+
     dry_run: bool = False
     counts: dict[str, Counts] = field(default_factory=dict)
     nodes: NodeTypesReport = field(default_factory=NodeTypesReport)

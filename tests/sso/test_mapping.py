@@ -1,5 +1,5 @@
 """Group claims to teams and roles (apps.sso.mapping), and the config file's `sso` section
-(apps.carbon.config), pure."""
+(apps.config), pure."""
 
 from __future__ import annotations
 
