@@ -219,6 +219,9 @@ class Job(models.Model):
                 fields=["job_group", "last_day"], include=["first_day"], condition=models.Q(across_days=True),
                 name="job_group_across_days",
             ),
+            # A job group's jobs whose days reach into a period: their runs by outcome read only those jobs' rows
+            # (apps.rollups.selectors.job_groups_outcome_sums), not every run of the group's year.
+            models.Index(fields=["job_group", "last_day"], include=["first_day"], name="job_group_last_day"),
         ]  # fmt: skip
 
     def __str__(self) -> str:
