@@ -47,7 +47,7 @@ from apps.core.money import (
 )
 from apps.core.services import metric_count
 from apps.fleet.models import Cluster, Team, team_scoped
-from apps.jobs.models import ExpiredJobDay, Job, JobGpuHour, JobGpuHourEnergy, JobQuerySet
+from apps.jobs.models import ExpiredJobDay, Job, JobGpuHour, JobGpuHourEnergy, JobQuerySet, days_reach
 from apps.jobs.states import OUTCOMES
 from apps.jobs.uncertainty import NO_BAND
 from apps.telemetry.models import GpuHour
@@ -951,10 +951,9 @@ class OutcomeSums:
 def job_groups_outcome_sums(*, user: User, start: datetime, end: datetime, groups: Iterable[int]) -> OutcomeSums:
     """The groups' runs (jobs the user may see: a member, their teams' only) with job-GPU-hours in [start, end), by
     outcome, from one read of those rows (each run summed, then the runs)."""
-    # Only jobs whose days (those of their first and last hour rows) reach into the period, or are not recorded, can
-    # have rows in it: the groups' jobs of the period come by index (job_group_last_day), not every job of the groups.
-    first, last = start.astimezone(UTC).date(), (end - timedelta(microseconds=1)).astimezone(UTC).date()
-    days = Q(job__last_day__isnull=True) | Q(job__last_day__gte=first, job__first_day__lte=last)
+    # Only the jobs whose days reach into the period can have rows in it: the groups' jobs of the period come by
+    # index (job_group_last_day), not every job of the groups.
+    days = days_reach(start=start, end=end, path="job__")
     rows = team_scoped(
         JobGpuHour.objects.filter(days, hour__gte=start, hour__lt=end, job__job_group__in=list(groups)), user,
         team_path="job__team",
