@@ -231,9 +231,12 @@ class Job(models.Model):
                 fields=["job_group", "last_day"], include=["first_day"], condition=models.Q(across_days=True),
                 name="job_group_across_days",
             ),
-            # A job group's jobs whose days reach into a period (days_reach): its runs by outcome read only those
-            # jobs' rows (apps.rollups.selectors.job_groups_outcome_sums), not every run of the group's year.
-            models.Index(fields=["job_group", "last_day"], include=["first_day"], name="job_group_last_day"),
+            # A job group's jobs whose days reach into a period (days_reach), of a member's teams or of all: its runs
+            # by outcome read only those jobs' rows (apps.rollups.selectors.job_groups_outcome_sums), not every run
+            # of the group's year (nor, for a member, every job of their teams).
+            models.Index(
+                fields=["job_group", "team", "last_day"], include=["first_day"], name="job_group_team_last_day"
+            ),
         ]  # fmt: skip
 
     def __str__(self) -> str:

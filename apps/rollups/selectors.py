@@ -952,7 +952,7 @@ def job_groups_outcome_sums(*, user: User, start: datetime, end: datetime, group
     """The groups' runs (jobs the user may see: a member, their teams' only) with job-GPU-hours in [start, end), by
     outcome, from one read of those rows (each run summed, then the runs)."""
     # Only the jobs whose days reach into the period can have rows in it: the groups' jobs of the period come by
-    # index (job_group_last_day), not every job of the groups.
+    # index (job_group_team_last_day), not every job of the groups.
     days = days_reach(start=start, end=end, path="job__")
     rows = team_scoped(
         JobGpuHour.objects.filter(days, hour__gte=start, hour__lt=end, job__job_group__in=list(groups)), user,
