@@ -42,6 +42,14 @@ def footprint_sums(
     }
 
 
+def numeric_sums(*, columns: Iterable[str] = FOOTPRINT_COLUMNS) -> dict[str, Expression]:
+    """footprint_sums left exact (`numeric`), for sums to be added up again in the database and read as floats
+    only then: the same to the last bit as one sum of every row."""
+    return {
+        name: Sum(name) if name in _MONEY_COLUMNS else Sum(Cast(F(name), output_field=_Numeric())) for name in columns
+    }
+
+
 # Half-even rounding of costs in Postgres, exact: costs have 6 decimal places (the columns'), so in millionths
 # they are integers. With d = 10^(6 - exponent) millionths to the minor unit, q = floor(m / d) and r the remainder,
 # the cost in whole minor units is q, plus one if r is over half of d, or exactly half with q odd (bigint

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from decimal import ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
+from functools import lru_cache
 
 # ISO 4217 exponents that are not 2 (the usual currencies of GPU sites; 2 for every other code).
 MINOR_EXPONENTS: dict[str, int] = {
@@ -38,9 +39,14 @@ def minor_exponent(currency: str) -> int:
     return max(MINOR_EXPONENTS.get(c, DEFAULT_EXPONENT) for c in codes)
 
 
+@lru_cache(maxsize=256)  # a page rounds thousands of jobs' costs in a few currencies
+def _minor_unit(currency: str) -> Decimal:
+    return Decimal(1).scaleb(-minor_exponent(currency))
+
+
 def round_minor(amount: Decimal, currency: str) -> Decimal:
     """The amount rounded half-even to the currency's minor unit (always with that many places; never -0)."""
-    rounded = Decimal(amount).quantize(Decimal(1).scaleb(-minor_exponent(currency)), rounding=ROUND_HALF_EVEN)
+    rounded = Decimal(amount).quantize(_minor_unit(currency), rounding=ROUND_HALF_EVEN)
     return abs(rounded) if rounded.is_zero() else rounded
 
 

@@ -42,7 +42,8 @@ def _grid_sql(bucket: timedelta) -> str:
     # as the page shows it, its column's index and its figures rounded (a week of hours at MAX_GPUS is 21,504 cells:
     # Python's arithmetic and datetimes per cell cost more than the query): mean power, W = J / (hours x 3,600 s);
     # held by jobs, % = occupied seconds / the hours' seconds. Sorted by ids: the names are read apart, for at most
-    # MAX_GPUS GPUs, not repeated on every cell.
+    # MAX_GPUS GPUs, not repeated on every cell. The column from the hour's offset in seconds as a float (exact for
+    # whole seconds; extract()'s numeric costs more per row).
     bucket_s = int(bucket.total_seconds())
     table = f'"{GpuHour._meta.db_table}"'
     kept = (
@@ -52,7 +53,7 @@ def _grid_sql(bucket: timedelta) -> str:
     # Joined by a hash on the GPU over the period's hours, read in order: by the (GPU, hour) key, each GPU's hours
     # are on as many pages as hours (the ingest writes an hour of every GPU at a time), and measured slower.
     return f"""
-        SELECT h.gpu_id, k.gpus, floor(extract(epoch FROM h.hour - %(start)s) / {bucket_s})::int AS col,
+        SELECT h.gpu_id, k.gpus, floor(date_part('epoch', h.hour - %(start)s) / {bucket_s})::int AS col,
                round(sum(h.device_energy_j) / (count(*) * 3600.0))::int,
                round(least(100.0, 100.0 * sum(h.occupied_s) / (count(*) * 3600.0)))::int,
                count(*)

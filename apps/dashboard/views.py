@@ -42,8 +42,7 @@ from apps.rollups.selectors import (
     MixedBasisError,
     failed_run_jobs,
     failed_run_totals,
-    job_group_outcomes,
-    job_groups_outcome_costs_minor,
+    job_group_outcomes_booked,
     team_idle,
 )
 from apps.rollups.team_selectors import NO_GROUP, team_breakdowns, team_job_parts, team_ran_jobs
@@ -526,12 +525,13 @@ def groups(request: HttpRequest) -> HttpResponse:
     """Each job group's runs of the period by how they ended: what the delivered model cost, failures
     included. The API's `/api/job-groups/{id}/outcomes/` per group; a member counts their teams' runs only."""
     start, end = page_period(request)
-    try:
-        doc, error = job_group_outcomes(user=request.user, start=start, end=end), ""
+    billed: dict[tuple[int, str], Decimal] = {}
+    try:  # the figures and the costs in minor units from one read of the rows
+        (doc, billed), error = job_group_outcomes_booked(user=request.user, start=start, end=end), ""
     except MixedBasisError as exc:
         doc, error = {"groups": [], "currency": ""}, str(exc)
     shown = [g for g in doc["groups"] if g["total"]["jobs"]]
-    _outcomes_billed(request, start, end, shown, currency=doc["currency"])
+    _outcomes_billed(shown, billed, currency=doc["currency"])
     context = {
         "start": start.date(),
         "end": end.date(),
@@ -547,14 +547,9 @@ def groups(request: HttpRequest) -> HttpResponse:
     return render(request, "dashboard/groups.html", context)
 
 
-def _outcomes_billed(
-    request: HttpRequest, start: datetime, end: datetime, groups: list[dict], *, currency: str
-) -> None:
-    """Each outcome's cost as the API's `/api/job-groups/{id}/outcomes/` books it (the sum of its runs' rounded
-    costs; the total the sum of the outcomes'), the exact one kept as `cost_exact`."""
-    billed = job_groups_outcome_costs_minor(
-        user=request.user, start=start, end=end, groups=[g["id"] for g in groups], currency=currency
-    )
+def _outcomes_billed(groups: list[dict], billed: Mapping[tuple[int, str], Decimal], *, currency: str) -> None:
+    """Each outcome's cost as the API's `/api/job-groups/{id}/outcomes/` books it (`billed`: the sum of its runs'
+    rounded costs per group and outcome; the total the sum of the outcomes'), the exact one kept as `cost_exact`."""
     zero = round_minor(Decimal(0), currency)
     for g in groups:
         for o in g["outcomes"]:

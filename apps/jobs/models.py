@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from django.contrib.postgres.fields import ArrayField
@@ -25,6 +26,17 @@ class Source(models.TextChoices):
     # Derived, not measured: occupancy and energy of time the scheduler says a job held a GPU that no
     # observer of jobs saw (apps.jobs.unobserved; DESIGN section 8).
     ESTIMATED = "estimated", "estimated for time nobody saw"
+
+
+def days_reach(*, start: datetime, end: datetime, path: str = "") -> models.Q:
+    """The jobs (at `path`, e.g. "job__" from their rows) whose hour rows may lie in [start, end): their days (those
+    of their first and last hour rows, Job.first_day and last_day) reach into it, or are not recorded. A read of a
+    period's rows of some jobs can then find those jobs by an index on their days, not read every one of them."""
+    first = start.astimezone(UTC).date()
+    last = (end - timedelta(microseconds=1)).astimezone(UTC).date()
+    return models.Q(**{f"{path}last_day__isnull": True}) | models.Q(
+        **{f"{path}last_day__gte": first, f"{path}first_day__lte": last}
+    )
 
 
 class JobQuerySet(models.QuerySet["Job"]):
@@ -218,6 +230,12 @@ class Job(models.Model):
             models.Index(
                 fields=["job_group", "last_day"], include=["first_day"], condition=models.Q(across_days=True),
                 name="job_group_across_days",
+            ),
+            # A job group's jobs whose days reach into a period (days_reach), of a member's teams or of all: its runs
+            # by outcome read only those jobs' rows (apps.rollups.selectors.job_groups_outcome_sums), not every run
+            # of the group's year (nor, for a member, every job of their teams).
+            models.Index(
+                fields=["job_group", "team", "last_day"], include=["first_day"], name="job_group_team_last_day"
             ),
         ]  # fmt: skip
 

@@ -325,7 +325,8 @@ STEPS: tuple[Step, ...] = (
     _step("job_flag_lists", _job_flag_lists, {F.FLAGS}, None,
           "each job's list of flag kinds, once, after every flag of the run is settled"),
     _step("day_sums", _day_sums, {F.ROW_FOOTPRINTS, F.BILLING, F.SUMMARIES, F.GROUPS, F.JOB_GROUP}, F.DAY_SUMS,
-          "daily sums of the footprints per team (without the jobs excluded from a bill), cluster and job group; "
+          "daily sums of the footprints per team (without the jobs excluded from a bill), cluster and job group, "
+          "and of each GPU's GPU-hours; "
           "after the summaries, whose days of each job decide which jobs' rounded costs a day holds"),
     _step("caches_expire", _caches_expire,
           {F.DAY_SUMS, F.ROW_FOOTPRINTS, F.SUMMARIES, F.JOB_FOOTPRINTS, F.GROUPS, F.FLAGS}, None,

@@ -25,14 +25,15 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.postgres.aggregates import ArrayAgg
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import Case, CharField, Count, DateTimeField, F, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import Cast, TruncDay, TruncMonth, TruncWeek
 
 from apps.carbon.models import JobGroup
-from apps.core.aggregates import HALF_EVEN_QR, HALF_EVEN_UNITS, footprint_sums
-from apps.core.footprint import S_PER_HOUR, Footprint, kwh
+from apps.core.aggregates import HALF_EVEN_QR, HALF_EVEN_UNITS, footprint_sums, numeric_sums
+from apps.core.footprint import FOOTPRINT_COLUMNS, S_PER_HOUR, Footprint, kwh
 from apps.core.generation import kept_read, kept_write
 from apps.core.metrics import ROLLUP_CACHE
 from apps.core.money import (
@@ -46,7 +47,7 @@ from apps.core.money import (
 )
 from apps.core.services import metric_count
 from apps.fleet.models import Cluster, Team, team_scoped
-from apps.jobs.models import ExpiredJobDay, Job, JobGpuHour, JobGpuHourEnergy, JobQuerySet
+from apps.jobs.models import ExpiredJobDay, Job, JobGpuHour, JobGpuHourEnergy, JobQuerySet, days_reach
 from apps.jobs.states import OUTCOMES
 from apps.jobs.uncertainty import NO_BAND
 from apps.telemetry.models import GpuHour
@@ -918,6 +919,69 @@ def _outcome_case() -> Case:
     )
 
 
+# Job groups' runs by outcome from each run's sums (`{per_run}`: per group, outcome and job, its rows' footprint
+# columns as exact decimals and their clusters): per group and outcome the runs, their sums read as floats (the same
+# to the last bit as summed from the rows at once), each run's cost (rounded in Python, in the currency of the rows'
+# sites) and, on every row, the clusters of all the rows.
+_OUTCOME_SUMS_SQL = """
+WITH per_run AS ({per_run})
+SELECT "job__job_group", outcome, count(*) AS run_count, {sums}, array_agg(cost) AS run_costs,
+       (SELECT array_agg(DISTINCT c) FROM per_run, unnest(per_run.clusters) AS c) AS clusters
+FROM per_run GROUP BY "job__job_group", outcome
+"""
+
+
+@dataclass(frozen=True)
+class OutcomeSums:
+    """Job groups' runs of a period by outcome (OUTCOMES), read once: per (group id, outcome) the runs' count and
+    footprint sums (`sums`: a row for Footprint.from_sums, with `run_count`) and each run's cost (`run_costs`), and
+    the clusters of their rows (whose sites give the intensity basis and the currency)."""
+
+    sums: dict[tuple[int, str], dict[str, Any]]
+    run_costs: dict[tuple[int, str], list[Decimal]]
+    clusters: list[int]
+
+    def costs_minor(self, currency: str) -> dict[tuple[int, str], Decimal]:
+        """Per (group id, outcome): the sum of its runs' costs, each rounded half-even in `currency`."""
+        return {
+            key: sum((round_minor(c, currency) for c in costs), Decimal(0)) for key, costs in self.run_costs.items()
+        }
+
+
+def job_groups_outcome_sums(*, user: User, start: datetime, end: datetime, groups: Iterable[int]) -> OutcomeSums:
+    """The groups' runs (jobs the user may see: a member, their teams' only) with job-GPU-hours in [start, end), by
+    outcome, from one read of those rows (each run summed, then the runs)."""
+    # Only the jobs whose days reach into the period can have rows in it: the groups' jobs of the period come by
+    # index (job_group_team_last_day), not every job of the groups.
+    days = days_reach(start=start, end=end, path="job__")
+    rows = team_scoped(
+        JobGpuHour.objects.filter(days, hour__gte=start, hour__lt=end, job__job_group__in=list(groups)), user,
+        team_path="job__team",
+    )  # fmt: skip
+    per_run = (
+        rows.annotate(outcome=_outcome_case())
+        .values("job__job_group", "outcome", "job_id")
+        .annotate(clusters=ArrayAgg("gpu__node__cluster", distinct=True), **numeric_sums())
+        .order_by()
+    )
+    columns = ", ".join(
+        "SUM(cost) AS cost" if name == "cost" else f"SUM({name})::float8 AS {name}" for name in FOOTPRINT_COLUMNS
+    )
+    try:
+        inner, params = per_run.query.sql_with_params()
+    except EmptyResultSet:  # no team to see
+        return OutcomeSums({}, {}, [])
+    with connection.cursor() as cursor:
+        cursor.execute(_OUTCOME_SUMS_SQL.format(per_run=inner, sums=columns), params)
+        names = [c.name for c in cursor.description]
+        found = [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
+    return OutcomeSums(
+        sums={(r["job__job_group"], r["outcome"]): r for r in found},
+        run_costs={(r["job__job_group"], r["outcome"]): [c or Decimal(0) for c in r["run_costs"]] for r in found},
+        clusters=sorted(found[0]["clusters"]) if found else [],
+    )
+
+
 def job_group_outcome_costs_minor(
     *, user: User, start: datetime, end: datetime, group: JobGroup, currency: str
 ) -> dict[str, Decimal]:
@@ -931,15 +995,7 @@ def job_groups_outcome_costs_minor(
     *, user: User, start: datetime, end: datetime, groups: list[int], currency: str
 ) -> dict[tuple[int, str], Decimal]:
     """job_group_outcome_costs_minor of several groups (their ids) at once, per (group id, outcome), in one query."""
-    rows = team_scoped(
-        JobGpuHour.objects.filter(hour__gte=start, hour__lt=end, job__job_group__in=groups), user,
-        team_path="job__team",
-    )  # fmt: skip
-    out: dict[tuple[int, str], Decimal] = defaultdict(Decimal)
-    per_job = rows.annotate(outcome=_outcome_case()).values("job__job_group", "job_id", "outcome")
-    for r in per_job.annotate(c=Sum("cost")).order_by():
-        out[(r["job__job_group"], r["outcome"])] += round_minor(r["c"] or Decimal(0), currency)
-    return dict(out)
+    return job_groups_outcome_sums(user=user, start=start, end=end, groups=groups).costs_minor(currency)
 
 
 def job_group_outcomes(
@@ -950,24 +1006,23 @@ def job_group_outcomes(
     unknown state; "what the delivered model cost, failures included". Summed from the job-GPU-hours in the
     period (as the group's rollup), of the jobs the user may see (a member: their teams' runs only), in one
     aggregate query; every group of `groups` (default: all) is listed, with zeros where it had no run."""
+    return job_group_outcomes_booked(user=user, start=start, end=end, groups=groups)[0]
+
+
+def job_group_outcomes_booked(
+    *, user: User, start: datetime, end: datetime, groups: QuerySet[JobGroup] | None = None
+) -> tuple[dict[str, Any], dict[tuple[int, str], Decimal]]:
+    """job_group_outcomes, and each group's cost per outcome in minor units as job_groups_outcome_costs_minor
+    books it in the document's currency, from the same read of the rows."""
     groups = (groups if groups is not None else JobGroup.objects.all()).order_by("name")
-    rows = team_scoped(
-        JobGpuHour.objects.filter(hour__gte=start, hour__lt=end, job__job_group__in=groups), user, team_path="job__team"
-    )
-    outcome = _outcome_case()
-    sums: dict[tuple[int, str], Any] = {
-        (r["job__job_group"], r["outcome"]): r
-        for r in rows.annotate(outcome=outcome)
-        .values("job__job_group", "outcome")
-        .annotate(run_count=Count("job", distinct=True), **footprint_sums())
-        .order_by()
-    }
-    basis, zones, currency = _bases(Cluster.objects.filter(pk__in=rows.values("gpu__node__cluster")))
+    listed = list(groups)
+    found = job_groups_outcome_sums(user=user, start=start, end=end, groups=[g.pk for g in listed])
+    basis, zones, currency = _bases(Cluster.objects.filter(pk__in=found.clusters))
     out = []
-    for group in groups:
+    for group in listed:
         split, total, total_jobs = [], Footprint(), 0
         for key, info in OUTCOMES.items():
-            row = sums.get((group.pk, key), {})
+            row = found.sums.get((group.pk, key), {})
             fp, jobs = Footprint.from_sums(row), row.get("run_count", 0)
             split.append({"outcome": key, "label": info.label, **_outcome_figures(fp, jobs)})
             total, total_jobs = total + fp, total_jobs + jobs
@@ -981,7 +1036,8 @@ def job_group_outcomes(
                 "failed_cost_share": float(failed_cost / total.cost) if total.cost else None,
             }
         )
-    return {"currency": currency, "intensity_basis": basis, "intensity_zones": zones, "groups": out}
+    doc = {"currency": currency, "intensity_basis": basis, "intensity_zones": zones, "groups": out}
+    return doc, found.costs_minor(currency)
 
 
 # --- failed runs, as the pages show them ------------------------------------------------------------------

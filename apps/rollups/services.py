@@ -1,4 +1,4 @@
-"""Writes of the stored sums rollups read (the daily sums of teams, clusters and job groups).
+"""Writes of the stored sums rollups read (the daily sums of teams, clusters and job groups, and of each GPU).
 
 Float sums go through `numeric` so that they do not depend on the order Postgres meets the rows in
 (apps/core/aggregates.py)."""
@@ -15,7 +15,7 @@ from apps.core.money import DEFAULT_EXPONENT, MINOR_EXPONENTS
 from apps.fleet.models import Gpu
 
 from .bands import NO_BAND_METHODS, band_inputs_cte, band_of
-from .models import ClusterDay, JobGroupDay, TeamDay
+from .models import ClusterDay, GpuDay, JobGroupDay, TeamDay
 
 # The clusters' GPUs come as arrays (`gpus`, each with its cluster), not as joins to fleet_gpu and
 # fleet_node: without statistics (a month's new partition, a fresh table) Postgres planned those joins as
@@ -122,23 +122,45 @@ bands AS (  -- each job's day on shared GPUs: how far below and above its energy
 ), job_group_days AS (
     {_days_insert("rollups_jobgroupday", "job_group_id, cluster_id", "job_group_id IS NOT NULL")}
     RETURNING 1
-), idle AS (  -- the GPU-hours' sums a cluster's idle line is worked out from
-    SELECT g.cluster_id, (h.hour AT TIME ZONE 'UTC')::date AS day,
-           SUM(h.device_energy_j::numeric)::float8 AS device_j, SUM(h.jobs_energy_j::numeric)::float8 AS jobs_j,
-           SUM(h.estimated_j::numeric)::float8 AS estimated_j, count(*) AS gpu_hours_total,
-           SUM(h.occupied_s::numeric)::float8 AS occupied_s, SUM(h.estimated_s::numeric)::float8 AS estimated_s,
-           SUM(h.idle_facility_kwh::numeric)::float8 AS idle_facility_kwh,
-           COALESCE(SUM(h.idle_operational_kg::numeric), 0)::float8 AS idle_operational_kg,
-           SUM(h.idle_embodied_kg::numeric)::float8 AS idle_embodied_kg, SUM(h.idle_cost) AS idle_cost,
-           SUM(h.unseen_j::numeric)::float8 AS unseen_j, SUM(h.unseen_s::numeric)::float8 AS unseen_s,
-           SUM(h.unseen_facility_kwh::numeric)::float8 AS unseen_facility_kwh,
-           COALESCE(SUM(h.unseen_operational_kg::numeric), 0)::float8 AS unseen_operational_kg,
-           SUM(h.unseen_embodied_kg::numeric)::float8 AS unseen_embodied_kg, SUM(h.unseen_cost) AS unseen_cost
+), gpu_day_rows AS (  -- each GPU's day of GPU-hours, summed exactly (numeric): its own day and its cluster's
+    SELECT h.gpu_id, g.cluster_id, (h.hour AT TIME ZONE 'UTC')::date AS day, count(*) AS hours,
+           SUM(h.device_energy_j::numeric) AS device_j, SUM(h.jobs_energy_j::numeric) AS jobs_j,
+           SUM(h.idle_energy_j::numeric) AS idle_j, SUM(h.unobserved_j::numeric) AS unobserved_j,
+           SUM(h.estimated_j::numeric) AS estimated_j,
+           SUM(h.occupied_s::numeric) AS occupied_s, SUM(h.estimated_s::numeric) AS estimated_s,
+           SUM(h.idle_facility_kwh::numeric) AS idle_facility_kwh,
+           SUM(h.idle_operational_kg::numeric) AS idle_operational_kg,
+           SUM(h.idle_embodied_kg::numeric) AS idle_embodied_kg, SUM(h.idle_cost) AS idle_cost,
+           SUM(h.unseen_j::numeric) AS unseen_j, SUM(h.unseen_s::numeric) AS unseen_s,
+           SUM(h.unseen_facility_kwh::numeric) AS unseen_facility_kwh,
+           SUM(h.unseen_operational_kg::numeric) AS unseen_operational_kg,
+           SUM(h.unseen_embodied_kg::numeric) AS unseen_embodied_kg, SUM(h.unseen_cost) AS unseen_cost
     FROM telemetry_gpuhour h
     JOIN gpus g ON g.id = h.gpu_id
     WHERE h.gpu_id = ANY(%(gpus)s::bigint[]) AND (h.hour AT TIME ZONE 'UTC')::date = ANY(%(days)s)
       AND h.hour >= %(lo)s AND h.hour < %(hi)s
-    GROUP BY g.cluster_id, day
+    GROUP BY h.gpu_id, g.cluster_id, day
+), gpu_days AS (  -- what the GPU list reads (GpuDay)
+    INSERT INTO rollups_gpuday (gpu_id, day, hours, device_energy_j, jobs_energy_j, idle_energy_j, unobserved_j,
+                                estimated_j, occupied_s, estimated_s)
+    SELECT gpu_id, day, hours, device_j::float8, jobs_j::float8, idle_j::float8, unobserved_j::float8,
+           estimated_j::float8, occupied_s::float8, estimated_s::float8
+    FROM gpu_day_rows
+    RETURNING 1
+), idle AS (  -- the GPU-hours' sums a cluster's idle line is worked out from
+    SELECT cluster_id, day,
+           SUM(device_j)::float8 AS device_j, SUM(jobs_j)::float8 AS jobs_j,
+           SUM(estimated_j)::float8 AS estimated_j, SUM(hours) AS gpu_hours_total,
+           SUM(occupied_s)::float8 AS occupied_s, SUM(estimated_s)::float8 AS estimated_s,
+           SUM(idle_facility_kwh)::float8 AS idle_facility_kwh,
+           COALESCE(SUM(idle_operational_kg), 0)::float8 AS idle_operational_kg,
+           SUM(idle_embodied_kg)::float8 AS idle_embodied_kg, SUM(idle_cost) AS idle_cost,
+           SUM(unseen_j)::float8 AS unseen_j, SUM(unseen_s)::float8 AS unseen_s,
+           SUM(unseen_facility_kwh)::float8 AS unseen_facility_kwh,
+           COALESCE(SUM(unseen_operational_kg), 0)::float8 AS unseen_operational_kg,
+           SUM(unseen_embodied_kg)::float8 AS unseen_embodied_kg, SUM(unseen_cost) AS unseen_cost
+    FROM gpu_day_rows
+    GROUP BY cluster_id, day
 )
 INSERT INTO rollups_clusterday (cluster_id, {_DAY_COLUMNS}, energy_by_method_j, device_j, jobs_j, estimated_j,
                                 gpu_hours_total, occupied_s, estimated_s, idle_facility_kwh, idle_operational_kg,
@@ -168,9 +190,9 @@ _DAY_SUMS_LOCK = 0x66770001  # advisory lock namespace: a cluster's daily sums
 
 def day_sums_refresh(*, cluster_ids: Iterable[int], days: Iterable[date]) -> None:
     """Rebuild the daily sums of these clusters and days from the job-GPU-hour and GPU-hour rows: the teams'
-    (jobs excluded from their team's bill left out), the clusters' and the job groups', with the rounded costs
-    of the jobs within each day (`Job.first_day` and `last_day`, stored before: the derivation's summaries run
-    first)."""
+    (jobs excluded from their team's bill left out), the clusters', the job groups' and their GPUs', with the
+    rounded costs of the jobs within each day (`Job.first_day` and `last_day`, stored before: the derivation's
+    summaries run first)."""
     clusters, wanted = sorted(set(cluster_ids)), sorted(set(days))
     if not clusters or not wanted:
         return
@@ -183,6 +205,7 @@ def day_sums_refresh(*, cluster_ids: Iterable[int], days: Iterable[date]) -> Non
     for model in (TeamDay, ClusterDay, JobGroupDay):
         model.objects.filter(cluster_id__in=clusters, day__in=wanted).delete()
     gpus = list(Gpu.objects.filter(node__cluster_id__in=clusters).values_list("pk", "node__cluster_id").order_by())
+    GpuDay.objects.filter(gpu_id__any=[g for g, _ in gpus], day__in=wanted).delete()
     with connection.cursor() as cursor:
         lo = datetime(wanted[0].year, wanted[0].month, wanted[0].day, tzinfo=UTC)
         hi = datetime(wanted[-1].year, wanted[-1].month, wanted[-1].day, tzinfo=UTC) + timedelta(days=1)

@@ -1,12 +1,16 @@
-"""The fleet page's GPUs (templatetags/fleet_gpus.py): the heatmap's GPU that drew the most, and a GPU's one name."""
+"""The fleet page's GPUs (templatetags/fleet_gpus.py): the heatmap's GPU that drew the most, a GPU's one name, and
+each cluster's list of GPU links."""
 
 from __future__ import annotations
 
+from datetime import date
+from itertools import groupby
 from typing import Any
 
 import pytest
+from django.template import Context, Template
 
-from apps.dashboard.templatetags.fleet_gpus import hottest_gpu
+from apps.dashboard.templatetags.fleet_gpus import cluster_gpu_links, hottest_gpu
 from apps.fleet.models import Cluster, Gpu, Node
 
 
@@ -48,3 +52,29 @@ def test_a_gpu_s_one_name_is_its_host_and_index() -> None:
     node = Node.objects.create(cluster=Cluster.objects.create(name="c1", prometheus_url="http://127.0.0.1:9"),
                                hostname="gpu-x01")  # fmt: skip
     assert str(Gpu.objects.create(node=node, uuid="GPU-1", index=4)) == "gpu-x01/4"
+
+
+# The list as the fleet page's template wrote it, a loop per node and per GPU (cluster_gpu_links builds it at once).
+_TEMPLATE_LOOP = (
+    "{% load fleet_gpus %}{% for host, gpus in nodes %}<li>{% for g in gpus %}<a href=\"{% url 'dashboard:gpu' g.pk %}"
+    "?start={{ start|date:'Y-m-d' }}&amp;end={{ end|date:'Y-m-d' }}\">{{ g }}</a>{% if not forloop.last %}, {% endif %}"
+    "{% endfor %}</li>{% empty %}<li>No GPU known yet.</li>{% endfor %}"
+)
+
+
+@pytest.mark.django_db
+def test_a_cluster_s_gpu_links_are_those_the_template_loop_wrote() -> None:
+    # given a cluster of two nodes (one with a name to escape) and an empty one
+    cluster, empty = Cluster.objects.create(name="c1"), Cluster.objects.create(name="c2")
+    for hostname in ("n1", "n0<&>"):
+        node = Node.objects.create(cluster=cluster, hostname=hostname)
+        for index in (2, 0, 1):
+            Gpu.objects.create(node=node, uuid=f"GPU-{hostname}-{index}", index=index)
+    start, end = date(2026, 11, 2), date(2026, 11, 9)
+    for c in (cluster, empty):
+        gpus = Gpu.objects.filter(node__cluster=c).select_related("node").order_by("node__hostname", "index")
+        nodes = [(host, list(group)) for host, group in groupby(gpus, key=lambda g: g.node.hostname)]
+        # then the links are the loop's, character for character
+        expected = Template(_TEMPLATE_LOOP).render(Context({"nodes": nodes, "start": start, "end": end}))
+        assert cluster_gpu_links(c, start, end) == expected
+    assert "n0&lt;&amp;&gt;/0</a>, " in cluster_gpu_links(cluster, start, end)

@@ -3,21 +3,41 @@ cluster; and the heatmap's GPU that drew the most."""
 
 from __future__ import annotations
 
+from datetime import date
 from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
 from django import template
+from django.urls import reverse
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
 
+from apps.core.glossary import gpu_name
 from apps.fleet.models import Cluster, Gpu
 
 register = template.Library()
 
 
+# An id no GPU has, to reverse a GPU page's URL once and fill in each GPU's id.
+_ANY_ID = 987654321
+
+
 @register.simple_tag
-def cluster_gpus(cluster: Cluster) -> list[tuple[str, list[Gpu]]]:
-    """[(hostname, [its GPUs by index])], nodes by hostname."""
-    gpus = Gpu.objects.filter(node__cluster=cluster).select_related("node").order_by("node__hostname", "index")
-    return [(host, list(group)) for host, group in groupby(gpus, key=lambda g: g.node.hostname)]
+def cluster_gpu_links(cluster: Cluster, start: date, end: date) -> str:
+    """The cluster's GPUs as list items, a node a line (by hostname), each GPU (by index) linked to its page over the
+    period: built in one pass (a template loop over 1,000 GPUs, a URL and two dates each, took 0.1 s of the page)."""
+    gpus = Gpu.objects.filter(node__cluster=cluster).order_by("node__hostname", "index")
+    url = escape(reverse("dashboard:gpu", args=[_ANY_ID]))
+    period = f"?start={start:%Y-%m-%d}&amp;end={end:%Y-%m-%d}"
+    lines = []
+    for hostname, group in groupby(gpus.values_list("node__hostname", "index", "pk"), key=itemgetter(0)):
+        links = (
+            f'<a href="{url.replace(str(_ANY_ID), str(pk))}{period}">{escape(gpu_name(hostname, index))}</a>'
+            for _, index, pk in group
+        )
+        lines.append(f"<li>{', '.join(links)}</li>")
+    return mark_safe("".join(lines) or "<li>No GPU known yet.</li>")  # every part escaped above
 
 
 @register.simple_tag

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 import django_filters
-from django.db.models import CharField, Count, F, FloatField, Q, QuerySet, Sum, Value
-from django.db.models.functions import Cast, Coalesce, Concat, LPad
+from django.db.models import CharField, F, QuerySet, Value
+from django.db.models.functions import Cast, Concat, LPad
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers, viewsets
 
@@ -14,6 +14,7 @@ from apps.core.page_cache import CachedListMixin
 from apps.core.pagination import GpuCursorPagination, NameCursorPagination
 from apps.core.params import ID_PATTERN
 from apps.fleet.models import Cluster, Gpu, Team
+from apps.rollups.gpu_selectors import gpus_with_sums
 
 from .serializers import ClusterSerializer, GpuSerializer, JobGroupSerializer, TeamSerializer
 
@@ -49,24 +50,10 @@ class GpuViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     def get_queryset(self) -> QuerySet[Gpu]:
         window = GpuPeriodSerializer(data=self.request.query_params)
         window.is_valid(raise_exception=True)
-        period = Q()
-        if window.validated_data.get("start"):
-            period &= Q(hours__hour__gte=window.validated_data["start"])
-        if window.validated_data.get("end"):
-            period &= Q(hours__hour__lt=window.validated_data["end"])
-        zero = Value(0.0, output_field=FloatField())
+        # Each GPU's sums from its days, and its rows of a day the period cuts (apps.rollups.gpu_selectors).
         gpus = (
-            Gpu.objects.select_related("node__cluster")
-            .annotate(
-                hours_count=Count("hours", filter=period),
-                energy_j=Coalesce(Sum("hours__device_energy_j", filter=period), zero),
-                jobs_energy_j=Coalesce(Sum("hours__jobs_energy_j", filter=period), zero),
-                idle_energy_j=Coalesce(Sum("hours__idle_energy_j", filter=period), zero),
-                occupied_s=Coalesce(Sum("hours__occupied_s", filter=period), zero),
-                unobserved_j=Coalesce(Sum("hours__unobserved_j", filter=period), zero),
-                estimated_j=Coalesce(Sum("hours__estimated_j", filter=period), zero),
-                estimated_s=Coalesce(Sum("hours__estimated_s", filter=period), zero),
-            )
+            gpus_with_sums(start=window.validated_data.get("start"), end=window.validated_data.get("end"))
+            .select_related("node__cluster")
             .annotate(  # the cursor's place: cluster, node and index in one unique, sortable text
                 position=Concat(
                     F("node__cluster__name"),

@@ -1,6 +1,6 @@
 """The clusters' and the job groups' daily sums. Their days were built here with this release's refresh
 (apps.rollups.services.day_sums_refresh), which a later release's tables no longer fit: the days are built by
-telemetry 0011_day_sums_rebuild, the last migration, with the refresh of its own release."""
+telemetry 0013_day_sums_rebuild, the last migration, with the refresh of its own release."""
 
 import django.db.models.deletion
 from django.db import migrations, models
@@ -70,6 +70,6 @@ class Migration(migrations.Migration):
                 'constraints': [models.UniqueConstraint(fields=('job_group', 'cluster', 'day'), name='jobgroupday_unique')],
             },
         ),
-        # (the days: telemetry 0011_day_sums_rebuild)
+        # (the days: telemetry 0013_day_sums_rebuild)
         migrations.RunSQL("ANALYZE rollups_clusterday; ANALYZE rollups_jobgroupday", migrations.RunSQL.noop),
     ]
