@@ -74,3 +74,16 @@ class TextField(serializers.CharField):
         limit = self.max_length or params.TEXT_MAX
         value = _parsed(lambda raw: params.text(raw, name="", max_length=limit, lines=self.lines), data)
         return super().to_internal_value(value)
+
+
+@extend_schema_field({"type": "string", "format": "decimal", "nullable": True})
+class MinorUnitMoneyField(serializers.Field):
+    """A money amount already in its currency's minor unit (apps.core.money.round_minor, money_text), written as it
+    is: "12.30" EUR, "1235" JPY, as `cost` everywhere in the API; a DecimalField would pad it to its own places."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs["read_only"] = True
+        super().__init__(**kwargs)
+
+    def to_representation(self, value: Any) -> str:
+        return str(value)

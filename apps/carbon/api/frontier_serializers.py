@@ -4,13 +4,15 @@ apps.carbon.frontier_selectors and written through these serializers, so the ans
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from rest_framework import serializers
 
 from apps.carbon.frontier_selectors import GroupFrontier, GroupSaving
 from apps.core import params
-from apps.core.fields import MonthField
+from apps.core.fields import MinorUnitMoneyField, MonthField
+from apps.core.money import round_minor
 from apps.jobs.frontier import J_PER_KWH, MIN_RUNS_DEFAULT, SLACK_DEFAULT, Point
 
 MIN_RUNS_MAX = 1_000
@@ -58,7 +60,7 @@ class FleetFrontierQuerySerializer(FrontierQuerySerializer):
 
 class PointSerializer(serializers.Serializer):
     cap_w = serializers.FloatField(help_text="The power limit (W).")
-    runs = serializers.IntegerField()
+    runs = serializers.IntegerField(help_text="The group's runs at this limit.")
     s_per_unit = serializers.FloatField(help_text="Median wall seconds per unit of work of its runs.")
     s_per_unit_low = serializers.FloatField(help_text="Its first quartile.")
     s_per_unit_high = serializers.FloatField(help_text="Its third quartile.")
@@ -88,13 +90,15 @@ class PlanSerializer(serializers.Serializer):
 
 
 class GroupFrontierSerializer(serializers.Serializer):
-    job_group = serializers.CharField()
-    job_group_id = serializers.IntegerField()
+    job_group = serializers.CharField(help_text="The job group's name.")
+    job_group_id = serializers.IntegerField(help_text="The job group's id (/api/job-groups/{id}/).")
     unit = serializers.CharField(
         help_text="The unit of work most of its runs count (their own counter's, or reported)."
     )
-    slack = serializers.FloatField()
-    min_runs = serializers.IntegerField()
+    slack = serializers.FloatField(
+        help_text="The time slack asked for: the advice's time per unit at most 1 + slack times the current."
+    )
+    min_runs = serializers.IntegerField(help_text="The runs a limit needs before it is advised (or advised against).")
     gpu_model = serializers.CharField(help_text="The GPU model most of its GPU-hours ran on.")
     tdp_w = serializers.FloatField(allow_null=True, help_text="That model's TDP in the fleet config; null: not named.")
     runs = serializers.IntegerField(help_text="Its finished runs the user may see.")
@@ -110,27 +114,29 @@ class GroupFrontierSerializer(serializers.Serializer):
 
 class SavingSerializer(serializers.Serializer):
     runs = serializers.IntegerField(help_text="The month's runs not at the advised limit.")
-    units = serializers.FloatField()
+    units = serializers.FloatField(help_text="Their units of work.")
     gpu_kwh = serializers.FloatField(help_text="GPU energy they would have saved (negative: used more).")
     facility_kwh = serializers.FloatField(allow_null=True)
     co2e_kg = serializers.FloatField(allow_null=True, help_text="Operational, at the runs' own kg per facility kWh.")
-    cost = serializers.DecimalField(
-        max_digits=18, decimal_places=6, allow_null=True, help_text="The electricity's, at the runs' sites' price."
+    cost = MinorUnitMoneyField(
+        allow_null=True,
+        help_text="The electricity's, at the runs' sites' price, in the currency's minor unit (totals: the groups' "
+        "rounded costs added up).",
     )
-    currency = serializers.CharField()
+    currency = serializers.CharField(help_text="ISO 4217 currency of `cost` (several, comma-separated: no cost).")
     extra_h = serializers.FloatField(help_text="The longer wall time it would have cost (h).")
     extra_gpu_h = serializers.FloatField(help_text="The same in GPU-hours held.")
 
 
 class GroupSavingSerializer(GroupFrontierSerializer):
-    saving = SavingSerializer()
+    saving = SavingSerializer(help_text="What its advice would have saved in the month.")
 
 
 class FleetFrontierSerializer(serializers.Serializer):
-    month = serializers.CharField()
-    slack = serializers.FloatField()
-    min_runs = serializers.IntegerField()
-    groups = GroupSavingSerializer(many=True)
+    month = serializers.CharField(help_text="The month (UTC), YYYY-MM.")
+    slack = serializers.FloatField(help_text="The time slack asked for.")
+    min_runs = serializers.IntegerField(help_text="The runs a limit needs before it is advised.")
+    groups = GroupSavingSerializer(many=True, help_text="Each recurring group with runs in the month.")
     totals = SavingSerializer(help_text="The groups' savings added up; cost null across currencies.")
 
 
@@ -173,10 +179,15 @@ def saving_document(found: GroupSaving) -> dict[str, Any]:
         **frontier_document(found.entry),
         "saving": {
             "runs": s.runs, "units": s.units, "gpu_kwh": found.gpu_kwh, "facility_kwh": found.facility_kwh,
-            "co2e_kg": found.co2e_kg, "cost": found.cost, "currency": found.currency, "extra_h": s.extra_s / 3600,
-            "extra_gpu_h": s.extra_gpu_h,
+            "co2e_kg": found.co2e_kg, "cost": _minor(found.cost, found.currency), "currency": found.currency,
+            "extra_h": s.extra_s / 3600, "extra_gpu_h": s.extra_gpu_h,
         },
     }  # fmt: skip
+
+
+def _minor(cost: Decimal | None, currency: str) -> Decimal | None:
+    """A cost in its currency's minor unit, as every money figure of the API (apps.core.money)."""
+    return None if cost is None else round_minor(cost, currency)
 
 
 def totals_document(groups: list[GroupSaving]) -> dict[str, Any]:
@@ -186,7 +197,7 @@ def totals_document(groups: list[GroupSaving]) -> dict[str, Any]:
         return None if any(v is None for v in values) else sum(values)
 
     currencies = {g.currency for g in groups if g.saving.runs}
-    costs = [g.cost for g in groups if g.saving.runs]
+    costs = [_minor(g.cost, g.currency) for g in groups if g.saving.runs]
     return {
         "runs": sum(g.saving.runs for g in groups), "units": sum(g.saving.units for g in groups),
         "gpu_kwh": sum(g.gpu_kwh for g in groups),

@@ -6,6 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from apps.core.fields import MinorUnitMoneyField
 from apps.core.money import money_text
 from apps.jobs.per_token import GROUPS, PerToken
 from apps.rollups.api.serializers import PeriodQuerySerializer
@@ -37,9 +38,7 @@ class PerTokenSerializer(serializers.Serializer):
         allow_null=True, help_text="Operational + embodied CO2e (kg); null where no hour had a grid intensity."
     )
     co2e_g_per_1k_tokens = serializers.FloatField(allow_null=True, help_text="g CO2e per 1,000 output tokens.")
-    cost = serializers.DecimalField(
-        max_digits=18,
-        decimal_places=3,
+    cost = MinorUnitMoneyField(
         allow_null=True,
         help_text="Billed: the sum of the jobs' costs, each rounded to the currency's minor unit first (shared by "
         "model with the rounded parts adding up to it). Null where the group spans currencies.",
