@@ -376,6 +376,8 @@ def main() -> None:
                     help="measure with the page caches, without them, or both side by side")  # fmt: skip
     ap.add_argument("--only", default="",
                     help="only the endpoints whose name contains this ('page': the pages), and the floor")  # fmt: skip
+    ap.add_argument("--callers", default="",
+                    help="only the callers whose name holds one of these (member,admin,token)")  # fmt: skip
     ap.add_argument("--computed-requests", type=int, default=200,
                     help="per endpoint and caller without the page cache (some take 0.1-0.5 s each)")  # fmt: skip
     ap.add_argument("--after-change", type=int, default=5, metavar="N",
@@ -426,6 +428,8 @@ def main() -> None:
     callers = {"member, session": member, "admin, session": ["-C", f"{cookie}={user_session(admin)}"]}
     if args.token:
         callers["finance tool, API token"] = ["-H", f"Authorization: Bearer {finance_token()}"]
+    if args.callers:
+        callers = {who: how for who, how in callers.items() if any(c in who for c in args.callers.split(","))}
     year = "start=2025-12-01&end=2026-12-01"
     month = "start=2026-06-01T00:00:00Z&end=2026-07-01T00:00:00Z"
     team_endpoints = {

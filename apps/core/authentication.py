@@ -55,7 +55,11 @@ class ReadOnlyForApiTokens(permissions.BasePermission):
 
 
 class ApiTokenRateThrottle(SimpleRateThrottle):
-    """Per token (`FLEETWATT_API_TOKEN_RATE`), so one tool cannot starve the others."""
+    """Per token (`FLEETWATT_API_TOKEN_RATE`), so one tool cannot starve the others: a count per token and window
+    of the rate's length, one atomic increment in the cache per request (Redis INCR). DRF's own throttle keeps
+    every request's time in one list that each request reads and writes back whole: its cost grows with the rate,
+    and two processes writing at once lose each other's requests. A fixed window lets at most twice the rate
+    through across a window's edge; a refused request says when its window ends (Retry-After)."""
 
     scope = "api_token"
 
@@ -63,6 +67,26 @@ class ApiTokenRateThrottle(SimpleRateThrottle):
         if not isinstance(request.auth, ApiToken):
             return None
         return self.cache_format % {"scope": self.scope, "ident": request.auth.pk}
+
+    def allow_request(self, request: Request, view: object) -> bool:
+        limit, duration = self.parse_rate(self.rate)
+        key = self.get_cache_key(request, view)
+        if limit is None or duration is None or key is None:
+            return True
+        self.now = self.timer()
+        window = int(self.now // duration)
+        counter = f"{key}_{window}"
+        self.cache.add(counter, 0, timeout=2 * duration)
+        try:
+            count = self.cache.incr(counter)
+        except ValueError:  # evicted between the two calls
+            self.cache.set(counter, 1, timeout=2 * duration)
+            count = 1
+        self.window_end = (window + 1) * duration
+        return bool(count <= limit)
+
+    def wait(self) -> float | None:
+        return max(self.window_end - self.now, 0.0)
 
 
 class IsAdminOrFinance(permissions.BasePermission):

@@ -1,0 +1,77 @@
+"""The named API tokens' rate (apps.core.authentication.ApiTokenRateThrottle): a count per token and window in
+Redis, one atomic increment a request; past the rate a 429 saying when to come back; other tokens and sessions
+untouched; many clients at once let through exactly the rate."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from types import SimpleNamespace
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.cache import cache
+from rest_framework.test import APIClient
+
+from apps.core.authentication import ApiTokenRateThrottle
+from apps.core.models import ApiToken
+
+
+@pytest.fixture
+def three_a_minute(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(ApiTokenRateThrottle, "THROTTLE_RATES", {"api_token": "3/min"})
+    cache.clear()
+    yield
+    cache.clear()
+
+
+def _bearer(key: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    return client
+
+
+def test_a_token_past_its_rate_is_told_when_to_come_back_and_others_go_on(db, three_a_minute) -> None:
+    # given two tools' tokens and a user with a session, at a rate of 3 a minute
+    user = User.objects.create_user("tool", is_staff=True)
+    _, first = ApiToken.issue(user=user, name="first")
+    _, second = ApiToken.issue(user=user, name="second")
+    # when the first asks four times
+    answers = [_bearer(first).get("/api/jobs/") for _ in range(4)]
+    # then the fourth is refused, saying when its window ends
+    assert [a.status_code for a in answers] == [200, 200, 200, 429]
+    assert 0 < int(answers[3]["Retry-After"]) <= 60
+    # and the second token and the session are counted apart (a session is not throttled)
+    assert _bearer(second).get("/api/jobs/").status_code == 200
+    session = APIClient()
+    session.force_login(user)
+    assert all(session.get("/api/jobs/").status_code == 200 for _ in range(5))
+
+
+def test_twenty_clients_at_once_are_let_through_exactly_the_rate(three_a_minute, monkeypatch) -> None:
+    # given one token's rate of 50 a minute, and a window that does not end during the test
+    monkeypatch.setattr(ApiTokenRateThrottle, "THROTTLE_RATES", {"api_token": "50/min"})
+    monkeypatch.setattr(ApiTokenRateThrottle, "timer", lambda self: 1_800_000_010.0)
+    request = SimpleNamespace(auth=ApiToken(pk=424242))
+    allowed: list[bool] = []
+    lock = threading.Lock()
+    start = threading.Barrier(20)
+
+    def client() -> None:
+        start.wait()
+        for _ in range(5):
+            verdict = ApiTokenRateThrottle().allow_request(request, None)  # type: ignore[arg-type]
+            with lock:
+                allowed.append(verdict)
+
+    # when 20 clients ask 5 times each at once
+    threads = [threading.Thread(target=client) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # then exactly 50 of the 100 went through (a list read and written whole lets more)
+    assert len(allowed) == 100 and sum(allowed) == 50
+    # and the next window starts again
+    monkeypatch.setattr(ApiTokenRateThrottle, "timer", lambda self: 1_800_000_070.0)
+    assert ApiTokenRateThrottle().allow_request(request, None)  # type: ignore[arg-type]
