@@ -34,6 +34,7 @@ class GroupFrontier:
     other_unit_runs: int  # runs that counted another unit than the group's, or none
     gpu_model: str
     tdp_w: float | None
+    placed: tuple[Run, ...] = ()  # the runs in its unit, each with when it ended
 
 
 def _units(job_ids: list[int]) -> dict[int, dict[str, float]]:
@@ -136,7 +137,7 @@ def group_runs(
         cap, varied = limits.get(job_id, (None, False))
         runs.append(
             Run(job_id=job_id, seconds=(end - start).total_seconds(), units=units, energy_j=energy_j, cap_w=cap,
-                varied=varied, gpus=gpus or 1)
+                varied=varied, gpus=gpus or 1, ended=end)
         )  # fmt: skip
     return unit, runs, other
 
@@ -154,7 +155,13 @@ def group_frontier(
     model, tdp = _gpu_model([r.job_id for r in runs])
     result = frontier_of(runs, unit=unit, slack=slack, min_runs=min_runs, top_w=tdp)
     return GroupFrontier(
-        group=group, frontier=result, runs=len(runs) + other, other_unit_runs=other, gpu_model=model, tdp_w=tdp
+        group=group,
+        frontier=result,
+        runs=len(runs) + other,
+        other_unit_runs=other,
+        gpu_model=model,
+        tdp_w=tdp,
+        placed=tuple(runs),
     )
 
 
@@ -202,11 +209,11 @@ def _ratios(job_ids: list[int]) -> tuple[float | None, float | None, Decimal | N
     return facility_per_gpu, kg_per_facility, price, currencies.pop()
 
 
-def group_saving(*, entry: GroupFrontier, jobs: QuerySet[Job], start: datetime, end: datetime) -> GroupSaving:
-    """What the group's runs among `jobs` that ended in [start, end) would have saved at its chosen point, in GPU
+def group_saving(*, entry: GroupFrontier, start: datetime, end: datetime) -> GroupSaving:
+    """What the group's runs of its frontier that ended in [start, end) would have saved at its chosen point, in GPU
     and facility kWh, operational kg CO2e (the runs' own kg per facility kWh) and the electricity's cost (their sites'
-    price)."""
-    _, runs, _ = group_runs(group=entry.group, jobs=jobs.filter(end__gte=start), ended_before=end)
+    price). The runs are the frontier's own, in its unit: not read again."""
+    runs = [r for r in entry.placed if r.ended is not None and start <= r.ended < end]
     found = saving_of(entry.frontier, runs)
     facility_per_gpu, kg_per_facility, price, currency = _ratios([r.job_id for r in runs])
     gpu_kwh = found.energy_j / J_PER_KWH
@@ -252,6 +259,6 @@ def fleet_saving(
     """Per group with a finished run among `jobs` up to `end`: its frontier over its runs that ended before `end`, and
     what its runs that ended in [start, end) would have saved at its chosen point."""
     return [
-        group_saving(entry=entry, jobs=jobs, start=start, end=end)
+        group_saving(entry=entry, start=start, end=end)
         for entry in frontiers(jobs=jobs, slack=slack, min_runs=min_runs, ended_before=end)
     ]

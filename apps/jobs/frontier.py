@@ -25,6 +25,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 SLACK_DEFAULT = 0.10  # 10 % more time per unit at most
 MIN_RUNS_DEFAULT = 3  # runs a point needs before it is advised (or advised against)
@@ -49,6 +50,7 @@ class Run:
     cap_w: float | None  # its power limit, time-weighted; None: not known
     varied: bool = False  # its limit changed inside it
     gpus: int = 1
+    ended: datetime | None = None  # when it ended (the month's saving counts the runs that ended in it)
 
     @property
     def s_per_unit(self) -> float:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import serving
-from .scenario import JobSpec, NodeSpec, Scenario
+from .scenario import JobSpec, NodeSpec, Scenario, profile_at
 
 # Exposed metric families: (name as exposed, type). Counters end in _total except dcgm's, as in the wild.
 GPU_ENERGY = "fleetwatt_gpu_energy_joules_total"
@@ -177,14 +177,6 @@ class JobTruth:
         return max(self.energy_by_method.items(), key=lambda kv: kv[1])[0] if self.energy_by_method else ""
 
 
-def _profile_at(profile: list[tuple[int, float]], since_start: float) -> float:
-    value = profile[0][1]
-    for t, v in profile:
-        if since_start >= t:
-            value = v
-    return value
-
-
 @dataclass
 class GpuModel:
     """One GPU's piecewise-constant state: breakpoints and, per segment, power, presence and rates."""
@@ -258,11 +250,11 @@ class FleetSimulation:
             up = any(u <= a < d for u, d in lives)
             here = [(k, j) for k, j in jobs if j.start_s <= a < j.end_s]
             present.append([k for k, _ in here])
-            sms = {k: _profile_at(j.sm, a - j.start_s) for k, j in here}
+            sms = {k: profile_at(j.sm, a - j.start_s) for k, j in here}
             total_sm = sum(sms.values())
             if total_sm > 100:
                 sms = {k: v * 100 / total_sm for k, v in sms.items()}
-            draw = sum(max(0.0, _profile_at(j.power_w, a - j.start_s) - sc.idle_power_w) for _, j in here)
+            draw = sum(max(0.0, profile_at(j.power_w, a - j.start_s) - sc.idle_power_w) for _, j in here)
             limit[s] = next((w for at, w in reversed(limits) if at <= a), sc.tdp_w)
             power[s] = sc.idle_power_w + min(limit[s] - sc.idle_power_w, draw)
             util[s] = min(100.0, sum(sms.values()))
@@ -429,7 +421,7 @@ class FleetSimulation:
             labels = {**base, "pod": job.pod or job.job_id, "namespace": job.namespace, "container": "main"}
             own = dict(values)
             if node.dcgm_pod_values == "own":
-                own[DCGM_UTIL] = np.array([round(_profile_at(job.sm, x - job.start_s)) for x in ticks])
+                own[DCGM_UTIL] = np.array([round(profile_at(job.sm, x - job.start_s)) for x in ticks])
                 own[DCGM_FB_USED] = np.full(len(ticks), round(job.memory_bytes / 1024**2))
             for family, v in own.items():
                 yield Series(family, labels, t[here] + sc.t0, v[here])

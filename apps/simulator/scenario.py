@@ -35,6 +35,15 @@ def parse_duration(value: Any, where: str) -> int:
 Profile = list[tuple[int, float]]  # (seconds since job start, value), piecewise constant
 
 
+def profile_at(profile: Profile, since_start: float) -> float:
+    """A step profile's value at a time (seconds since the job's start): that of its last step begun."""
+    value = profile[0][1]
+    for t, v in profile:
+        if since_start >= t:
+            value = v
+    return value
+
+
 def _profile(value: Any, where: str) -> Profile:
     if isinstance(value, int | float):
         return [(0, float(value))]

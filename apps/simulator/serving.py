@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import power_cap
-from .scenario import JobSpec, Scenario, ServingSpec
+from .scenario import JobSpec, Scenario, ServingSpec, profile_at
 
 GENERATION_TOKENS = "vllm:generation_tokens_total"
 PROMPT_TOKENS = "vllm:prompt_tokens_total"
@@ -56,20 +56,12 @@ def _load_integral(job: JobSpec, since_start: np.ndarray) -> np.ndarray:
     return total
 
 
-def _profile_at(profile: list[tuple[int, float]], since_start: float) -> float:
-    value = profile[0][1]
-    for t, v in profile:
-        if since_start >= t:
-            value = v
-    return value
-
-
 def job_pace(sc: Scenario, job: JobSpec, since_start: float) -> float:
     """The job's pace at a time (seconds since its start) under its GPUs' power limits, as a share of its pace
     uncapped: its slowest GPU's (apps.simulator.power_cap)."""
     assert job.work is not None
     at = job.start_s + since_start
-    draw = _profile_at(job.power_w, since_start)
+    draw = profile_at(job.power_w, since_start)
     paces = []
     for index in job.gpus:
         limits = [(p.at_s, p.watts) for p in sc.power_limits if p.node == job.node and p.gpu in (None, index)]
@@ -88,7 +80,7 @@ def work_units_at(sc: Scenario, job: JobSpec, since_start: np.ndarray) -> np.nda
     marks = {0.0, *(float(t) for t, _ in job.sm), *(float(t) for t, _ in job.power_w)}
     marks |= {float(p.at_s - job.start_s) for p in sc.power_limits if p.node == job.node and p.at_s - job.start_s > 0}
     segments = [
-        (t, job.work.per_s * _profile_at(job.sm, t) / 100.0 * job_pace(sc, job, t))
+        (t, job.work.per_s * profile_at(job.sm, t) / 100.0 * job_pace(sc, job, t))
         for t in sorted(m for m in marks if m < length)
     ]
     return power_cap.paced_integral(since_start, segments=segments, end_s=length)

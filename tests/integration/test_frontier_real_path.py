@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
-from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from apps.carbon.models import JobGroup
 from apps.simulator import power_cap
-from tests.carbon.fleet_builder import T0, intensity_set
+from tests.carbon.fleet_builder import T0
+from tests.integration.fleet_run import admin_api, config_applied_and_ingested
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.django_db]
 
@@ -70,18 +70,8 @@ job_groups:
 @pytest.fixture
 def ingested(history_loader, tmp_path: Path):
     history = history_loader(SCENARIO)
-    config = tmp_path / "fleet.yaml"
-    config.write_text(CONFIG % history.url)
-    call_command("apply_config", str(config), verbosity=0)
-    intensity_set("XX", [0.35] * 5)
-    call_command("ingest", start="2026-11-02T00:00:00Z", end="2026-11-02T05:00:00Z", verbosity=0)
+    config_applied_and_ingested(history.url, CONFIG, tmp_path, hours=5)
     return history
-
-
-def _admin() -> APIClient:
-    client = APIClient()
-    client.force_authenticate(User.objects.create_user("root", is_staff=True))
-    return client
 
 
 def _truth(history, job_ids: range) -> tuple[float, float]:
@@ -95,7 +85,7 @@ def _truth(history, job_ids: range) -> tuple[float, float]:
 def test_the_frontier_and_the_advice_equal_the_cap_curve_s_truth(ingested) -> None:
     group = JobGroup.objects.get(name="pretrain")
     # when
-    answer = _admin().get(f"/api/job-groups/{group.pk}/frontier/", {"slack": "0.1"})
+    answer = admin_api().get(f"/api/job-groups/{group.pk}/frontier/", {"slack": "0.1"})
     # then one point per limit, each at the simulator's truth
     assert answer.status_code == 200, answer.content
     doc = answer.json()
@@ -136,7 +126,7 @@ def _admin_again() -> APIClient:
 
 def test_the_group_that_never_varied_gets_its_plan(ingested) -> None:
     group = JobGroup.objects.get(name="finetune")
-    doc = _admin().get(f"/api/job-groups/{group.pk}/frontier/").json()
+    doc = admin_api().get(f"/api/job-groups/{group.pk}/frontier/").json()
     assert doc["advice"] is None and doc["current_cap_w"] == 700
     assert doc["plan"]["caps_w"] == [700, 600, 500, 400]
     s, _ = _truth(ingested, range(400, 403))
@@ -144,7 +134,7 @@ def test_the_group_that_never_varied_gets_its_plan(ingested) -> None:
 
 
 def test_the_month_s_saving_of_the_fleet(ingested) -> None:
-    doc = _admin().get("/api/frontier/", {"month": "2026-11"}).json()
+    doc = admin_api().get("/api/frontier/", {"month": "2026-11"}).json()
     lines = {g["job_group"]: g for g in doc["groups"]}
     assert set(lines) == {"pretrain", "finetune"}
     saving = lines["pretrain"]["saving"]

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
-from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from apps.core.money import round_minor
 from apps.fleet.models import Team, TeamMembership
 from apps.jobs.models import Job, JobWorkHour
 from apps.telemetry.models import IngestedHour
-from tests.carbon.fleet_builder import T0, intensity_set
+from tests.carbon.fleet_builder import T0
+from tests.integration.fleet_run import admin_api, config_applied_and_ingested
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.django_db]
 
@@ -71,18 +71,8 @@ teams:
 @pytest.fixture
 def ingested(history_loader, tmp_path: Path):
     history = history_loader(SCENARIO)
-    config = tmp_path / "fleet.yaml"
-    config.write_text(CONFIG % history.url)
-    call_command("apply_config", str(config), verbosity=0)
-    intensity_set("XX", [0.35] * 4)
-    call_command("ingest", start="2026-11-02T00:00:00Z", end="2026-11-02T04:00:00Z", verbosity=0)
+    config_applied_and_ingested(history.url, CONFIG, tmp_path, hours=4)
     return history
-
-
-def _admin() -> APIClient:
-    client = APIClient()
-    client.force_authenticate(User.objects.create_user("root", is_staff=True))
-    return client
 
 
 def _truth_j_per_1k(history, keys: tuple[str, ...]) -> float:
@@ -109,7 +99,7 @@ def test_each_server_s_hours_add_up_to_what_it_served(ingested) -> None:
 
 def test_joules_per_1k_tokens_per_model_equal_the_simulator_s_truth(ingested) -> None:
     # when
-    answer = _admin().get("/api/work/", {"start": "2026-11-02", "end": "2026-11-03", "group_by": "model"})
+    answer = admin_api().get("/api/work/", {"start": "2026-11-02", "end": "2026-11-03", "group_by": "model"})
     # then
     assert answer.status_code == 200, answer.content
     lines = {line["name"]: line for line in answer.json()}
@@ -134,7 +124,7 @@ def test_joules_per_1k_tokens_per_model_equal_the_simulator_s_truth(ingested) ->
 
 
 def test_per_team_and_per_cluster_and_the_csv(ingested) -> None:
-    client = _admin()
+    client = admin_api()
     period = {"start": "2026-11-02", "end": "2026-11-03"}
     teams = {line["name"]: line for line in client.get("/api/work/", {**period, "group_by": "team"}).json()}
     assert set(teams) == {"search", "ads", "nlp"} and teams["nlp"]["jobs"] == 1  # not the training run
@@ -166,6 +156,6 @@ def test_the_job_detail_says_what_it_served_and_a_member_sees_only_their_team(in
     assert detail["counted_units"] == {}
     other = Job.objects.get(job_key="slurm/7")
     assert client.get(f"/api/jobs/{other.pk}/").status_code == 404
-    training = _admin().get(f"/api/jobs/{Job.objects.get(job_key='slurm/8').pk}/").json()
+    training = admin_api().get(f"/api/jobs/{Job.objects.get(job_key='slurm/8').pk}/").json()
     assert training["served"] == [] and training["counted_units"] == {"step": pytest.approx(45 * 60 * 0.95 * 2.5)}
     assert APIClient().get("/api/work/", {"start": "2026-11-02", "end": "2026-11-03"}).status_code in (401, 403)
