@@ -124,7 +124,7 @@ def _victoria_serve(scenario: Scenario, sim: FleetSimulation, folder: Path) -> L
         written = import_text_write(sim.series(), out, extra_labels=SIM_LABELS)
     victoria = LocalVictoria(folder / "data")
     victoria.start(log=folder / "victoria-metrics.log")
-    victoria.history_import(history, expected_samples=written)
+    victoria.history_import(history, expected=written)
     return victoria
 
 

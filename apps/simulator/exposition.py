@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TextIO
 
@@ -51,20 +51,33 @@ def openmetrics_write(series: Iterable[Series], out: TextIO, *, extra_labels: di
     return written
 
 
-def import_text_write(series: Iterable[Series], out: TextIO, *, extra_labels: dict[str, str] | None = None) -> int:
+MS_PER_DAY = 86_400_000
+
+
+@dataclass(frozen=True)
+class WrittenSamples:
+    """How many samples a history file holds, and how many on each UTC day (days since the epoch: count)."""
+
+    count: int
+    per_day: dict[int, int]
+
+
+def import_text_write(
+    series: Iterable[Series], out: TextIO, *, extra_labels: dict[str, str] | None = None
+) -> WrittenSamples:
     """Write series as Prometheus text exposition lines with millisecond timestamps, what VictoriaMetrics's
-    /api/v1/import/prometheus reads; returns the number of samples written. The timestamps are the
-    OpenMetrics file's own digits (`openmetrics_write`), so both engines hold the very same samples."""
-    written = 0
+    /api/v1/import/prometheus reads; returns what was written, to check what the engine holds. The timestamps
+    are the OpenMetrics file's own digits (`openmetrics_write`), so both engines hold the very same samples."""
+    per_day: Counter[int] = Counter()
     extra = extra_labels or {}
     for s in series:
         if not len(s.times):
             continue
         prefix = f"{s.family}{{{_labels({**s.labels, **extra})}}} "
-        pairs = zip(s.values.tolist(), s.times.tolist(), strict=True)
-        out.write("".join(f"{prefix}{v!r} {_milliseconds(t)}\n" for v, t in pairs))
-        written += len(s.times)
-    return written
+        stamps = [_milliseconds(t) for t in s.times.tolist()]
+        out.write("".join(f"{prefix}{v!r} {ms}\n" for v, ms in zip(s.values.tolist(), stamps, strict=True)))
+        per_day.update(int(ms) // MS_PER_DAY for ms in stamps)
+    return WrittenSamples(sum(per_day.values()), dict(per_day))
 
 
 def _milliseconds(t_s: float) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import requests
 
+from .exposition import MS_PER_DAY, WrittenSamples
 from .local_prometheus import free_port
 
 VICTORIA_METRICS = shutil.which("victoria-metrics") or "/usr/bin/victoria-metrics"
@@ -85,24 +86,37 @@ class LocalVictoria:
             )
         _ready_wait(self.process, f"{self.url}/health", what="victoria-metrics", timeout_s=timeout_s)
 
-    def history_import(self, text: Path, *, expected_samples: int | None = None) -> None:
-        """Import Prometheus text exposition lines with millisecond timestamps, then flush them so that the
-        next query sees them all. A line VictoriaMetrics cannot read is skipped and only logged, so the
-        number of samples it holds is checked against the number written."""
+    def history_import(self, text: Path, *, expected: WrittenSamples | None = None, timeout_s: float = 60.0) -> None:
+        """Import Prometheus text exposition lines with millisecond timestamps, flush them, and, given what was
+        written, wait until a query of each UTC day finds that day's samples. A line VictoriaMetrics cannot read is
+        skipped and only logged, hence the count; and it is taken day by day because a query of a few days finds
+        its series through the per-day index, whose entries for freshly imported history may be searchable later
+        than the series themselves (a query of all time goes through the global index)."""
         with text.open("rb") as body:
             answer = requests.post(f"{self.url}/api/v1/import/prometheus", data=body, timeout=300)
         if answer.status_code >= 300:
             raise LocalVictoriaError(f"import failed: HTTP {answer.status_code}: {answer.text.strip()}")
         requests.get(f"{self.url}/internal/force_flush", timeout=60).raise_for_status()
-        if expected_samples is not None:
-            held = self.samples_count()
-            if held != expected_samples:
-                raise LocalVictoriaError(f"victoria-metrics holds {held} of {expected_samples} samples")
+        if expected is None:
+            return
+        deadline = time.monotonic() + timeout_s
+        for day, written in sorted(expected.per_day.items()):
+            first_ms, last_ms = day * MS_PER_DAY, (day + 1) * MS_PER_DAY - 1
+            while (held := self.samples_count(first_ms, last_ms)) != written:
+                if held > written or time.monotonic() > deadline:
+                    raise LocalVictoriaError(f"victoria-metrics finds {held} of {written} samples on day {day}")
+                time.sleep(0.2)
 
-    def samples_count(self) -> int:
-        """Every raw sample it holds, through the export API (one series per line, no deduplication)."""
+    def samples_count(self, first_ms: int | None = None, last_ms: int | None = None) -> int:
+        """Every raw sample it holds (between two instants, both included), through the export API (one series
+        per line, no deduplication)."""
+        span = (
+            {}
+            if first_ms is None or last_ms is None
+            else {"start": f"{first_ms / 1000:.3f}", "end": f"{last_ms / 1000:.3f}"}
+        )
         answer = requests.post(
-            f"{self.url}/api/v1/export", data={"match[]": '{__name__!=""}'}, timeout=300, stream=True
+            f"{self.url}/api/v1/export", data={"match[]": '{__name__!=""}', **span}, timeout=300, stream=True
         )
         answer.raise_for_status()
         return sum(line.count(b",") + 1 for line in _values_arrays(answer.iter_lines()))
