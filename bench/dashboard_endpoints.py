@@ -307,7 +307,7 @@ def after_change_run(*, url: str, auth: list[str], clients: int, repeats: int, b
     record): "during" (the first ask after the change) and, after an ingest, "prepared"."""
     import threading
 
-    from apps.core.generation import data_changed, ingest_started
+    from apps.core.kept import data_changed, ingest_started
     from apps.rollups.documents import asked_prepare
 
     times: dict[str, list[int]] = {"during": [], "prepared": []}
@@ -398,7 +398,7 @@ def main() -> None:
     from django.core.management import call_command
 
     from apps.carbon.models import JobGroup
-    from apps.core.generation import data_changed
+    from apps.core.kept import data_changed
     from apps.dashboard.page_cache import ASKED_KEY as PAGES_ASKED_KEY
     from apps.fleet.models import Cluster, Team
     from apps.jobs.models import Job

@@ -7,7 +7,7 @@ idles near 75 W and computes at several hundred), and each cell also says what s
 
 Bounded: at most MAX_COLUMNS columns (hours, else days, else weeks, from the period's start) and MAX_GPUS rows
 (over that, the GPUs that drew the least on average: the idle ones are what the page is for); the grid is kept in
-the cache at the data's generation (apps.core.generation), so a change of the figures is seen at once."""
+the cache at the data's generation (apps.core.kept), so a change of the figures is seen at once."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from django.db import connection
 from django.urls import reverse
 
 from apps.core.footprint import S_PER_HOUR
-from apps.core.generation import kept_read, kept_write
+from apps.core.kept import kept_read, kept_write
 from apps.fleet.models import Gpu
 from apps.telemetry.models import GpuHour
 

@@ -9,7 +9,7 @@ admin's queue between two decisions. A page answered 200 to a GET is kept, as th
 - the whole URL (host, path, query);
 - the UTC hour it was made in: a page saying how far the ingest is behind, or made for "this month", is made
   again each hour, whatever the data;
-and stamped with the data's generation read before it was made (apps.core.generation): a page of another
+and stamped with the data's generation read before it was made (apps.core.kept): a page of another
 generation is made again (every change of what a page shows moves the generation on: an ingest's write, an admin's
 edit or decision). While an ingest is in progress, the page kept before it is answered, as the rollups' documents
 are (apps.rollups.documents), and one made meanwhile is kept under the generation the ingest started at, so it is
@@ -45,7 +45,7 @@ from django.test import RequestFactory
 from django.urls import Resolver404, resolve
 
 from apps.core.access import viewer_scope
-from apps.core.generation import current_reads, keep_generation, kept_read_or_previous, kept_write
+from apps.core.kept import current_reads, keep_generation, kept_read_or_previous, kept_write
 from apps.core.metrics import PAGE_CACHE
 from apps.core.services import metric_count
 

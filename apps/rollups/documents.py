@@ -1,7 +1,7 @@
 """The rollups' documents as the API answers them, kept ready: a team's, a cluster's and a job group's rollup as
 finance tools read it (JSON, costs in minor units) and the teams side by side. Each reads daily sums (a few ms),
 or a range's hour rows where it is not whole UTC days (tenths of a second), so each is kept, stamped with the
-data's generation (apps.core.generation), and the ones people asked for lately are prepared again after every
+data's generation (apps.core.kept), and the ones people asked for lately are prepared again after every
 ingest, by the ingest's own task once its hours are committed: the first ask after an ingest reads the cache.
 
 Every ask answered is recorded (what, and when: a sorted set in Redis, FLEETWATT_ROLLUPS_ASKED_KEEP at most); one
@@ -32,7 +32,7 @@ from rest_framework.renderers import JSONRenderer
 
 from apps.carbon.models import JobGroup
 from apps.core.access import viewer_scope
-from apps.core.generation import ingest_prepared, ingest_started_at, kept_read, kept_read_or_previous, kept_write
+from apps.core.kept import ingest_prepared, ingest_started_at, kept_read, kept_read_or_previous, kept_write
 from apps.core.metrics import ROLLUP_CACHE
 from apps.core.services import metric_count
 from apps.fleet.models import Cluster, Team

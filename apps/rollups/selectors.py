@@ -34,7 +34,7 @@ from django.db.models.functions import Cast, TruncDay, TruncMonth, TruncWeek
 from apps.carbon.models import JobGroup
 from apps.core.aggregates import HALF_EVEN_QR, HALF_EVEN_UNITS, footprint_sums, numeric_sums
 from apps.core.footprint import FOOTPRINT_COLUMNS, S_PER_HOUR, Footprint, kwh
-from apps.core.generation import kept_read, kept_write
+from apps.core.kept import kept_read, kept_write
 from apps.core.metrics import ROLLUP_CACHE
 from apps.core.money import (
     DEFAULT_EXPONENT,
@@ -786,7 +786,7 @@ def _rollup_cache_key(kind: str, pk: int, start: datetime, end: datetime, granul
 
 def rollup_kept(key: str, compute: Callable[[], Any]) -> Any:
     """What `compute` gives, kept under `key` until the next change of the data it sums (stamped with the data's
-    generation: apps.core.generation), for at most ROLLUP_CACHE_SECONDS."""
+    generation: apps.core.kept), for at most ROLLUP_CACHE_SECONDS."""
     generation, kept = kept_read(key)
     metric_count(metric=ROLLUP_CACHE, labels=["miss" if kept is None else "hit"])
     if kept is None:

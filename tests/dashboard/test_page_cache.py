@@ -18,7 +18,7 @@ from django.db import connection, transaction
 from django.test import Client, RequestFactory
 from django.test.utils import CaptureQueriesContext
 
-from apps.core.generation import data_changed, data_generation, ingest_started, kept_write
+from apps.core.kept import data_changed, data_generation, ingest_started, kept_write
 from apps.dashboard import page_cache
 from apps.fleet.models import Team, TeamMembership
 from apps.rollups.documents import asked_prepare

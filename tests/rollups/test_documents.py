@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
-from apps.core.generation import INGEST_STARTED_KEY, data_changed, ingest_started, ingest_started_at
+from apps.core.kept import INGEST_STARTED_KEY, data_changed, ingest_started, ingest_started_at
 from apps.fleet.models import Team, TeamMembership
 from apps.jobs.models import Job
 from apps.pipeline.derive import Fact, Scope, derive
