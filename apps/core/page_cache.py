@@ -29,7 +29,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from .access import viewer_scope
-from .kept import data_changed, kept_read, kept_read_or_previous, kept_write
+from .kept import api_page_key, data_changed, kept_read, kept_read_or_previous, kept_write
 from .metrics import API_PAGE_CACHE
 from .services import metric_count
 
@@ -58,7 +58,7 @@ def page_cache_key(request: Request, view: Any) -> str | None:
         return None
     what = "\n".join([type(view).__qualname__, request.accepted_media_type, request.build_absolute_uri()])
     digest = hashlib.sha256(what.encode()).hexdigest()
-    return f"fleetwatt:page:v3:{viewer_scope(user)}:{digest}"
+    return api_page_key(viewer_scope(user), digest)
 
 
 def cached_page(handler: Handler) -> Handler:
