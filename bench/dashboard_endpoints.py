@@ -307,7 +307,7 @@ def after_change_run(*, url: str, auth: list[str], clients: int, repeats: int, b
     record): "during" (the first ask after the change) and, after an ingest, "prepared"."""
     import threading
 
-    from apps.core.generation import data_changed, ingest_started
+    from apps.core.kept import data_changed, ingest_started
     from apps.rollups.documents import asked_prepare
 
     times: dict[str, list[int]] = {"during": [], "prepared": []}
@@ -398,11 +398,9 @@ def main() -> None:
     from django.core.management import call_command
 
     from apps.carbon.models import JobGroup
-    from apps.core.generation import data_changed
-    from apps.dashboard.page_cache import ASKED_KEY as PAGES_ASKED_KEY
+    from apps.core.kept import PAGES_ASKED_KEY, ROLLUPS_ASKED_KEY, data_changed
     from apps.fleet.models import Cluster, Team
     from apps.jobs.models import Job
-    from apps.rollups import documents
     from apps.waste.models import Flag
 
     call_command("migrate", verbosity=0)
@@ -415,7 +413,7 @@ def main() -> None:
     fill_extras()
     fill_gpu_hours()
     data_changed()  # nothing kept in the cache by an earlier run is taken for this database's figures
-    for asked_key in (documents.ASKED_KEY, PAGES_ASKED_KEY):  # nor is what it asked for prepared again
+    for asked_key in (ROLLUPS_ASKED_KEY, PAGES_ASKED_KEY):  # nor is what it asked for prepared again
         cache.delete(asked_key)
     team = Team.objects.get(name="team3")
     group = JobGroup.objects.order_by("name").first()

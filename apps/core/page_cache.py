@@ -5,7 +5,7 @@ filter form, a query over a million jobs and a page of rows rendered. A page is 
 - what the caller may see: an admin's view, finance's, or the ids of a member's teams (the rows are the same
   for all who see the same; nothing in a row depends on who asks);
 - the view, the renderer and the whole URL (host, path, query: the cursor links in the page are absolute);
-and stamped with the data's generation (apps.core.generation) read before it was computed: a page of another
+and stamped with the data's generation (apps.core.kept) read before it was computed: a page of another
 generation is computed again and replaces it (any change of what a page shows moves the generation on). The
 generation and the page are read in one round trip to Redis; a page of an old generation is overwritten, not
 left behind until it expires.
@@ -29,7 +29,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from .access import viewer_scope
-from .generation import data_changed, kept_read, kept_read_or_previous, kept_write
+from .kept import api_page_key, data_changed, kept_read, kept_read_or_previous, kept_write
 from .metrics import API_PAGE_CACHE
 from .services import metric_count
 
@@ -58,7 +58,7 @@ def page_cache_key(request: Request, view: Any) -> str | None:
         return None
     what = "\n".join([type(view).__qualname__, request.accepted_media_type, request.build_absolute_uri()])
     digest = hashlib.sha256(what.encode()).hexdigest()
-    return f"fleetwatt:page:v3:{viewer_scope(user)}:{digest}"
+    return api_page_key(viewer_scope(user), digest)
 
 
 def cached_page(handler: Handler) -> Handler:

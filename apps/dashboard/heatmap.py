@@ -7,7 +7,7 @@ idles near 75 W and computes at several hundred), and each cell also says what s
 
 Bounded: at most MAX_COLUMNS columns (hours, else days, else weeks, from the period's start) and MAX_GPUS rows
 (over that, the GPUs that drew the least on average: the idle ones are what the page is for); the grid is kept in
-the cache at the data's generation (apps.core.generation), so a change of the figures is seen at once."""
+the cache at the data's generation (apps.core.kept), so a change of the figures is seen at once."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from django.db import connection
 from django.urls import reverse
 
 from apps.core.footprint import S_PER_HOUR
-from apps.core.generation import kept_read, kept_write
+from apps.core.kept import gpu_power_grid_key, kept_or_computed
 from apps.fleet.models import Gpu
 from apps.telemetry.models import GpuHour
 
@@ -67,11 +67,11 @@ def gpu_power_grid(*, start: datetime, end: datetime) -> dict[str, Any]:
     """The heatmap's figures for the page's script (json_script): the columns' starts, and per GPU (in the order of
     their clusters, hosts and indices) its name, its page and per column its mean power (W), the share of the time
     jobs held it (%) and the hours ingested (None where none was). For admins and finance: every team's GPUs. Two
-    queries: the grid, and the names of its GPUs."""
-    key = f"fleetwatt:dashboard:gpu-power-grid:{start.isoformat()}:{end.isoformat()}"
-    generation, kept = kept_read(key)
-    if kept is not None:
-        return kept
+    queries: the grid, and the names of its GPUs; kept at the data's generation."""
+    return kept_or_computed(gpu_power_grid_key(start, end), lambda: _grid(start, end), KEPT_S).value
+
+
+def _grid(start: datetime, end: datetime) -> dict[str, Any]:
     bucket = heatmap_bucket(start, end)
     columns = []
     at = start
@@ -106,5 +106,4 @@ def gpu_power_grid(*, start: datetime, end: datetime) -> dict[str, Any]:
         "gpus": found[0][1] if found else 0,
         "max_gpus": MAX_GPUS,
     }
-    kept_write(key, generation, grid, timeout=KEPT_S)
     return grid

@@ -9,7 +9,7 @@ admin's queue between two decisions. A page answered 200 to a GET is kept, as th
 - the whole URL (host, path, query);
 - the UTC hour it was made in: a page saying how far the ingest is behind, or made for "this month", is made
   again each hour, whatever the data;
-and stamped with the data's generation read before it was made (apps.core.generation): a page of another
+and stamped with the data's generation read before it was made (apps.core.kept): a page of another
 generation is made again (every change of what a page shows moves the generation on: an ingest's write, an admin's
 edit or decision). While an ingest is in progress, the page kept before it is answered, as the rollups' documents
 are (apps.rollups.documents), and one made meanwhile is kept under the generation the ingest started at, so it is
@@ -45,7 +45,15 @@ from django.test import RequestFactory
 from django.urls import Resolver404, resolve
 
 from apps.core.access import viewer_scope
-from apps.core.generation import current_reads, keep_generation, kept_read_or_previous, kept_write
+from apps.core.kept import (
+    PAGES_ASKED_KEY,
+    current_reads,
+    html_page_key,
+    keep_generation,
+    kept_read_or_previous,
+    kept_write,
+    making_key,
+)
 from apps.core.metrics import PAGE_CACHE
 from apps.core.services import metric_count
 
@@ -53,7 +61,6 @@ log = logging.getLogger(__name__)
 
 View = TypeVar("View", bound=Callable[..., HttpResponseBase])
 
-ASKED_KEY = "fleetwatt:pages:asked"
 # `{% csrf_token %}`'s field: its value differs per answer (a masked token of the viewer's secret).
 CSRF_FIELD = re.compile(rb'(name="csrfmiddlewaretoken" value=")[^"]*(")')
 CSRF_PLACEHOLDER = b"fleetwatt-csrf-token"
@@ -68,7 +75,7 @@ def page_key(request: HttpRequest) -> str | None:
     if not user.is_authenticated or len(messages.get_messages(request)):
         return None
     what = "\n".join([str(user.pk), viewer_scope(user), _hour(), request.build_absolute_uri()])
-    return f"fleetwatt:page:html:v1:{hashlib.sha256(what.encode()).hexdigest()}"
+    return html_page_key(hashlib.sha256(what.encode()).hexdigest())
 
 
 def _hour() -> str:
@@ -94,7 +101,7 @@ def kept_page(view: View) -> View:
             _asked(request)
             return _answered(request, kept)
         metric_count(metric=PAGE_CACHE, labels=["miss"])
-        making = _making_key(key, generation)
+        making = making_key(key, generation)
         try:
             response = _made(view, request, args, kwargs, key=key, generation=generation)
         finally:
@@ -123,13 +130,9 @@ MAKING_S = 10.0  # (within GUNICORN_TIMEOUT: a waiting worker is not taken for a
 MAKING_POLL_S = 0.02
 
 
-def _making_key(key: str, generation: int) -> str:
-    return f"{key}:making:{generation}"
-
-
 def _made_by_another(key: str, generation: int) -> tuple[bytes, str] | None:
     """None where this request is to make the page (it holds the mark now); else the page another request made."""
-    making = _making_key(key, generation)
+    making = making_key(key, generation)
     if cache.add(making, 1, timeout=MAKING_S):
         return None
     until = time.monotonic() + MAKING_S
@@ -177,7 +180,7 @@ def _asked(request: HttpRequest) -> None:
     if len(_recorded) > 10 * settings.FLEETWATT_ROLLUPS_ASKED_KEEP:
         _recorded.clear()
     _recorded[member] = now
-    record(ASKED_KEY, member, time.time(), keep=settings.FLEETWATT_ROLLUPS_ASKED_KEEP)
+    record(PAGES_ASKED_KEY, member, time.time(), keep=settings.FLEETWATT_ROLLUPS_ASKED_KEEP)
 
 
 def asked_pages_prepare(until: float) -> None:
@@ -188,7 +191,7 @@ def asked_pages_prepare(until: float) -> None:
     top = getattr(cache, "sorted_top", None)
     if top is None or settings.FLEETWATT_PAGE_CACHE_S <= 0:
         return
-    members = top(ASKED_KEY, min_score=time.time() - settings.FLEETWATT_ROLLUPS_ASKED_WITHIN_S,
+    members = top(PAGES_ASKED_KEY, min_score=time.time() - settings.FLEETWATT_ROLLUPS_ASKED_WITHIN_S,
                   count=settings.FLEETWATT_ROLLUPS_ASKED_KEEP)  # fmt: skip
     prepared = failed = 0
     began = time.perf_counter()
@@ -204,7 +207,7 @@ def asked_pages_prepare(until: float) -> None:
         if kept:
             prepared += 1
         else:
-            cache.sorted_remove(ASKED_KEY, member)  # type: ignore[attr-defined]
+            cache.sorted_remove(PAGES_ASKED_KEY, member)  # type: ignore[attr-defined]
     if members:
         log.info("pages after the ingest: %d of %d prepared, %d failed, in %.1fs", prepared, len(members), failed,
                  time.perf_counter() - began)  # fmt: skip

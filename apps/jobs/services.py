@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
 from apps.core.bulk import rows_update
-from apps.core.generation import data_changed
+from apps.core.kept import data_changed
 
 from .models import Job
 from .summary import JobGpuTotals, SchedulerSpan, job_summarize

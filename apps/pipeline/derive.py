@@ -20,7 +20,7 @@ from enum import StrEnum
 
 from apps.carbon import services as carbon
 from apps.carbon.services import FactorBook, FootprintRefresh
-from apps.core.generation import data_changed
+from apps.core.kept import data_changed
 from apps.fleet.models import Cluster
 from apps.jobs import selectors as job_reads
 from apps.jobs import services as jobs

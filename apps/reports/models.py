@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import models
 
-from apps.core.generation import data_changed
+from apps.core.kept import data_changed
 from apps.fleet.models import Team
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """The rollups' documents as the API answers them, kept ready: a team's, a cluster's and a job group's rollup as
 finance tools read it (JSON, costs in minor units) and the teams side by side. Each reads daily sums (a few ms),
 or a range's hour rows where it is not whole UTC days (tenths of a second), so each is kept, stamped with the
-data's generation (apps.core.generation), and the ones people asked for lately are prepared again after every
+data's generation (apps.core.kept), and the ones people asked for lately are prepared again after every
 ingest, by the ingest's own task once its hours are committed: the first ask after an ingest reads the cache.
 
 Every ask answered is recorded (what, and when: a sorted set in Redis, FLEETWATT_ROLLUPS_ASKED_KEEP at most); one
@@ -32,7 +32,14 @@ from rest_framework.renderers import JSONRenderer
 
 from apps.carbon.models import JobGroup
 from apps.core.access import viewer_scope
-from apps.core.generation import ingest_prepared, ingest_started_at, kept_read, kept_read_or_previous, kept_write
+from apps.core.kept import (
+    ROLLUPS_ASKED_KEY,
+    finance_document_key,
+    ingest_prepared,
+    ingest_started_at,
+    kept_or_computed,
+    teams_compared_key,
+)
 from apps.core.metrics import ROLLUP_CACHE
 from apps.core.services import metric_count
 from apps.fleet.models import Cluster, Team
@@ -42,7 +49,6 @@ from .finance import for_finance, money_as_text
 
 log = logging.getLogger(__name__)
 
-ASKED_KEY = "fleetwatt:rollups:asked"
 KEPT_S = selectors.ROLLUP_CACHE_SECONDS
 # What else is prepared after an ingest, once the documents are (it reads them) and before the ingest's mark is
 # lifted, in what is left of the budget: each is called with the time (time.perf_counter()) to stop at. The
@@ -108,7 +114,7 @@ class Rollup:
     def kind(self, load: Callable[[int], Model]) -> Kind:
         return Kind(
             load=load,
-            key=lambda subject, ask: f"{self.cache_key(**{self.name: subject}, **_period(ask))}:finance:json",
+            key=lambda subject, ask: finance_document_key(self.cache_key(**{self.name: subject}, **_period(ask))),
             compute=lambda subject, ask: JSONRenderer().render(money_as_text(self.for_finance(subject, ask))),
         )
 
@@ -128,9 +134,7 @@ KINDS: dict[str, Kind] = {
     "job_group": ROLLUPS["job_group"].kind(lambda pk: JobGroup.objects.get(pk=pk)),
     "teams_compared": Kind(
         load=lambda pk: get_user_model().objects.get(pk=pk, is_active=True),
-        key=lambda user, ask: (
-            f"fleetwatt:rollup:v3:teams_compared:{viewer_scope(user)}:{ask.start.isoformat()}:{ask.end.isoformat()}"
-        ),
+        key=lambda user, ask: teams_compared_key(viewer_scope(user), ask.start, ask.end),
         compute=lambda user, ask: selectors.teams_compared(user=user, start=ask.start, end=ask.end),
     ),
 }
@@ -143,22 +147,16 @@ def kept(ask: Ask, subject: Model) -> tuple[Any, int]:
     the ask for `asked_prepare` once it is answered: an ask that fails (a period the data cannot hold, a mixed
     basis) is not prepared again after every ingest. Raises what the computation raises (selectors.MixedBasisError)."""
     kind = KINDS[ask.kind]
-    key = kind.key(subject, ask)
-    generation, value, kept_at = kept_read_or_previous(key)
-    metric_count(
-        metric=ROLLUP_CACHE, labels=["miss" if kept_at is None else "hit" if kept_at == generation else "previous"]
-    )
-    if value is None:
-        value = kind.compute(subject, ask)
-        kept_write(key, generation, value, KEPT_S)
+    kept = kept_or_computed(kind.key(subject, ask), lambda: kind.compute(subject, ask), KEPT_S, previous=True)
+    metric_count(metric=ROLLUP_CACHE, labels=[kept.outcome])
     _asked(ask)
-    return value, generation if kept_at is None else kept_at
+    return kept.value, kept.generation if kept.kept_at is None else kept.kept_at
 
 
 def _asked(ask: Ask) -> None:
     record = getattr(cache, "sorted_add", None)  # (a cache other than Redis records nothing)
     if record is not None:
-        record(ASKED_KEY, ask.as_member(), time.time(), keep=settings.FLEETWATT_ROLLUPS_ASKED_KEEP)
+        record(ROLLUPS_ASKED_KEY, ask.as_member(), time.time(), keep=settings.FLEETWATT_ROLLUPS_ASKED_KEEP)
 
 
 @dataclass
@@ -182,7 +180,7 @@ def asked_prepare(*, now: float | None = None) -> PrepareReport:
     now = time.time() if now is None else now
     top = getattr(cache, "sorted_top", None)
     members: list[str] = (
-        top(ASKED_KEY, min_score=now - settings.FLEETWATT_ROLLUPS_ASKED_WITHIN_S,
+        top(ROLLUPS_ASKED_KEY, min_score=now - settings.FLEETWATT_ROLLUPS_ASKED_WITHIN_S,
             count=settings.FLEETWATT_ROLLUPS_ASKED_KEEP)
         if top is not None else []
     )  # fmt: skip
@@ -212,15 +210,13 @@ def _prepare_one(member: str, report: PrepareReport) -> None:
         ask = Ask.from_member(member)
         kind = KINDS[ask.kind]
         subject = kind.load(ask.subject_id)
-        key = kind.key(subject, ask)
-        generation, value = kept_read(key)
-        if value is not None:
+        kept = kept_or_computed(kind.key(subject, ask), lambda: kind.compute(subject, ask), KEPT_S)
+        if kept.kept_at is None:
+            report.prepared += 1
+        else:
             report.current += 1
-            return
-        kept_write(key, generation, kind.compute(subject, ask), KEPT_S)
-        report.prepared += 1
     except (ValueError, ObjectDoesNotExist):  # (MixedBasisError is a ValueError: that ask answers 400 now)
-        cache.sorted_remove(ASKED_KEY, member)  # type: ignore[attr-defined]
+        cache.sorted_remove(ROLLUPS_ASKED_KEY, member)  # type: ignore[attr-defined]
         report.dropped += 1
     except Exception:
         log.exception("rollup document %s not prepared", member)

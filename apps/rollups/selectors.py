@@ -34,7 +34,7 @@ from django.db.models.functions import Cast, TruncDay, TruncMonth, TruncWeek
 from apps.carbon.models import JobGroup
 from apps.core.aggregates import HALF_EVEN_QR, HALF_EVEN_UNITS, footprint_sums, numeric_sums
 from apps.core.footprint import FOOTPRINT_COLUMNS, S_PER_HOUR, Footprint, kwh
-from apps.core.generation import kept_read, kept_write
+from apps.core.kept import kept_or_computed, rollup_key
 from apps.core.metrics import ROLLUP_CACHE
 from apps.core.money import (
     DEFAULT_EXPONENT,
@@ -777,34 +777,24 @@ def team_totals_costs_minor(*, user: User, start: datetime, end: datetime) -> di
 ROLLUP_CACHE_SECONDS = 24 * 3600
 
 
-def _rollup_cache_key(kind: str, pk: int, start: datetime, end: datetime, granularity: str) -> str:
-    return (
-        f"fleetwatt:rollup:v4:{kind}:{pk}:{start.isoformat()}:{end.isoformat()}:{granularity}:"
-        f"{int(settings.FLEETWATT_IDLE_SHARED_TO_TEAMS)}"
-    )
-
-
 def rollup_kept(key: str, compute: Callable[[], Any]) -> Any:
-    """What `compute` gives, kept under `key` until the next change of the data it sums (stamped with the data's
-    generation: apps.core.generation), for at most ROLLUP_CACHE_SECONDS."""
-    generation, kept = kept_read(key)
-    metric_count(metric=ROLLUP_CACHE, labels=["miss" if kept is None else "hit"])
-    if kept is None:
-        kept = compute()
-        kept_write(key, generation, kept, ROLLUP_CACHE_SECONDS)
-    return kept
+    """What `compute` gives, kept under `key` until the next change of the data it sums (apps.core.kept), for at
+    most ROLLUP_CACHE_SECONDS."""
+    kept = kept_or_computed(key, compute, ROLLUP_CACHE_SECONDS)
+    metric_count(metric=ROLLUP_CACHE, labels=[kept.outcome])
+    return kept.value
 
 
 def team_rollup_cache_key(*, team: Team, start: datetime, end: datetime, granularity: str) -> str:
-    return _rollup_cache_key("team", team.pk, start, end, granularity)
+    return rollup_key("team", team.pk, start, end, granularity)
 
 
 def cluster_rollup_cache_key(*, cluster: Cluster, start: datetime, end: datetime, granularity: str) -> str:
-    return _rollup_cache_key("cluster", cluster.pk, start, end, granularity)
+    return rollup_key("cluster", cluster.pk, start, end, granularity)
 
 
 def job_group_rollup_cache_key(*, group: JobGroup, start: datetime, end: datetime, granularity: str) -> str:
-    return _rollup_cache_key("job_group", group.pk, start, end, granularity)
+    return rollup_key("job_group", group.pk, start, end, granularity)
 
 
 def team_rollup_cached(*, team: Team, start: datetime, end: datetime, granularity: str) -> dict[str, Any]:

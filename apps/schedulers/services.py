@@ -12,7 +12,7 @@ from datetime import datetime
 from django.db import connection
 from django.db.models import Q
 
-from apps.core.generation import data_changed
+from apps.core.kept import data_changed
 from apps.fleet.models import Cluster
 from apps.fleet.selectors import JobIdentity, TeamResolver
 from apps.jobs.models import Job, Source

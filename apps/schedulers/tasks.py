@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from apps.core.generation import ingest_started
+from apps.core.kept import ingest_started
 from apps.core.task_retries import retry_policy
 from apps.pipeline.scheduler import schedulers_catch_up
 from apps.rollups.documents import asked_prepare

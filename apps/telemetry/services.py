@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from apps.core.aggregates import exact_sum
 from apps.core.bulk import columns_upsert, rows_update
-from apps.core.generation import data_changed
+from apps.core.kept import data_changed
 from apps.fleet.models import Cluster, Gpu, Node
 from apps.fleet.selectors import JobIdentity, TeamResolver
 from apps.jobs.identity import key_storable, text_storable

@@ -7,7 +7,7 @@ from datetime import datetime
 from celery import shared_task
 from django.utils import timezone
 
-from apps.core.generation import ingest_started
+from apps.core.kept import ingest_started
 from apps.core.task_retries import retry_policy
 from apps.fleet.models import Cluster
 from apps.pipeline import fanout

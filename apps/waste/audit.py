@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from apps.carbon.models import JobGroup
-from apps.core.generation import data_changed
+from apps.core.kept import data_changed
 from apps.fleet.models import Team
 from apps.jobs.models import Job
 

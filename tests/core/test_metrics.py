@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from apps.core import metrics as m
 from apps.core import services as core_services
-from apps.core.generation import data_changed
+from apps.core.kept import data_changed
 from apps.core.selectors import metric_counts_read
 from apps.core.services import metric_count
 from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy

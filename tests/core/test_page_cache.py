@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from apps.carbon.models import JobGroup
 from apps.core.access import FINANCE_GROUP
-from apps.core.generation import GENERATION_KEY, data_changed, data_generation
+from apps.core.kept import GENERATION_KEY, data_changed, data_generation
 from apps.fleet.models import Team, TeamMembership
 from apps.jobs.models import Job
 from apps.pipeline.inputs import footprints_recompute
@@ -234,9 +234,9 @@ def test_a_change_while_redis_is_unreachable_fails_nothing(settings) -> None:
             "OPTIONS": {"socket_connect_timeout": 0.2, "socket_timeout": 0.2, "retry_after_s": 0.2},
         }
     }
-    from apps.core import generation
+    from apps.core import kept
 
-    generation._bump()  # the increment, then the fresh start, both missed (the increment is replayed later)
+    kept._bump()  # the increment, then the fresh start, both missed (the increment is replayed later)
     data_changed()
     assert data_generation() == 0
 

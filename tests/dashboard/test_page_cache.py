@@ -18,7 +18,7 @@ from django.db import connection, transaction
 from django.test import Client, RequestFactory
 from django.test.utils import CaptureQueriesContext
 
-from apps.core.generation import data_changed, data_generation, ingest_started, kept_write
+from apps.core.kept import PAGES_ASKED_KEY, data_changed, data_generation, ingest_started, kept_write, making_key
 from apps.dashboard import page_cache
 from apps.fleet.models import Team, TeamMembership
 from apps.rollups.documents import asked_prepare
@@ -126,7 +126,7 @@ def test_a_page_being_made_is_waited_for_not_made_twice(world: TeamHomeWorld) ->
     request.user = world.lead
     key, generation = page_cache.page_key(request), data_generation()
     assert key is not None
-    cache.add(page_cache._making_key(key, generation), 1, timeout=30)
+    cache.add(making_key(key, generation), 1, timeout=30)
     page = (b"<p>made by the other request</p>", "text/html; charset=utf-8")
     threading.Timer(0.3, lambda: kept_write(key, generation, page, 60)).start()
     # when the lead asks for it meanwhile
@@ -193,7 +193,7 @@ def test_a_page_of_a_viewer_gone_is_not_made_again(world: TeamHomeWorld) -> None
     data_changed(by_ingest=True)
     asked_prepare()
     # then the page of the viewer who is gone is forgotten: it is not made again after the next ingest
-    asked = cache.sorted_top(page_cache.ASKED_KEY, min_score=0, count=1000)  # type: ignore[attr-defined]
+    asked = cache.sorted_top(PAGES_ASKED_KEY, min_score=0, count=1000)  # type: ignore[attr-defined]
     assert [m.split(",")[0] for m in asked] == [f"[{world.lead.pk}"]
 
 

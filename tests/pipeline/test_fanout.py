@@ -14,7 +14,7 @@ from django.core.cache import cache
 from django.db.models import F
 from django.forms.models import model_to_dict
 
-from apps.core.generation import kept_read
+from apps.core.kept import kept_read
 from apps.fleet.models import Cluster
 from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy
 from apps.pipeline import fanout

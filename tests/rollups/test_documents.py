@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
-from apps.core.generation import INGEST_STARTED_KEY, data_changed, ingest_started, ingest_started_at
+from apps.core.kept import INGEST_STARTED_KEY, ROLLUPS_ASKED_KEY, data_changed, ingest_started, ingest_started_at
 from apps.fleet.models import Team, TeamMembership
 from apps.jobs.models import Job
 from apps.pipeline.derive import Fact, Scope, derive
@@ -126,11 +126,11 @@ def test_what_is_gone_is_dropped_and_what_fails_is_logged_not_raised(world, monk
     assert client.get(f"/api/teams/{fleet.team.pk}/rollup/?{PERIOD}").status_code == 200
     gone = Team.objects.create(name="gone")
     cache.sorted_add(  # type: ignore[attr-defined]
-        documents.ASKED_KEY, documents.Ask("team", gone.pk, T0, T0 + timedelta(days=1), "day").as_member(),
+        ROLLUPS_ASKED_KEY, documents.Ask("team", gone.pk, T0, T0 + timedelta(days=1), "day").as_member(),
         time.time(), keep=10,
     )  # fmt: skip
     gone.delete()
-    cache.sorted_add(documents.ASKED_KEY, '["no such kind", 1]', time.time(), keep=10)  # type: ignore[attr-defined]
+    cache.sorted_add(ROLLUPS_ASKED_KEY, '["no such kind", 1]', time.time(), keep=10)  # type: ignore[attr-defined]
     broken = documents.Kind(
         load=documents.KINDS["team"].load, key=documents.KINDS["team"].key, compute=lambda *_: 1 / 0
     )

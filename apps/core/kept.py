@@ -1,7 +1,11 @@
-"""The data's generation: a counter in the cache that moves on whenever figures people read change (jobs, their
+"""What is kept in the cache in front of the rollups and the pages, in one place: the data's generation, every key
+of what is kept, and the one read-or-compute of a kept value. The API's pages (apps.core.page_cache), the dashboard's
+pages (apps.dashboard.page_cache), the rollups' documents (apps.rollups.documents), the rollups themselves
+(apps.rollups.selectors) and the fleet page's heatmap (apps.dashboard.heatmap) keep what they compute through it.
+
+The data's generation is a counter in the cache that moves on whenever figures people read change (jobs, their
 hours and footprints, findings, decisions, the names of teams, clusters and job groups). What is cached from
-those figures is stamped with it (`kept_write`, `kept_read`: rollups, pages of the API), so no entry outlives a
-change.
+those figures is stamped with it (`kept_write`, `kept_read`, `kept_or_computed`), so no entry outlives a change.
 
 A change bumps it twice: at once (a reader in the same transaction must not see the old figures) and when the
 transaction commits (a reader outside it may have cached figures computed before the commit under the first
@@ -10,15 +14,20 @@ bump). A reader reads the generation before the data, so an entry is never newer
 An ingest marks the generation it starts at (`ingest_started`): until the rollup documents people asked for are
 prepared again after it (apps.rollups.documents), or for FLEETWATT_ROLLUPS_STALE_S at most, those kept at that
 generation or later may still be served (`kept_read_or_previous`): figures as of before the ingest's hour, never
-older. Any other change (an admin's edit, a decision) ends that at once: an edit is seen by the next read."""
+older. Any other change (an admin's edit, a decision) ends that at once: an edit is seen by the next read.
+
+Every key is built here (`Keys` below), each with a version: a change of what a key's value holds moves its
+version on, so that no entry of the older form is read as the newer."""
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
-from typing import Any
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, TypeVar
 
 from django.conf import settings
 from django.core.cache import cache
@@ -156,3 +165,85 @@ def _fresh_start() -> int:
     # Past every generation counted before (they count up from small numbers), so nothing kept under one of
     # them is taken for the new one's: microseconds since 1970 (2^63 is 290,000 years away).
     return time.time_ns() // 1000
+
+
+# The keys --------------------------------------------------------------------------------------------------------
+
+# The asks recorded to be prepared again after an ingest (sorted sets: member, time asked).
+ROLLUPS_ASKED_KEY = "fleetwatt:rollups:asked"  # the rollups' documents (apps.rollups.documents.Ask)
+PAGES_ASKED_KEY = "fleetwatt:pages:asked"  # the dashboard's pages (apps.dashboard.page_cache)
+
+
+def rollup_key(kind: str, pk: int, start: datetime, end: datetime, granularity: str) -> str:
+    """A rollup's (a team's, a cluster's, a job group's: `kind`) of one period, as its selector computes it. How idle
+    energy is shared decides its figures, so it is part of the key."""
+    return (
+        f"fleetwatt:rollup:v4:{kind}:{pk}:{start.isoformat()}:{end.isoformat()}:{granularity}:"
+        f"{int(settings.FLEETWATT_IDLE_SHARED_TO_TEAMS)}"
+    )
+
+
+def finance_document_key(rollup: str) -> str:
+    """The document finance tools read of the rollup kept under `rollup` (JSON, costs in minor units)."""
+    return f"{rollup}:finance:json"
+
+
+def teams_compared_key(viewer: str, start: datetime, end: datetime) -> str:
+    """The teams side by side for one viewer's scope (apps.core.access.viewer_scope: the teams they may see)."""
+    return f"fleetwatt:rollup:v3:teams_compared:{viewer}:{start.isoformat()}:{end.isoformat()}"
+
+
+def api_page_key(viewer: str, digest: str) -> str:
+    """A page of the API as sent (JSON) for one viewer's scope; `digest`: of the view, media type and whole URL."""
+    return f"fleetwatt:page:v3:{viewer}:{digest}"
+
+
+def html_page_key(digest: str) -> str:
+    """A dashboard page as sent (HTML); `digest`: of the viewer, their scope, the hour and the whole URL."""
+    return f"fleetwatt:page:html:v1:{digest}"
+
+
+def making_key(key: str, generation: int) -> str:
+    """The mark of a request making the value of `key` at `generation` (the others wait for it)."""
+    return f"{key}:making:{generation}"
+
+
+def gpu_power_grid_key(start: datetime, end: datetime) -> str:
+    """The fleet page's heatmap of one period (apps.dashboard.heatmap)."""
+    return f"fleetwatt:dashboard:gpu-power-grid:{start.isoformat()}:{end.isoformat()}"
+
+
+# What is kept, read or computed ----------------------------------------------------------------------------------
+
+Value = TypeVar("Value")
+
+
+@dataclass(frozen=True)
+class Kept(Generic[Value]):
+    """A value read or computed by `kept_or_computed`; `generation`: the current one when it was read; `kept_at`: the
+    generation it was kept at (None: computed now, and kept at `generation`)."""
+
+    value: Value
+    generation: int
+    kept_at: int | None
+
+    @property
+    def outcome(self) -> str:
+        """For the caches' metrics: "miss" (computed), "hit" (kept at the current generation) or "previous" (kept
+        before an ingest in progress)."""
+        return "miss" if self.kept_at is None else "hit" if self.kept_at == self.generation else "previous"
+
+
+def kept_or_computed(key: str, compute: Callable[[], Value], timeout: float, *, previous: bool = False) -> Kept[Value]:
+    """The value kept under `key` at the current generation, else what `compute` gives, kept there for `timeout` s.
+    `previous`: while an ingest is in progress, a value kept before it is given rather than computed
+    (`kept_read_or_previous`; what is made of it belongs to the generation it was kept at)."""
+    if previous:
+        generation, value, kept_at = kept_read_or_previous(key)
+    else:
+        generation, value = kept_read(key)
+        kept_at = None if value is None else generation
+    if value is None:
+        value = compute()
+        kept_write(key, generation, value, timeout)
+    return Kept(value, generation, kept_at)
