@@ -46,14 +46,15 @@ def _viewer(user: AbstractBaseUser) -> _Viewer:
 
 
 @functools.cache
-def _viewer_columns_sql() -> str:
-    # Written out, not built by the ORM: on every request, and building it cost more than running it.
+def _viewer_columns_sql(user_id: str = "%s") -> str:
+    # Written out, not built by the ORM: on every request, and building it cost more than running it. `user_id`:
+    # the user's id as SQL (a parameter, or a column of a query that joins the user); then the finance group's name.
     user_groups = User.groups.through._meta.db_table
     memberships = apps.get_model("fleet", "TeamMembership")._meta.db_table
     return (
         f"EXISTS (SELECT 1 FROM {user_groups} ug JOIN {Group._meta.db_table} g ON g.id = ug.group_id"
-        f" WHERE ug.user_id = %s AND g.name = %s),"
-        f" ARRAY(SELECT team_id FROM {memberships} WHERE user_id = %s ORDER BY team_id)"
+        f" WHERE ug.user_id = {user_id} AND g.name = %s),"
+        f" ARRAY(SELECT team_id FROM {memberships} WHERE user_id = {user_id} ORDER BY team_id)"
     )
 
 
@@ -63,24 +64,38 @@ def _user_columns() -> tuple[str, ...]:
 
 
 @functools.cache
-def _user_with_viewer_sql() -> str:
+def user_with_viewer_columns() -> str:
+    """The columns of a user (table alias `u`) and of what it may see, for a written-out query that reads them with
+    something else (apps.core.authentication: an API token's); its parameters: `user_with_viewer_params`."""
     columns = ", ".join(f"u.{connection.ops.quote_name(str(f.column))}" for f in User._meta.concrete_fields)
-    return f"SELECT {columns}, {_viewer_columns_sql()} FROM {User._meta.db_table} u WHERE u.id = %s"
+    return f"{columns}, {_viewer_columns_sql('u.id')}"
+
+
+def user_with_viewer_params() -> list[Any]:
+    return [FINANCE_GROUP]
+
+
+@functools.cache
+def _user_with_viewer_sql() -> str:
+    return f"SELECT {user_with_viewer_columns()} FROM {User._meta.db_table} u WHERE u.id = %s"
+
+
+def user_from_row(row: tuple[Any, ...]) -> User:
+    """The user (with what it may see) of a row whose columns are `user_with_viewer_columns`."""
+    columns = _user_columns()
+    user = User.from_db(connection.alias, list(columns), row[: len(columns)])
+    in_finance, team_ids = row[len(columns) : len(columns) + 2]
+    setattr(user, _VIEWER, _Viewer(in_finance=in_finance, team_ids=tuple(team_ids)))
+    return user
 
 
 def user_with_viewer(user_id: int) -> User | None:
     """The user of a session, with what it may see, in one written-out query (every request of a session asks
     for both: Django's `get(pk=...)` and the viewer's query cost two round trips and 0.5 ms of building)."""
     with connection.cursor() as cursor:
-        cursor.execute(_user_with_viewer_sql(), [user_id, FINANCE_GROUP, user_id, user_id])
+        cursor.execute(_user_with_viewer_sql(), [*user_with_viewer_params(), user_id])
         row = cursor.fetchone()
-    if row is None:
-        return None
-    columns = _user_columns()
-    user = User.from_db(connection.alias, list(columns), row[: len(columns)])
-    in_finance, team_ids = row[len(columns) :]
-    setattr(user, _VIEWER, _Viewer(in_finance=in_finance, team_ids=tuple(team_ids)))
-    return user
+    return None if row is None else user_from_row(row)
 
 
 def _in_finance(user: AbstractUser) -> bool:

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import redis
 from django.core.cache.backends.base import DEFAULT_TIMEOUT
@@ -130,6 +130,22 @@ class FailOpenRedisCache(RedisCache):
 
     def clear(self) -> None:
         self._read("clear", None, None, super().clear)
+
+    # A counter per time window (apps.core.authentication's throttle of API tokens); fails open as the rest.
+    def window_count(self, key: Any, *, timeout: int) -> int | None:
+        """`key` counted up by one, made to expire `timeout` s after its first count, in one round trip (INCR, then
+        EXPIRE NX: only a counter without an expiry gets one); its new count, or None while Redis is unreachable.
+        The value is a plain integer (INCR's own), not a pickled one: read it with this method only."""
+        name = self.make_and_validate_key(key)
+
+        def count() -> int:
+            with self._cache.get_client(name, write=True).pipeline(transaction=False) as pipe:
+                pipe.incr(name)
+                pipe.expire(name, timeout, nx=True)
+                counted, _ = pipe.execute()
+            return int(counted)
+
+        return cast(int | None, self._read("window_count", key, None, count))
 
     # A sorted set (apps.rollups.documents: what was asked for, by when); fails open as the rest.
     def sorted_add(self, key: Any, member: str, score: float, *, keep: int) -> None:

@@ -75,3 +75,35 @@ def test_twenty_clients_at_once_are_let_through_exactly_the_rate(three_a_minute,
     # and the next window starts again
     monkeypatch.setattr(ApiTokenRateThrottle, "timer", lambda self: 1_800_000_070.0)
     assert ApiTokenRateThrottle().allow_request(request, None)  # type: ignore[arg-type]
+
+
+def test_a_windows_counter_expires_after_its_first_count_only(db, three_a_minute) -> None:
+    # when a window's counter is counted three times
+    counts = [cache.window_count("fleetwatt:test:window", timeout=120) for _ in range(3)]  # type: ignore[attr-defined]
+    # then it counts up and expires 120 s after its first count, not pushed back by the later ones
+    assert counts == [1, 2, 3]
+    client = cache._cache.get_client(write=True)  # type: ignore[attr-defined]
+    ttl = client.ttl(cache.make_and_validate_key("fleetwatt:test:window"))
+    assert 115 <= ttl <= 120
+
+
+def test_a_tokens_request_reads_no_more_than_a_sessions(db, three_a_minute) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    # given a member with a token (used once: its last use written) and a session
+    user = User.objects.create_user("member")
+    _, key = ApiToken.issue(user=user, name="tool")
+    token, session = _bearer(key), APIClient()
+    session.force_login(user)
+    for client in (token, session):
+        assert client.get("/api/jobs/").status_code == 200
+    # when each asks for the member's jobs
+    counted = {}
+    for name, client in (("token", token), ("session", session)):
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get("/api/jobs/").status_code == 200
+        counted[name] = [q["sql"][:60] for q in queries.captured_queries]
+    # then the token's request reads no more than the session's: its one query found the token, its user and the
+    # teams the user may see, as the session's user is loaded
+    assert len(counted["token"]) == len(counted["session"]), counted
