@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
-from datetime import UTC, datetime, time, timedelta
+from collections.abc import Collection, Iterable
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from operator import itemgetter
 
@@ -248,3 +248,14 @@ def job_work_units(*, job: Job) -> dict[str, float]:
     """The units of the job's own work counter(s) over its whole run, per unit (fleetwatt_job_work_units_total)."""
     rows = job.work_hours.exclude(unit="").values("unit").annotate(units=Sum("units")).order_by("unit")
     return {r["unit"]: r["units"] or 0.0 for r in rows}
+
+
+def job_days(*, job_ids: Collection[int]) -> dict[int, tuple[int, date, date]]:
+    """Each of these jobs' team and its first and last UTC day of hour rows (`Job.first_day`, `last_day`); a job
+    without rows, or without a team, is absent."""
+    if not job_ids:
+        return {}
+    rows = Job.objects.filter(
+        pk__any=sorted(job_ids), team__isnull=False, first_day__isnull=False, last_day__isnull=False
+    ).values_list("pk", "team_id", "first_day", "last_day")
+    return {pk: (team_id, first, last) for pk, team_id, first, last in rows.order_by() if first and last}

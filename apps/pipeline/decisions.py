@@ -1,6 +1,6 @@
 """An admin's decisions (apps.waste.audit), each with what follows from it derived in the same
 transaction: a job moved to another team or out of its bill changes the teams' daily sums; a job moved
-to another group may change its carbon-shift hint."""
+to another group may change its carbon-shift hint; a finding acknowledged or disputed changes its team's waste."""
 
 from __future__ import annotations
 
@@ -19,8 +19,12 @@ from .derive import Fact, Scope, derive
 
 
 def flag_review(*, actor: User, flag: Flag, action: str, reason: str) -> AuditEntry:
-    """Acknowledge or dispute a finding: nothing else follows from it."""
-    return audit.flag_review(actor=actor, flag=flag, action=action, reason=reason)
+    """Acknowledge or dispute a finding: its job's team's waste follows (an acknowledged finding no longer counts)."""
+    with transaction.atomic():
+        entry = audit.flag_review(actor=actor, flag=flag, action=action, reason=reason)
+        if flag.job_id is not None:
+            derive(Scope.jobs([flag.job_id]), changed={Fact.FINDING_STATUS})
+    return entry
 
 
 def flags_review_by_rule(*, actor: User, rule: BulkRule, action: str, reason: str, selection: str) -> list[AuditEntry]:
@@ -34,7 +38,11 @@ def flags_review_by_rule(*, actor: User, rule: BulkRule, action: str, reason: st
                 f"The findings this rule takes changed since the preview ({len(taken)} now): look at them again "
                 "before deciding."
             )
-        return audit.flags_review(actor=actor, flag_ids=taken.keys(), action=action, reason=reason)
+        entries = audit.flags_review(actor=actor, flag_ids=taken.keys(), action=action, reason=reason)
+        decided = {entry.job_id for entry in entries if entry.job_id is not None}
+        if decided:
+            derive(Scope.jobs(decided), changed={Fact.FINDING_STATUS})
+        return entries
 
 
 def job_exclude(*, actor: User, job: Job, exclude: bool, reason: str, flag: Flag | None = None) -> AuditEntry:

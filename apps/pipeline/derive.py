@@ -26,10 +26,12 @@ from apps.jobs import selectors as job_reads
 from apps.jobs import services as jobs
 from apps.jobs.models import Job, JobGpuHour
 from apps.jobs.summary import JobGpuTotals, agent_spans
+from apps.rollups import selectors as rollup_reads
 from apps.rollups import services as rollups
 from apps.telemetry import selectors as telemetry_reads
 from apps.telemetry import services as telemetry
 from apps.telemetry.models import GpuHour
+from apps.waste import selectors as waste_reads
 from apps.waste import services as flags
 
 HOUR = timedelta(hours=1)
@@ -45,6 +47,7 @@ class Fact(StrEnum):
     BILLING = "billing"  # a job's team or its exclusion from the bill (an admin's decision)
     JOB_GROUP = "job_group"  # a job's group set by an admin
     SCHEDULER = "scheduler"  # jobs' scheduler records (state, exit code, allocation) written by a sync
+    FINDING_STATUS = "finding_status"  # findings acknowledged or disputed (an admin's decision)
     # Produced by the steps:
     GROUPS = "groups"
     ESTIMATES = "estimates"  # occupancy and energy of time nobody saw, charged by the scheduler's allocation
@@ -53,6 +56,7 @@ class Fact(StrEnum):
     JOB_FOOTPRINTS = "job_footprints"
     FLAGS = "flags"
     DAY_SUMS = "day_sums"
+    WASTE_DAYS = "waste_days"
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,9 @@ class DeriveRun:
     timings_s: dict[str, float] = field(default_factory=dict)
     job_fields: set[str] = field(default_factory=set)  # fields of `jobs()` the steps changed, not yet stored
     days_moved: set[tuple[int, date]] = field(default_factory=set)  # (cluster, day): a job came into or left it
+    # What of each job's counted findings its teams' waste days depend on, before this run's findings steps wrote
+    # them (None: no such step ran): a job whose findings changed has its waste changed on every day it ran.
+    waste_findings_before: dict[int, frozenset[tuple[object, ...]]] | None = None
     _totals: dict[int, list[JobGpuTotals]] | None = None
     _jobs: list[Job] | None = None
 
@@ -254,7 +261,13 @@ def _estimated_intensity_flags(run: DeriveRun) -> None:
     flags.estimated_intensity_flags_sync(jobs=run.jobs())
 
 
+def _waste_findings_before(run: DeriveRun) -> None:
+    if run.waste_findings_before is None:
+        run.waste_findings_before = waste_reads.counted_findings_by_job(job_ids=run.job_ids)
+
+
 def _waste_findings(run: DeriveRun) -> None:
+    _waste_findings_before(run)
     flags.job_findings_sync(totals=run.totals(), jobs=run.jobs())
 
 
@@ -263,6 +276,7 @@ def _unobserved_flags(run: DeriveRun) -> None:
 
 
 def _failed_run_findings(run: DeriveRun) -> None:
+    _waste_findings_before(run)
     flags.failed_run_flags_sync(jobs=run.jobs())
 
 
@@ -274,6 +288,29 @@ def _day_sums(run: DeriveRun) -> None:
     pairs = run.cluster_days()
     for cluster_id in sorted({c for c, _ in pairs}):  # the order day_sums_refresh locks them in
         rollups.day_sums_refresh(cluster_ids=[cluster_id], days={d for c, d in pairs if c == cluster_id})
+
+
+def _team_waste_days(run: DeriveRun) -> None:
+    # The days a team's waste may have changed on: those whose rows this run priced again or moved (of its jobs with
+    # counted findings), and every day of a job whose counted findings changed (raised, withdrawn, decided on, their
+    # GPUs) or that moved to another bill. The teams: those jobs', and, where a job moved, every team with waste on
+    # its days (the one it left).
+    now = waste_reads.counted_findings_by_job(job_ids=run.job_ids)
+    before = run.waste_findings_before if run.waste_findings_before is not None else now
+    changed = {job_id for job_id in run.job_ids if before.get(job_id) != now.get(job_id)}
+    moved = run.changed & {Fact.BILLING, Fact.FINDING_STATUS}
+    if moved:
+        changed |= run.scope.job_ids
+    spans = job_reads.job_days(job_ids=set(now) | changed)
+    days = {d for _, d in run.cluster_days()} if now else set()
+    teams = {team_id for team_id, _, _ in spans.values()}
+    for job_id in changed:
+        if job_id in spans:
+            _, first, last = spans[job_id]
+            days |= {first + timedelta(days=i) for i in range((last - first).days + 1)}
+    if Fact.BILLING in run.changed:
+        teams |= rollup_reads.teams_with_waste_on(days=days)
+    rollups.team_waste_days_refresh(team_ids=teams, days=days)
 
 
 def _caches_expire(run: DeriveRun) -> None:
@@ -328,8 +365,12 @@ STEPS: tuple[Step, ...] = (
           "daily sums of the footprints per team (without the jobs excluded from a bill), cluster and job group, "
           "and of each GPU's GPU-hours; "
           "after the summaries, whose days of each job decide which jobs' rounded costs a day holds"),
+    _step("team_waste_days", _team_waste_days,
+          {F.ROW_FOOTPRINTS, F.SUMMARIES, F.FLAGS, F.BILLING, F.FINDING_STATUS}, F.WASTE_DAYS,
+          "each team's waste per day, counted once, from its counted findings' rows: after the findings and their "
+          "rows' footprints, and after the day sums (their locks first, in every derivation)"),
     _step("caches_expire", _caches_expire,
-          {F.DAY_SUMS, F.ROW_FOOTPRINTS, F.SUMMARIES, F.JOB_FOOTPRINTS, F.GROUPS, F.FLAGS}, None,
+          {F.DAY_SUMS, F.ROW_FOOTPRINTS, F.SUMMARIES, F.JOB_FOOTPRINTS, F.GROUPS, F.FLAGS, F.WASTE_DAYS}, None,
           "last: no cached rollup or list page outlives any figure above"),
 )  # fmt: skip
 

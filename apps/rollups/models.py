@@ -1,8 +1,11 @@
-"""Stored sums that rollups read instead of the job rows: per UTC day, a team's, a cluster's and a job group's."""
+"""Stored sums that rollups read instead of the job rows: per UTC day, a team's, a cluster's and a job group's, each
+GPU's, and a team's waste."""
 
 from __future__ import annotations
 
 from django.db import models
+
+from apps.core.footprint import Footprint
 
 
 class DaySums(models.Model):
@@ -95,6 +98,41 @@ class JobGroupDay(DaySums):
 
     def __str__(self) -> str:
         return f"{self.job_group_id} {self.cluster_id} {self.day}"
+
+
+class TeamWasteDay(models.Model):
+    """A team's waste on one UTC day, counted once (apps.waste.selectors.period_waste: its counted findings' rows
+    on that day, a GPU-hour two findings share once): what team rollups of whole days read instead of every
+    finding of the period. Rebuilt for every team and day a derivation touches: new rows or findings of its jobs
+    (every day of those jobs: a finding is about the job's whole run), a decision on a finding, a job moved out
+    of a team's bill or to another team (apps.rollups.services.team_waste_days_refresh). A day without waste has
+    no row."""
+
+    team = models.ForeignKey("fleet.Team", on_delete=models.CASCADE, related_name="waste_days", db_index=False)
+    day = models.DateField()
+    # A Footprint's fields as period_waste sums them (floats to their last bit: the rollup adds these as it added them).
+    energy_j = models.FloatField(default=0.0)
+    gpu_hours = models.FloatField(default=0.0)
+    server_kwh = models.FloatField(default=0.0)
+    facility_kwh = models.FloatField(default=0.0)
+    operational_kg = models.FloatField(null=True, blank=True)
+    embodied_kg = models.FloatField(default=0.0)
+    cost = models.DecimalField(max_digits=18, decimal_places=6, default=0)
+
+    class Meta:
+        ordering = ["team_id", "day"]
+        constraints = [models.UniqueConstraint(fields=["team", "day"], name="teamwasteday_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.team_id} {self.day}"
+
+    def footprint(self) -> Footprint:
+        """The day's waste as the Footprint period_waste gave for it."""
+        return Footprint(
+            energy_j=self.energy_j, gpu_hours=self.gpu_hours, server_kwh=self.server_kwh,
+            facility_kwh=self.facility_kwh, operational_kg=self.operational_kg, embodied_kg=self.embodied_kg,
+            cost=self.cost,
+        )  # fmt: skip
 
 
 class GpuDay(models.Model):

@@ -17,7 +17,7 @@ rest of the period."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
@@ -55,7 +55,7 @@ from apps.waste.kinds import FlagKind
 from apps.waste.selectors import period_waste, team_counted_flags
 
 from .bands import band_joins
-from .models import ClusterDay, JobGroupDay, TeamDay
+from .models import ClusterDay, JobGroupDay, TeamDay, TeamWasteDay
 
 # The footprint columns a day's sums keep (they have no server energy).
 DAY_SUM_COLUMNS = ("energy_j", "occupancy_s", "facility_kwh", "operational_kg", "embodied_kg", "cost")
@@ -306,13 +306,28 @@ def team_rollup(*, team: Team, start: datetime, end: datetime, granularity: str)
 def _waste_add(*, team: Team, start: datetime, end: datetime, granularity: str, periods: dict[str, Period]) -> None:
     """The team's waste in each period: period_waste over [start, end) (its counted findings' rows there, each
     GPU-hour once), its UTC days added up per period as TRUNC groups the rows; zero in a period without any."""
-    found = period_waste(flags=team_counted_flags(team=team, start=start, end=end), start=start, end=end)
+    whole = _whole_days(start, end)
+    if whole is not None:  # the stored days (apps.rollups.services.team_waste_days_refresh): what period_waste gives
+        stored = TeamWasteDay.objects.filter(team=team, day__gte=whole[0], day__lt=whole[1]).order_by("day")
+        per_day = [(day.day, day.footprint()) for day in stored]
+    else:
+        found = period_waste(flags=team_counted_flags(team=team, start=start, end=end), start=start, end=end)
+        per_day = sorted(found.per_day.items())
     for p in periods.values():
         p.waste = Footprint()
-    for day, part in sorted(found.per_day.items()):
+    for day, part in per_day:
         key = _period_of(day, granularity)
         p = periods.setdefault(key, Period(period=key, waste=Footprint()))
         p.waste = (p.waste or Footprint()) + part
+
+
+def teams_with_waste_on(*, days: Collection[date]) -> set[int]:
+    """The teams with waste stored on any of these UTC days (TeamWasteDay)."""
+    if not days:
+        return set()
+    return set(
+        TeamWasteDay.objects.filter(day__in=sorted(days)).values_list("team_id", flat=True).distinct().order_by()
+    )
 
 
 def _team_billed(team: Team) -> Q:

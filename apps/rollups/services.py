@@ -11,11 +11,14 @@ from datetime import UTC, date, datetime, timedelta
 from django.db import connection
 
 from apps.core.aggregates import HALF_EVEN_QR, HALF_EVEN_UNITS
+from apps.core.footprint import Footprint
 from apps.core.money import DEFAULT_EXPONENT, MINOR_EXPONENTS
-from apps.fleet.models import Gpu
+from apps.fleet.models import Gpu, Team
+from apps.waste.models import Flag
+from apps.waste.selectors import counted_flags, period_waste
 
 from .bands import NO_BAND_METHODS, band_inputs_cte, band_of
-from .models import ClusterDay, GpuDay, JobGroupDay, TeamDay
+from .models import ClusterDay, GpuDay, JobGroupDay, TeamDay, TeamWasteDay
 
 # The clusters' GPUs come as arrays (`gpus`, each with its cluster), not as joins to fleet_gpu and
 # fleet_node: without statistics (a month's new partition, a fresh table) Postgres planned those joins as
@@ -186,6 +189,7 @@ LEFT JOIN {_by_method("cluster_id", "TRUE")} AS bm
 CODES = sorted(MINOR_EXPONENTS)
 
 _DAY_SUMS_LOCK = 0x66770001  # advisory lock namespace: a cluster's daily sums
+_WASTE_DAYS_LOCK = 0x66770002  # advisory lock namespace: a team's waste days
 
 
 def day_sums_refresh(*, cluster_ids: Iterable[int], days: Iterable[date]) -> None:
@@ -217,3 +221,35 @@ def day_sums_refresh(*, cluster_ids: Iterable[int], days: Iterable[date]) -> Non
                 "default_exponent": DEFAULT_EXPONENT,
             },
         )  # fmt: skip
+
+
+def team_waste_days_refresh(*, team_ids: Iterable[int], days: Iterable[date]) -> None:
+    """Rebuild these teams' waste on these UTC days (TeamWasteDay): period_waste over the days' span, each day's part
+    as the rollup of a period holding it would count it (the union of the counted findings' rows of that day)."""
+    teams, wanted = sorted(set(team_ids)), sorted(set(days))
+    if not teams or not wanted:
+        return
+    with connection.cursor() as cursor:
+        # As day_sums_refresh: two derivations touching one team's days (two clusters' ingests) one after the other,
+        # locked in the order of the ids; taken after the clusters' day sums' locks by every caller.
+        for team_id in teams:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_WASTE_DAYS_LOCK, team_id])
+    TeamWasteDay.objects.filter(team_id__in=teams, day__in=wanted).delete()
+    start = datetime(wanted[0].year, wanted[0].month, wanted[0].day, tzinfo=UTC)
+    end = datetime(wanted[-1].year, wanted[-1].month, wanted[-1].day, tzinfo=UTC) + timedelta(days=1)
+    kept = set(wanted)
+    rows = []
+    for team in Team.objects.filter(pk__in=teams).order_by("pk"):
+        # Every counted finding of the team's jobs whose days reach the span (period_waste keeps those): a job's
+        # rows on a day count there however long before it was last seen (a scheduler's estimate after it).
+        found = period_waste(flags=counted_flags(Flag.objects.filter(job__team=team)), start=start, end=end)
+        rows += [_waste_day(team.pk, day, part) for day, part in sorted(found.per_day.items()) if day in kept]
+    TeamWasteDay.objects.bulk_create(rows)
+
+
+def _waste_day(team_id: int, day: date, part: Footprint) -> TeamWasteDay:
+    return TeamWasteDay(
+        team_id=team_id, day=day, energy_j=part.energy_j, gpu_hours=part.gpu_hours, server_kwh=part.server_kwh,
+        facility_kwh=part.facility_kwh, operational_kg=part.operational_kg, embodied_kg=part.embodied_kg,
+        cost=part.cost,
+    )  # fmt: skip

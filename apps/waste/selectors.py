@@ -79,6 +79,22 @@ def team_counted_flags(*, team: Team, start: datetime, end: datetime) -> QuerySe
     return counted_flags(flags.filter(Q(job__last_seen__gte=start) | Q(job__last_seen__isnull=True)))
 
 
+def counted_findings_by_job(*, job_ids: Collection[int]) -> dict[int, frozenset[tuple[object, ...]]]:
+    """For each of these jobs with findings that count as waste (`counted_flags`), what its waste depends on: each
+    such finding's id, kind and the GPUs it names. Two readings that differ for a job: its waste changed on every
+    day it ran."""
+    if not job_ids:
+        return {}
+    found: dict[int, set[tuple[object, ...]]] = defaultdict(set)
+    rows = counted_flags(Flag.objects.filter(job_id__any=sorted(job_ids))).values_list(
+        "job_id", "id", "kind", "evidence"
+    )
+    for job_id, flag_id, kind, evidence in rows.order_by():
+        gpus = flag_gpus(evidence)
+        found[job_id].add((flag_id, kind, None if gpus is None else tuple(sorted(gpus))))
+    return {job_id: frozenset(state) for job_id, state in found.items()}
+
+
 def flag_gpus(evidence: dict | None) -> set[str] | None:
     """The GPUs a finding is about (its evidence's `gpus`); None: all the job's GPUs."""
     named = (evidence or {}).get("gpus")

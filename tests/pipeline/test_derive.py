@@ -47,7 +47,8 @@ def ingested() -> Job:
 
 
 def test_every_step_reads_something_that_a_caller_or_an_earlier_step_changes() -> None:
-    made = {Fact.JOB_ROWS, Fact.GROUP_RULES, Fact.FACTORS, Fact.BILLING, Fact.JOB_GROUP, Fact.SCHEDULER, Fact.GROUPS}
+    made = {Fact.JOB_ROWS, Fact.GROUP_RULES, Fact.FACTORS, Fact.BILLING, Fact.JOB_GROUP, Fact.SCHEDULER, Fact.GROUPS,
+            Fact.FINDING_STATUS}  # fmt: skip
     for step in STEPS:
         assert step.reads & made, f"{step.name} can never run"
         assert step.why, f"{step.name} does not say why it stands where it does"
@@ -62,19 +63,20 @@ def test_every_step_reads_something_that_a_caller_or_an_earlier_step_changes() -
         (
             {Fact.FACTORS},
             ["row_footprints", "job_footprints", "job_figures", "estimated_intensity_flags", "waste_findings",
-             "failed_run_findings", "job_flag_lists", "day_sums", "caches_expire"],
+             "failed_run_findings", "job_flag_lists", "day_sums", "team_waste_days", "caches_expire"],
         ),
-        ({Fact.BILLING}, ["day_sums", "caches_expire"]),
+        ({Fact.BILLING}, ["day_sums", "team_waste_days", "caches_expire"]),
+        ({Fact.FINDING_STATUS}, ["team_waste_days", "caches_expire"]),
         (
             {Fact.JOB_GROUP},
             ["job_footprints", "job_figures", "estimated_intensity_flags", "failed_run_findings", "job_flag_lists",
-             "day_sums", "caches_expire"],
+             "day_sums", "team_waste_days", "caches_expire"],
         ),
         (
             {Fact.SCHEDULER},
             ["job_groups", "unobserved_estimates", "row_footprints", "job_summaries", "job_footprints", "job_figures",
              "low_coverage_flags", "estimated_intensity_flags", "waste_findings", "unobserved_flags",
-             "failed_run_findings", "job_flag_lists", "day_sums", "caches_expire"],
+             "failed_run_findings", "job_flag_lists", "day_sums", "team_waste_days", "caches_expire"],
         ),
     ],
 )  # fmt: skip

@@ -24,6 +24,7 @@ from apps.pipeline.derive import Fact, Scope, derive
 from apps.reports.schedule import week_window, zone
 from apps.reports.selectors import report_build
 from apps.rollups import selectors
+from apps.rollups.services import team_waste_days_refresh
 from apps.waste.models import Flag
 from apps.waste.selectors import counted_flags, period_waste
 from tests.carbon.fleet_builder import HOUR, fleet_build, intensity_set, job_run
@@ -69,6 +70,8 @@ def _world(tz: str) -> tuple[Team, Team]:
         found = Flag.objects.filter(job__job_key=key, kind__in=["idle_allocation", "failed_run"])
         assert found.count() == 2, key  # each job: two findings over the same GPU-hours
         found.update(status=status)
+    with transaction.atomic():  # as an admin's decisions on them would (apps.pipeline.decisions.flag_review)
+        derive(Scope.jobs(Job.objects.values_list("pk", flat=True)), changed={Fact.FINDING_STATUS})
     return teams["nlp"], teams["vision"]
 
 
@@ -86,6 +89,8 @@ def _tie_the_week(team: Team) -> Decimal:
     row = JobGpuHour.objects.filter(job__job_key="slurm/1", hour=MONDAY).first()
     assert row is not None
     JobGpuHour.objects.filter(pk=row.pk).update(cost=row.cost + (target - exact))
+    # the team's stored waste days read the moved cost, as the derivation that writes a row's cost refreshes them
+    team_waste_days_refresh(team_ids=[team.pk], days=[MONDAY.date() + timedelta(days=i) for i in range(-1, 3)])
     return target
 
 
