@@ -6,10 +6,8 @@ tests/schedulers/test_sync.py and test_local_slurm.py; the records' checks: test
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -29,6 +27,7 @@ from apps.schedulers.sources import (
     slurmrest_records_read,
 )
 from tests.factories import ClusterFactory
+from tests.json_server import JsonServer, json_server
 
 pytestmark = pytest.mark.django_db
 
@@ -116,47 +115,13 @@ def test_a_sacct_command_that_cannot_run_is_named(command: str, said: str) -> No
 # slurmrestd and kube-state-metrics, over HTTP
 
 
-class _Server:
-    """A local HTTP server answering every request with `answer` (status, JSON body), keeping what it was asked."""
-
-    def __init__(self) -> None:
-        self.answer: tuple[int, Any] = (200, {})
-        self.asked: list[dict[str, Any]] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _reply(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length).decode() if length else ""
-                server.asked.append({"method": self.command, "path": self.path, "headers": dict(self.headers),
-                                     "form": parse_qs(body)})  # fmt: skip
-                status, payload = server.answer
-                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = do_POST = _reply
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
-
-
 @pytest.fixture
-def server() -> Iterator[_Server]:
-    found = _Server()
-    yield found
-    found.httpd.shutdown()
-    found.httpd.server_close()
+def server() -> Iterator[JsonServer]:
+    with json_server() as found:
+        yield found
 
 
-def test_slurmrestd_is_asked_with_the_token_from_the_environment(server: _Server, monkeypatch) -> None:
+def test_slurmrestd_is_asked_with_the_token_from_the_environment(server: JsonServer, monkeypatch) -> None:
     monkeypatch.setenv("SLURM_JWT", "jwt-secret")
     server.answer = (200, {"jobs": [_record(9)]})
     cluster = ClusterFactory(scheduler="slurm_rest", slurmrest_url=server.url + "/", slurmrest_token_env="SLURM_JWT",
@@ -172,7 +137,7 @@ def test_slurmrestd_is_asked_with_the_token_from_the_environment(server: _Server
     assert all(v[0].startswith("now-") for v in parse_qs(path.query).values())
 
 
-def test_slurmrestd_without_its_token_or_answering_an_error_is_named(server: _Server, monkeypatch) -> None:
+def test_slurmrestd_without_its_token_or_answering_an_error_is_named(server: JsonServer, monkeypatch) -> None:
     cluster = ClusterFactory(
         name="rest", scheduler="slurm_rest", slurmrest_url=server.url, slurmrest_token_env="NO_JWT"
     )
@@ -191,7 +156,7 @@ def _vector(*series: dict[str, Any]) -> dict[str, Any]:
     return {"status": "success", "data": {"resultType": "vector", "result": list(series)}}
 
 
-def test_kube_state_metrics_is_asked_a_fixed_handful_of_queries_at_the_windows_end(server: _Server) -> None:
+def test_kube_state_metrics_is_asked_a_fixed_handful_of_queries_at_the_windows_end(server: JsonServer) -> None:
     # (one answer to every query: the times query's tag too)
     pod = {"metric": {"namespace": "ml", "pod": "p", "uid": "u", "node": "n1", "fw_q": "created"}, "value": [0, "1"]}
     server.answer = (200, _vector(pod))
@@ -203,7 +168,7 @@ def test_kube_state_metrics_is_asked_a_fixed_handful_of_queries_at_the_windows_e
     assert all('cluster="k"' in a["form"]["query"][0] for a in server.asked)
 
 
-def test_a_server_that_is_not_prometheus_is_named(server: _Server) -> None:
+def test_a_server_that_is_not_prometheus_is_named(server: JsonServer) -> None:
     server.answer = (200, {"hello": "world"})
     cluster = ClusterFactory(name="k", scheduler="kube_state_metrics", prometheus_url=server.url)
     with pytest.raises(SchedulerUnavailable, match=r"^cluster k: kube-state-metrics: "):
