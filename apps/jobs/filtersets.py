@@ -43,9 +43,11 @@ class JobFilterSet(FilterSet):
 
     @property
     def qs(self) -> QuerySet[Job]:
-        start, end = self.form.cleaned_data.get("start"), self.form.cleaned_data.get("end")
-        if start and end and end - start > timedelta(days=MAX_RANGE_DAYS):
-            raise ValidationError({"end": f"A range covers at most {MAX_RANGE_DAYS} days."})
+        if self.is_bound:
+            self.form.is_valid()  # its cleaned data exists once validated (django-filter's own qs validates first)
+            start, end = self.form.cleaned_data.get("start"), self.form.cleaned_data.get("end")
+            if start and end and end - start > timedelta(days=MAX_RANGE_DAYS):
+                raise ValidationError({"end": f"A range covers at most {MAX_RANGE_DAYS} days."})
         return super().qs
 
     def filter_seen_since(self, qs: JobQuerySet, name: str, value: datetime) -> JobQuerySet:

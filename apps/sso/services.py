@@ -45,6 +45,7 @@ def sso_user_login(*, claims: SsoClaims, access: Access, groups: list[str]) -> U
             .filter(issuer=claims.issuer, subject=claims.subject)
             .first()
         )
+        newcomer = identity is None
         if identity is None:
             if access.empty:
                 raise SsoRefused(NO_TEAM)
@@ -63,6 +64,8 @@ def sso_user_login(*, claims: SsoClaims, access: Access, groups: list[str]) -> U
         _fleet_roles_sync(user, access)
         identity.last_login_groups = sorted(groups)
         identity.save(update_fields=["last_login_groups"])
+        if newcomer and not _has_access(user):  # (its teams were not found): refused here, nothing is created
+            raise SsoRefused(NO_TEAM)
     if not _has_access(user):
         raise SsoRefused(NO_TEAM)
     return user
