@@ -26,12 +26,12 @@ ROOT = Path(__file__).resolve().parent.parent
 APPS = ROOT / "apps"
 
 PURE = {
-    "apps.core.footprint",
-    "apps.core.params",
+    "apps.core.units.footprint",
+    "apps.core.web.params",
     "apps.fleet.endpoint",
     "apps.fleet.work_counters",
-    "apps.core.glossary",
-    "apps.core.money",
+    "apps.core.units.glossary",
+    "apps.core.units.money",
     "apps.rollups.focus",
     "apps.rollups.breakdown",
     "apps.core.metrics",

@@ -21,8 +21,8 @@ from django.db import connection, models, transaction
 from django.db.models import Avg
 from django.db.models.functions import ExtractMonth, ExtractYear
 
-from apps.core.bulk import columns_update, rows_update
-from apps.core.footprint import S_PER_HOUR, Footprint
+from apps.core.db.bulk import columns_update, rows_update
+from apps.core.units.footprint import S_PER_HOUR, Footprint
 from apps.fleet.models import Cluster, Gpu, Node
 from apps.jobs.models import Job, JobGpuHour
 from apps.jobs.summary import JobGpuTotals

@@ -31,7 +31,7 @@ from django.db.models import Model
 from rest_framework.renderers import JSONRenderer
 
 from apps.carbon.models import JobGroup
-from apps.core.access import viewer_scope
+from apps.core.access.policy import viewer_scope
 from apps.core.generation import ingest_prepared, ingest_started_at, kept_read, kept_read_or_previous, kept_write
 from apps.core.metrics import ROLLUP_CACHE
 from apps.core.services import metric_count

@@ -1,7 +1,7 @@
 """Writes of the stored sums rollups read (the daily sums of teams, clusters and job groups, and of each GPU).
 
 Float sums go through `numeric` so that they do not depend on the order Postgres meets the rows in
-(apps/core/aggregates.py)."""
+(apps/core/units/aggregates.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from datetime import UTC, date, datetime, timedelta
 
 from django.db import connection
 
-from apps.core.aggregates import HALF_EVEN_QR, HALF_EVEN_UNITS
-from apps.core.money import DEFAULT_EXPONENT, MINOR_EXPONENTS
+from apps.core.units.aggregates import HALF_EVEN_QR, HALF_EVEN_UNITS
+from apps.core.units.money import DEFAULT_EXPONENT, MINOR_EXPONENTS
 from apps.fleet.models import Gpu
 
 from .bands import NO_BAND_METHODS, band_inputs_cte, band_of

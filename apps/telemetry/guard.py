@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from apps.core.footprint import kwh
+from apps.core.units.footprint import kwh
 
 _UNITS = {"y": 365 * 86400, "w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0.001}
 _DURATION = re.compile(r"(\d+)(ms|y|w|d|h|m|s)")

@@ -15,9 +15,9 @@ from django.db import connection
 from django.db.models import Q, Sum
 from django.utils import timezone
 
-from apps.core.aggregates import exact_sum
-from apps.core.bulk import columns_upsert, rows_update
+from apps.core.db.bulk import columns_upsert, rows_update
 from apps.core.generation import data_changed
+from apps.core.units.aggregates import exact_sum
 from apps.fleet.models import Cluster, Gpu, Node
 from apps.fleet.selectors import JobIdentity, TeamResolver
 from apps.jobs.identity import key_storable, text_storable
@@ -220,7 +220,7 @@ def _jobs_upsert(
             for k, v in values.items():
                 setattr(job, k, v)
             changed.append(job)
-    # As columns (apps.core.bulk): Django's bulk_create compiled sixty columns of every new job into the
+    # As columns (apps.core.db.bulk): Django's bulk_create compiled sixty columns of every new job into the
     # statement's text, about as long as the rest of the writes of the hour.
     columns_upsert(
         Job,
@@ -266,7 +266,7 @@ def hour_rows_write(
     JobGpuHourEnergy.objects.filter(gpu__node__cluster=cluster, hour=hour, method=Method.ESTIMATED).delete()
     in_hour_rows.filter(source=Source.ESTIMATED).delete()
 
-    # The rows go as columns (apps.core.bulk): no model instance per row.
+    # The rows go as columns (apps.core.db.bulk): no model instance per row.
     job_pk = [jobs[r.job_key].pk for r in result.job_hours]
     gpu_pk = [gpus[r.uuid].pk for r in result.job_hours]
     hour_rows: dict[str, list[Any]] = {

@@ -21,7 +21,7 @@ from django.contrib.sessions.backends.cached_db import KEY_PREFIX
 from django.core.cache import caches
 from django.test import Client
 
-from apps.core.access import FINANCE_GROUP
+from apps.core.access.policy import FINANCE_GROUP
 from apps.core.models import ApiToken
 from apps.fleet.models import Team
 from tests.factories import JobFactory, TeamFactory, TeamMembershipFactory, UserFactory

@@ -11,8 +11,9 @@ from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
-from .access import user_is_read_only, user_sees_all_teams
-from .models import PREFIX, ApiToken, token_hash
+from apps.core.models import PREFIX, ApiToken, token_hash
+
+from .policy import user_is_read_only, user_sees_all_teams
 
 LAST_USED_RESOLUTION = timedelta(minutes=1)  # do not write on every request
 
@@ -97,7 +98,7 @@ class IsAdminOrFinance(permissions.BasePermission):
 
 
 class ReadOnlyForFinance(permissions.BasePermission):
-    """Finance reads everything and writes nothing, whatever its credentials (apps.core.access)."""
+    """Finance reads everything and writes nothing, whatever its credentials (apps.core.access.policy)."""
 
     message = "Finance is read-only."
 
