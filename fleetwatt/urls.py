@@ -3,8 +3,9 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from apps.core.metrics_views import metrics
-from apps.core.web.views import ApiDocsView, ApiSchemaView, healthz
+from apps.core.web.views import ApiDocsView, ApiSchemaView
+from apps.ops.metrics_views import metrics
+from apps.ops.views import healthz
 from apps.sso import views as sso_views
 
 # A database that cannot be reached is a 503; the API's errors are JSON (apps.core.web.views.server_error).

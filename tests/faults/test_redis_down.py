@@ -4,7 +4,7 @@ from Postgres, tokens pass unthrottled (with a log line), rollups are computed, 
 down.
 
 Tried with a redis-server of the test's own, killed with SIGKILL under a running gunicorn, and stalled
-with CLIENT PAUSE (it keeps its data) under the test client. /healthz: tests/core/test_healthz.py."""
+with CLIENT PAUSE (it keeps its data) under the test client. /healthz: tests/ops/test_healthz.py."""
 
 from __future__ import annotations
 
