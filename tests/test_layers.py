@@ -7,6 +7,8 @@ pure domain modules  <  models  <  services, selectors  <  apps.pipeline  <  api
 - services and selectors never import the pipeline or anything above it, and a service never imports
   another app's services (the pipeline runs them in order: none triggers the next);
 - below the pipeline, apps import each other without cycles;
+- apps.core, the plumbing every app shares, imports no other app (what reads other apps' state to report on
+  them, /healthz and /metrics, is apps.ops);
 - the fleet config (apps.config) is imported only by itself and by the pipeline, which applies it: a domain app
   neither parses nor writes the config file; apps.config reads other apps through their models, pure modules
   and selectors (it writes their models itself; it never calls their services);
@@ -88,8 +90,8 @@ UPPER = {
     "templatetags",
     "middleware",
 }
-# Apps that are an upper layer as a whole: the pipeline, the pages, the demo and its simulator commands.
-UPPER_APPS = {"pipeline", "dashboard"}
+# Apps that are an upper layer as a whole: the pipeline, the pages, /healthz and /metrics (they read every app).
+UPPER_APPS = {"pipeline", "dashboard", "ops"}
 
 
 @dataclass(frozen=True)
@@ -246,6 +248,11 @@ def test_apps_below_the_pipeline_import_each_other_without_a_cycle() -> None:
     assert not left, f"apps that import each other (directly or round about): {left}; edges: {dict(graph)}"
 
 
+def test_the_core_imports_no_other_app() -> None:
+    bad = [i for i in IMPORTS if _app(i.source) == "core" and i.target.startswith("apps.") and _app(i.target) != "core"]
+    assert not bad, "\n".join(_violations("core", bad))
+
+
 # Who may import the fleet config: itself (its parser, writes and the apply_config command) and the pipeline, whose
 # config_apply writes it and derives what follows.
 CONFIG_IMPORTERS = {"config", "pipeline"}
@@ -282,6 +289,8 @@ def test_no_import_hides_inside_a_function() -> None:
         ("apps.jobs.models", "apps.jobs.services", "models"),
         ("apps.carbon.services", "apps.pipeline.derive", "layers"),
         ("apps.telemetry.services", "apps.carbon.services", "services"),
+        ("apps.core.web.views", "apps.telemetry.health", "core"),
+        ("apps.core.units.aggregates", "apps.jobs.models", "core"),
         ("apps.fleet.admin", "apps.config.types", "config"),
         ("apps.carbon.services", "apps.config.services", "config"),
         ("apps.config.services", "apps.carbon.hourly_import", "config reach"),
@@ -299,6 +308,7 @@ def test_the_check_catches_each_kind_of_violation(source: str, target: str, kind
             "models": test_models_import_no_services_selectors_pipeline_or_views,
             "layers": test_nothing_below_the_pipeline_imports_it_or_what_sits_above_it,
             "services": test_no_service_imports_another_apps_services,
+            "core": test_the_core_imports_no_other_app,
             "config": test_only_the_pipeline_imports_the_fleet_config,
             "config reach": test_the_fleet_config_reads_other_apps_through_their_models_pure_modules_and_selectors,
         }[kind]
