@@ -37,6 +37,7 @@ PURE = {
     "apps.rollups.focus",
     "apps.rollups.breakdown",
     "apps.core.metrics",
+    "apps.core.locks",
     "apps.jobs.identity",
     "apps.jobs.methods",
     "apps.jobs.states",

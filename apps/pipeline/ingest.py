@@ -16,6 +16,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.carbon import services as carbon
+from apps.core import locks
 from apps.core.collector import collector_paused
 from apps.fleet import services as fleet
 from apps.fleet.models import Cluster
@@ -284,15 +285,12 @@ def closed_hours_ingest(*, now: datetime | None = None) -> list[HourReport]:
     return reports
 
 
-_CATCHUP_LOCK = 0x66770000  # advisory lock namespace for per-cluster catch-up
-
-
 def _try_cluster_lock(cluster: Cluster) -> bool:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [_CATCHUP_LOCK, cluster.pk])
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [locks.CATCHUP, cluster.pk])
         return bool(cursor.fetchone()[0])
 
 
 def _cluster_unlock(cluster: Cluster) -> None:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [_CATCHUP_LOCK, cluster.pk])
+        cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [locks.CATCHUP, cluster.pk])

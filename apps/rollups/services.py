@@ -10,6 +10,7 @@ from datetime import UTC, date, datetime, timedelta
 
 from django.db import connection
 
+from apps.core import locks
 from apps.core.units.aggregates import HALF_EVEN_QR, HALF_EVEN_UNITS
 from apps.core.units.money import DEFAULT_EXPONENT, MINOR_EXPONENTS
 from apps.fleet.models import Gpu
@@ -185,8 +186,6 @@ LEFT JOIN {_by_method("cluster_id", "TRUE")} AS bm
 
 CODES = sorted(MINOR_EXPONENTS)
 
-_DAY_SUMS_LOCK = 0x66770001  # advisory lock namespace: a cluster's daily sums
-
 
 def day_sums_refresh(*, cluster_ids: Iterable[int], days: Iterable[date]) -> None:
     """Rebuild the daily sums of these clusters and days from the job-GPU-hour and GPU-hour rows: the teams'
@@ -201,7 +200,7 @@ def day_sums_refresh(*, cluster_ids: Iterable[int], days: Iterable[date]) -> Non
         # second's insert then breaks the unique key): one at a time per cluster, until commit, taken in
         # the order of the ids so that two writers of several clusters cannot wait on each other.
         for cluster_id in clusters:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_DAY_SUMS_LOCK, cluster_id])
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [locks.DAY_SUMS, cluster_id])
     for model in (TeamDay, ClusterDay, JobGroupDay):
         model.objects.filter(cluster_id__in=clusters, day__in=wanted).delete()
     gpus = list(Gpu.objects.filter(node__cluster_id__in=clusters).values_list("pk", "node__cluster_id").order_by())

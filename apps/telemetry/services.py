@@ -15,6 +15,7 @@ from django.db import connection
 from django.db.models import Q, Sum
 from django.utils import timezone
 
+from apps.core import locks
 from apps.core.db.bulk import columns_upsert, rows_update
 from apps.core.generation import data_changed
 from apps.core.units.aggregates import exact_sum
@@ -145,7 +146,8 @@ def cluster_retention_record(*, cluster: Cluster, retention: timedelta | None) -
 
 
 def cluster_hour_lock(*, cluster: Cluster, hour: datetime) -> None:
-    """Two workers on the same cluster-hour take turns (the second then rewrites the same rows)."""
+    """Two workers on the same cluster-hour take turns (the second then rewrites the same rows). Its key, the
+    cluster's id and the hour, is listed with the others in apps.core.locks."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [cluster.pk, int(_ts(hour) // 3600)])
 
@@ -514,8 +516,6 @@ def last_closed_hour(now: datetime | None = None) -> datetime:
 
 # --- Time nobody saw: the scheduler's allocation applied to the GPU-hours (DESIGN section 8) -------------
 
-_CLUSTER_WRITE_LOCK = 0x66770003  # advisory lock namespace: one writer of a cluster's rows at a time
-
 
 def cluster_write_lock(*, cluster: Cluster) -> None:
     """One transaction at a time writes a cluster's rows and derives from them (an ingested hour, a scheduler
@@ -523,7 +523,7 @@ def cluster_write_lock(*, cluster: Cluster) -> None:
     their row locks in different orders would deadlock. Taken before the first write; held to the end of
     the transaction (re-entrant within it)."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_CLUSTER_WRITE_LOCK, cluster.pk])
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [locks.CLUSTER_WRITE, cluster.pk])
 
 
 @dataclass(frozen=True)
