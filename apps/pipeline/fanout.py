@@ -32,6 +32,7 @@ from django.utils import timezone
 from apps.core import locks
 from apps.core.collector import collector_paused
 from apps.fleet.models import Cluster
+from apps.telemetry import selectors as telemetry_reads
 from apps.telemetry import services as telemetry
 from apps.telemetry.models import ClusterShard, IngestBatch, IngestedHour, IngestPart, IngestWatermark
 from apps.telemetry.prometheus import reader_for
@@ -268,7 +269,7 @@ def hours_derive(*, cluster: Cluster, start: datetime, end: datetime) -> DeriveR
             start=hours[0],
             end=hours[-1] + HOUR,
             job_ids=frozenset(job_ids),
-            ingested_through=telemetry.ingested_through(cluster, hours[-1]),
+            ingested_through=telemetry_reads.ingested_through(cluster, hours[-1]),
         ),
         changed={Fact.JOB_ROWS},
     )

@@ -22,9 +22,10 @@ from apps.fleet import services as fleet
 from apps.fleet.models import Cluster
 from apps.fleet.selectors import TeamResolver
 from apps.telemetry import promql
+from apps.telemetry import selectors as telemetry_reads
 from apps.telemetry import services as telemetry
 from apps.telemetry.fetch import hour_fetch
-from apps.telemetry.guard import beyond_retention, source_loss
+from apps.telemetry.guard import beyond_retention, fresh_hour_totals, source_loss
 from apps.telemetry.hour import (
     HostLabelMissingError,
     HourInput,
@@ -36,20 +37,20 @@ from apps.telemetry.hour import (
 from apps.telemetry.models import IngestWatermark
 from apps.telemetry.partitions import expiry_horizon, hour_partition_ensure
 from apps.telemetry.prometheus import PrometheusReader, PrometheusUnavailable, reader_for
-from apps.telemetry.services import (
-    HOUR,
-    HourReport,
-    IngestError,
-    SourceLossError,
-    hours_between,
-    ingest_range_validate,
-    last_closed_hour,
-)
+from apps.telemetry.services import HOUR, HourReport, hour_floor, hours_between, last_closed_hour
 from apps.telemetry.work import work_of_unknown_job, work_rows
 
 from .derive import Fact, Scope, derive
 
 log = logging.getLogger(__name__)
+
+
+class IngestError(Exception):
+    """Bad input to the ingest (range, cluster); nothing was written."""
+
+
+class SourceLossError(IngestError):
+    """The source no longer holds what is stored for an hour; nothing was written."""
 
 
 def clusters_select(name: str | None) -> list[Cluster]:
@@ -165,8 +166,8 @@ def hour_write(
         telemetry.cluster_write_lock(cluster=cluster)
         telemetry.cluster_retention_record(cluster=cluster, retention=fetched.retention)
         loss = source_loss(
-            stored=telemetry.stored_hour_totals(cluster=cluster, hour=hour),
-            fresh=telemetry.fresh_hour_totals(result, work),
+            stored=telemetry_reads.stored_hour_totals(cluster=cluster, hour=hour),
+            fresh=fresh_hour_totals(result, work),
             beyond=beyond_retention(hour=hour, now=timezone.now(), retention=fetched.retention),
             min_ratio=settings.FLEETWATT_INGEST_MIN_SOURCE_RATIO,
         )
@@ -191,7 +192,7 @@ def hour_write(
         if written.team_moved_job_ids:  # their earlier hours follow them, as after an admin's reassignment
             derive(Scope.jobs(written.team_moved_job_ids), changed={Fact.BILLING})
         # Jobs an earlier, not yet derived write of this hour changed are derived with this one's.
-        job_ids = set(written.job_ids) | telemetry.pending_job_ids(cluster=cluster, hour=hour)
+        job_ids = set(written.job_ids) | telemetry_reads.pending_job_ids(cluster=cluster, hour=hour)
         derive_s, derive_steps_s = 0.0, dict[str, float]()
         if derive_now:
             derived = derive(
@@ -251,6 +252,25 @@ def range_ingest(
         finally:
             reader.close()
     return reports
+
+
+def ingest_range_validate(start: datetime, end: datetime, *, now: datetime | None = None) -> None:
+    now = now or timezone.now()
+    for label, value in (("--start", start), ("--end", end)):
+        if value.tzinfo is None:
+            raise IngestError(f"{label} {value.isoformat()} has no time zone; add Z or an offset.")
+        if value != hour_floor(value):
+            raise IngestError(f"{label} {value.isoformat()} is not a whole hour.")
+    if start >= end:
+        raise IngestError(f"--start {start.isoformat()} must be before --end {end.isoformat()}.")
+    if end > hour_floor(now):
+        raise IngestError(f"--end {end.isoformat()} is in an hour that has not closed yet (now {now.isoformat()}).")
+    hours = int((end - start) / HOUR)
+    if hours > settings.FLEETWATT_INGEST_MAX_HOURS:
+        raise IngestError(
+            f"{start.isoformat()} to {end.isoformat()} is {hours:,} hours; one run covers at most "
+            f"{settings.FLEETWATT_INGEST_MAX_HOURS:,} (FLEETWATT_INGEST_MAX_HOURS): split the range."
+        )
 
 
 def closed_hours_ingest(*, now: datetime | None = None) -> list[HourReport]:

@@ -12,46 +12,25 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Q, Sum
 from django.utils import timezone
 
 from apps.core import locks
 from apps.core.db.bulk import columns_upsert, rows_update
 from apps.core.generation import data_changed
-from apps.core.units.aggregates import exact_sum
 from apps.fleet.models import Cluster, Gpu, Node
 from apps.fleet.selectors import JobIdentity, TeamResolver
 from apps.jobs.identity import key_storable, text_storable
 from apps.jobs.methods import Method
 from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy, JobWorkHour, Source
 
-from .guard import HourTotals
 from .hour import HourResult, JobMeta, MeterlessGpu, UnclaimedPod
 from .models import GpuHour, IngestedHour, IngestWatermark
-from .unobserved import (
-    MIN_CLAIM_S,
-    GpuHourGap,
-    SeenPart,
-    Sighting,
-    agent_span,
-    bridged_gap,
-    gap_estimates,
-    gap_totals,
-    held_seconds,
-)
+from .selectors import ingested_through
 from .work import UnjoinedWork, WorkRow
 
 log = logging.getLogger(__name__)
 
 HOUR = timedelta(hours=1)
-
-
-class IngestError(Exception):
-    """Bad input to the ingest (range, cluster); nothing was written."""
-
-
-class SourceLossError(IngestError):
-    """The source no longer holds what is stored for an hour; nothing was written."""
 
 
 @dataclass
@@ -92,51 +71,6 @@ def hours_between(start: datetime, end: datetime) -> list[datetime]:
     return hours
 
 
-def ingest_range_validate(start: datetime, end: datetime, *, now: datetime | None = None) -> None:
-    now = now or timezone.now()
-    for label, value in (("--start", start), ("--end", end)):
-        if value.tzinfo is None:
-            raise IngestError(f"{label} {value.isoformat()} has no time zone; add Z or an offset.")
-        if value != hour_floor(value):
-            raise IngestError(f"{label} {value.isoformat()} is not a whole hour.")
-    if start >= end:
-        raise IngestError(f"--start {start.isoformat()} must be before --end {end.isoformat()}.")
-    if end > hour_floor(now):
-        raise IngestError(f"--end {end.isoformat()} is in an hour that has not closed yet (now {now.isoformat()}).")
-    hours = int((end - start) / HOUR)
-    if hours > settings.FLEETWATT_INGEST_MAX_HOURS:
-        raise IngestError(
-            f"{start.isoformat()} to {end.isoformat()} is {hours:,} hours; one run covers at most "
-            f"{settings.FLEETWATT_INGEST_MAX_HOURS:,} (FLEETWATT_INGEST_MAX_HOURS): split the range."
-        )
-
-
-def stored_hour_totals(*, cluster: Cluster, hour: datetime) -> HourTotals:
-    """What is stored for the cluster-hour: its GPUs, job rows and the GPUs' energy."""
-    if not IngestedHour.objects.filter(cluster=cluster, hour=hour).exists():
-        return HourTotals()  # rows are only ever written with this record, in one transaction
-    hours = GpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour)
-    energy = hours.aggregate(energy_j=Sum("device_energy_j"))["energy_j"] or 0.0
-    job_rows = JobGpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour).exclude(source=Source.ESTIMATED).count()
-    return HourTotals(
-        gpus=frozenset(hours.values_list("gpu__uuid", flat=True)),
-        job_rows=job_rows,
-        device_energy_j=energy,
-        work_rows=JobWorkHour.objects.filter(hour=hour, job__cluster=cluster).count(),
-    )
-
-
-def fresh_hour_totals(result: HourResult, work: Sequence[WorkRow] = ()) -> HourTotals:
-    """What the source answered for the hour, counted as stored_hour_totals counts (the work rows, before those
-    of jobs the cluster does not have are left out: at most what is stored)."""
-    return HourTotals(
-        gpus=frozenset(g.uuid for g in result.gpu_hours),
-        job_rows=len(result.job_hours),
-        device_energy_j=sum(g.device_energy_j for g in result.gpu_hours),
-        work_rows=len(work),
-    )
-
-
 def cluster_retention_record(*, cluster: Cluster, retention: timedelta | None) -> None:
     """Remember how long the cluster's source keeps samples (the admin shows which hours only we hold)."""
     seconds = int(retention.total_seconds()) if retention else None
@@ -150,6 +84,15 @@ def cluster_hour_lock(*, cluster: Cluster, hour: datetime) -> None:
     cluster's id and the hour, is listed with the others in apps.core.locks."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [cluster.pk, int(_ts(hour) // 3600)])
+
+
+def cluster_write_lock(*, cluster: Cluster) -> None:
+    """One transaction at a time writes a cluster's rows and derives from them (an ingested hour, a scheduler
+    sync): the estimates of a sync span many hours, an ingest's job rows many jobs, and two writers taking
+    their row locks in different orders would deadlock. Taken before the first write; held to the end of
+    the transaction (re-entrant within it)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [locks.CLUSTER_WRITE, cluster.pk])
 
 
 def _gpus_upsert(cluster: Cluster, result: HourResult) -> tuple[dict[str, Gpu], bool]:
@@ -471,20 +414,6 @@ def _meterless_stats(gpu: MeterlessGpu) -> dict[str, Any]:
     }
 
 
-def pending_job_ids(*, cluster: Cluster, hour: datetime) -> set[int]:
-    """The jobs an earlier write of the hour changed that have not been derived yet (none, usually)."""
-    ids = IngestedHour.objects.filter(cluster=cluster, hour=hour, derived=False).values_list(
-        "pending_job_ids", flat=True
-    )
-    return {job_id for row in ids for job_id in row}
-
-
-def ingested_through(cluster: Cluster, hour: datetime) -> datetime:
-    """The end of the latest hour ingested for the cluster, `hour` included."""
-    latest = IngestedHour.objects.filter(cluster=cluster).order_by("-hour").values_list("hour", flat=True).first()
-    return max(hour, latest) + HOUR if latest else hour + HOUR
-
-
 def watermark_advance(cluster: Cluster) -> None:
     """Move the watermark over every contiguous ingested and derived hour from where it stands."""
     mark = IngestWatermark.objects.select_for_update().filter(cluster=cluster).first()
@@ -512,230 +441,3 @@ def last_closed_hour(now: datetime | None = None) -> datetime:
     now = now or timezone.now()
     settle = timedelta(seconds=max(60, 2 * settings.FLEETWATT_SCRAPE_INTERVAL_S))
     return hour_floor(now - settle) - HOUR
-
-
-# --- Time nobody saw: the scheduler's allocation applied to the GPU-hours (DESIGN section 8) -------------
-
-
-def cluster_write_lock(*, cluster: Cluster) -> None:
-    """One transaction at a time writes a cluster's rows and derives from them (an ingested hour, a scheduler
-    sync): the estimates of a sync span many hours, an ingest's job rows many jobs, and two writers taking
-    their row locks in different orders would deadlock. Taken before the first write; held to the end of
-    the transaction (re-entrant within it)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [locks.CLUSTER_WRITE, cluster.pk])
-
-
-@dataclass(frozen=True)
-class EstimatesRefresh:
-    """What re-deriving a window's estimates touched."""
-
-    job_ids: set[int]  # jobs with an estimate in the window, before or after
-    rows: int  # estimated job-GPU-hour rows written
-    start: datetime  # where the window began: earlier than asked where its sightings closed a gap before it
-
-
-def _held_gpus(cluster: Cluster, jobs: list[Job]) -> dict[int, set[int]]:
-    """Which of the cluster's GPUs each scheduler job held: those it was measured on (any hour), with its
-    allocation's GPU indices per node where recorded, or every GPU of its nodes where its GPU count is
-    theirs (a whole-node allocation). Otherwise only those measured, or none (docs/arithmetic.md)."""
-    measured: dict[int, set[int]] = {}
-    for job_id, gpu_id in (
-        JobGpuHour.objects.filter(job_id__any=[j.pk for j in jobs])
-        .exclude(source=Source.ESTIMATED)
-        .values_list("job_id", "gpu_id")
-        .distinct()
-        .order_by()
-    ):
-        measured.setdefault(job_id, set()).add(gpu_id)
-    by_node: dict[str, dict[int, int]] = {}
-    for gpu_id, hostname, index in Gpu.objects.filter(node__cluster=cluster).values_list(
-        "pk", "node__hostname", "index"
-    ):
-        by_node.setdefault(hostname, {})[index] = gpu_id
-    held: dict[int, set[int]] = {}
-    for job in jobs:
-        gpus = set(measured.get(job.pk, set()))
-        indices = job.gpu_indices if isinstance(job.gpu_indices, dict) else {}
-        nodes = [n for n in job.node_list.split(",") if n]
-        whole_nodes = bool(job.gpus_allocated) and job.gpus_allocated == sum(len(by_node.get(n, {})) for n in nodes)
-        for node in nodes:
-            on_node = by_node.get(node, {})
-            if indices.get(node):
-                gpus |= {on_node[i] for i in indices[node] if i in on_node}
-            elif whole_nodes:
-                gpus |= set(on_node.values())
-        if gpus:
-            held[job.pk] = gpus
-    return held
-
-
-# How far from a window the agent's sightings of a job are read: a gap longer than this is not bridged.
-BRIDGE_LOOKBACK = timedelta(hours=6)
-
-
-def _agent_sightings(
-    cluster: Cluster, start: datetime, end: datetime
-) -> dict[tuple[int, int], list[tuple[datetime, Sighting]]]:
-    """The agent's rows near [start, end) of the jobs no scheduler record describes, per (job, GPU), by hour: of
-    the GPUs with time nobody saw near it only (none, most hours: one cheap query)."""
-    near = {"hour__gte": start - BRIDGE_LOOKBACK, "hour__lt": end + BRIDGE_LOOKBACK}
-    gaps = GpuHour.objects.filter(gpu__node__cluster=cluster, unobserved_s__gte=MIN_CLAIM_S, **near)
-    gpu_ids = sorted(set(gaps.values_list("gpu_id", flat=True).distinct()))
-    out: dict[tuple[int, int], list[tuple[datetime, Sighting]]] = {}
-    if not gpu_ids:
-        return out
-    for job_id, gpu_id, hour, first_seen, last_seen, job_start in (
-        JobGpuHour.objects.filter(gpu_id__in=gpu_ids, source=Source.AGENT, job__scheduler_start__isnull=True, **near)
-        .values_list("job_id", "gpu_id", "hour", "first_seen", "last_seen", "job_start")
-        .order_by("hour")
-    ):
-        out.setdefault((job_id, gpu_id), []).append((hour, Sighting(hour, first_seen, last_seen, job_start)))
-    return out
-
-
-def _bridge_start(sightings: Mapping[tuple[int, int], list[tuple[datetime, Sighting]]], start: datetime) -> datetime:
-    """Where a window's re-derivation must begin so that a gap its new sightings close is charged: the hour of
-    a job's sighting before the window, where the agent then lost it (a missing hour, or an hour it was not
-    seen to the end of)."""
-    first = start
-    for rows in sightings.values():
-        before = [(hour, s) for hour, s in rows if hour < start]
-        if not before or not any(hour >= start for hour, _ in rows):
-            continue
-        hour, last = before[-1]
-        lost = hour + HOUR < start or (
-            last.last_seen is not None and (hour + HOUR - last.last_seen).total_seconds() >= MIN_CLAIM_S
-        )
-        if lost:
-            first = min(first, hour)
-    return first
-
-
-def unobserved_estimates_refresh(
-    *, cluster: Cluster, start: datetime, end: datetime, writing: bool = False
-) -> EstimatesRefresh:
-    """Re-derive the estimates of the cluster's ingested hours in [start, end) (apps.telemetry.unobserved):
-    the estimated job-GPU-hour rows and their `estimated` energy, and each GPU-hour's estimated_j/_s.
-    Replaces what was there; the same inputs give the same rows. `writing`: [start, end) are the hours an ingest
-    is writing (their rows are there, their record not yet). Where the window's sightings close a gap the agent
-    lost a job in before it, the window reaches back to that gap (`EstimatesRefresh.start`)."""
-    cluster_write_lock(cluster=cluster)
-    sightings = _agent_sightings(cluster, start, end)
-    written = set(hours_between(start, end)) if writing else set()
-    start = _bridge_start(sightings, start)
-    hours = sorted(
-        written
-        | set(
-            IngestedHour.objects.filter(cluster=cluster, hour__gte=start, hour__lt=end).values_list("hour", flat=True)
-        )
-    )
-    in_cluster = {"gpu__node__cluster": cluster}
-    old_rows = JobGpuHour.objects.filter(**in_cluster, hour__gte=start, hour__lt=end, source=Source.ESTIMATED)
-    touched = set(old_rows.values_list("job_id", flat=True))
-    if touched:  # estimated energy rows are written and deleted with their estimated rows: none without them
-        JobGpuHourEnergy.objects.filter(
-            **in_cluster, hour__gte=start, hour__lt=end, method=Method.ESTIMATED, job_id__any=sorted(touched)
-        ).delete()
-        old_rows.delete()
-    GpuHour.objects.filter(**in_cluster, hour__gte=start, hour__lt=end).exclude(estimated_j=0, estimated_s=0).update(
-        estimated_j=0.0, estimated_s=0.0
-    )
-    if not hours:
-        return EstimatesRefresh(job_ids=touched, rows=0, start=start)
-    first, last = hours[0], hours[-1] + HOUR
-    holders = list(
-        Job.objects.filter(cluster=cluster, scheduler_start__lt=last)
-        .filter(Q(scheduler_end__gt=first) | Q(scheduler_end__isnull=True, scheduler_seen_at__gt=first))
-        .only(
-            "pk", "scheduler_start", "scheduler_end", "scheduler_seen_at", "gpu_indices", "node_list", "gpus_allocated"
-        )
-    )
-    held_gpus = _held_gpus(cluster, holders) if holders else {}
-    held: dict[tuple[int, datetime], dict[int, float]] = {}
-    for job in holders:
-        until = job.scheduler_end or job.scheduler_seen_at
-        if job.pk not in held_gpus or job.scheduler_start is None or until is None:
-            continue
-        for hour in hours:
-            seconds = held_seconds(start=job.scheduler_start, end=until, hour=hour)
-            if seconds > 0:
-                for gpu_id in held_gpus[job.pk]:
-                    held.setdefault((gpu_id, hour), {})[job.pk] = seconds
-    # The agent's own word where no scheduler's is: a job seen on a GPU before and after a gap held it between.
-    bridged: dict[tuple[int, datetime], dict[int, float]] = {}
-    for (job_id, gpu_id), by_hour in sightings.items():
-        span = agent_span([sighting for _, sighting in by_hour])
-        if span is None:
-            continue
-        for hour in hours:
-            seconds = held_seconds(start=span[0], end=span[1], hour=hour)
-            if seconds > 0 and (gpu_id, hour) not in held:
-                bridged.setdefault((gpu_id, hour), {})[job_id] = seconds
-    if not held and not bridged:  # most hours of a cluster whose scheduler is not read and whose agents saw all
-        return EstimatesRefresh(job_ids=touched, rows=0, start=start)
-    gpu_ids = {gpu_id for gpu_id, _ in held} | {gpu_id for gpu_id, _ in bridged}
-    gaps = {
-        (g.gpu_id, g.hour): g
-        for g in GpuHour.objects.filter(gpu_id__in=gpu_ids, hour__in=hours).only(
-            "pk", "gpu_id", "hour", "occupied_s", "unobserved_s", "unobserved_j", "contract_gaps"
-        )
-    }
-    seen: dict[tuple[int, datetime], dict[int, SeenPart]] = {}
-    for job_id, gpu_id, hour, sampled_s, occupancy_s, energy_j in (
-        JobGpuHour.objects.filter(gpu_id__in=gpu_ids, hour__in=hours)
-        .exclude(source=Source.ESTIMATED)
-        .values_list("job_id", "gpu_id", "hour", "sampled_s", "occupancy_s", "energy_j")
-    ):
-        seen.setdefault((gpu_id, hour), {})[job_id] = SeenPart(sampled_s, occupancy_s, energy_j)
-    claimants = {j.pk for j in holders} | {job_id for holds in bridged.values() for job_id in holds}
-    seen_power_w = {
-        r["job_id"]: r["energy"] / r["occupancy"]
-        for r in JobGpuHour.objects.filter(job_id__any=sorted(claimants))
-        .exclude(source=Source.ESTIMATED)
-        .values("job_id")
-        .annotate(energy=exact_sum("energy_j"), occupancy=exact_sum("occupancy_s"))
-        .order_by()
-        if r["occupancy"]
-    }
-    rows, energy_rows, gpu_hours = [], [], []
-    for (gpu_id, hour), holds in sorted((held | bridged).items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        record = gaps.get((gpu_id, hour))
-        gap = (
-            GpuHourGap(
-                unoccupied_s=max(0.0, 3600.0 - record.occupied_s),
-                unseen_s=record.unobserved_s,
-                unobserved_j=record.unobserved_j,
-            )
-            if record is not None
-            else GpuHourGap.unmeasured()
-        )
-        if (gpu_id, hour) in bridged:
-            if record is None or record.contract_gaps:
-                continue  # an older agent's sampled time is itself an estimate: no gap to tell from it
-            gap = bridged_gap(gap)
-        estimates = gap_estimates(gap=gap, held_s=holds, seen=seen.get((gpu_id, hour), {}), seen_power_w=seen_power_w)
-        for e in estimates:
-            rows.append(
-                JobGpuHour(
-                    job_id=e.job_id,
-                    gpu_id=gpu_id,
-                    hour=hour,
-                    source=Source.ESTIMATED,
-                    energy_j=e.energy_j,
-                    occupancy_s=e.occupancy_s,
-                )
-            )
-            if e.energy_j > 0:
-                energy_rows.append(
-                    JobGpuHourEnergy(
-                        job_id=e.job_id, gpu_id=gpu_id, hour=hour, method=Method.ESTIMATED, energy_j=e.energy_j
-                    )
-                )
-        if record is not None and estimates:
-            record.estimated_s, record.estimated_j = gap_totals(estimates)
-            gpu_hours.append(record)
-    JobGpuHour.objects.bulk_create(rows, batch_size=2000)
-    JobGpuHourEnergy.objects.bulk_create(energy_rows, batch_size=2000)
-    rows_update(gpu_hours, ["estimated_s", "estimated_j"])
-    return EstimatesRefresh(job_ids=touched | {r.job_id for r in rows}, rows=len(rows), start=start)
