@@ -29,6 +29,7 @@ from apps.telemetry.guard import beyond_retention, fresh_hour_totals, source_los
 from apps.telemetry.hour import (
     HostLabelMissingError,
     HourInput,
+    HourResult,
     SeriesLabelError,
     UnknownMethodError,
     UnknownSeriesError,
@@ -38,7 +39,7 @@ from apps.telemetry.models import IngestWatermark
 from apps.telemetry.partitions import expiry_horizon, hour_partition_ensure
 from apps.telemetry.prometheus import PrometheusReader, PrometheusUnavailable, reader_for
 from apps.telemetry.services import HOUR, HourReport, hour_floor, hours_between, last_closed_hour
-from apps.telemetry.work import work_of_unknown_job, work_rows
+from apps.telemetry.work import UnjoinedWork, WorkRow, work_of_unknown_job, work_rows
 
 from .derive import Fact, Scope, derive
 
@@ -146,47 +147,19 @@ def hour_write(
     hour alone); otherwise the hour waits, not derived, for its batch's one derivation (apps.pipeline.fanout).
     Inside a caller's transaction, it joins it."""
     started = time.perf_counter() if started is None else started
-    horizon = expiry_horizon(now=timezone.now(), keep_months=settings.FLEETWATT_HOUR_ROWS_KEEP_MONTHS)
-    if horizon is not None and hour < datetime(horizon.year, horizon.month, 1, tzinfo=UTC):
-        raise IngestError(
-            f"cluster {cluster.name}, hour {hour:%Y-%m-%d %H}:00 UTC is past the hour rows' retention "
-            f"(FLEETWATT_HOUR_ROWS_KEEP_MONTHS={settings.FLEETWATT_HOUR_ROWS_KEEP_MONTHS}: kept from {horizon}); "
-            "its jobs' totals are kept as they were. Nothing was written."
-        )
-    try:
-        result = hour_compute(fetched.data, dcgm_host_label=cluster.dcgm_host_label)
-    except (HostLabelMissingError, UnknownSeriesError, UnknownMethodError, SeriesLabelError) as exc:
-        raise IngestError(f"cluster {cluster.name}, hour {hour:%Y-%m-%d %H}:00 UTC: {exc}") from None
-    for note in result.repaired:  # the agents' words made storable (a name of 10,000 characters, a NUL)
-        log.warning("cluster %s, hour %s:00 UTC: %s", cluster.name, f"{hour:%Y-%m-%d %H}", note)
+    _retention_check(cluster=cluster, hour=hour)
+    result = _hour_rows_compute(cluster=cluster, hour=hour, fetched=fetched)
     work, unjoined = work_rows(fetched.data.work, hour_start=hour.timestamp())
     hour_partition_ensure(hour)
     with transaction.atomic():
         telemetry.cluster_hour_lock(cluster=cluster, hour=hour)
         telemetry.cluster_write_lock(cluster=cluster)
         telemetry.cluster_retention_record(cluster=cluster, retention=fetched.retention)
-        loss = source_loss(
-            stored=telemetry_reads.stored_hour_totals(cluster=cluster, hour=hour),
-            fresh=fresh_hour_totals(result, work),
-            beyond=beyond_retention(hour=hour, now=timezone.now(), retention=fetched.retention),
-            min_ratio=settings.FLEETWATT_INGEST_MIN_SOURCE_RATIO,
-        )
-        if loss and not force:
-            raise SourceLossError(
-                f"cluster {cluster.name}, hour {hour:%Y-%m-%d %H}:00 UTC: {loss}. Nothing was written; "
-                "`manage.py ingest --force` replaces it anyway."
-            )
+        _source_loss_check(cluster=cluster, hour=hour, result=result, work=work, fetched=fetched, force=force)
         teams = TeamResolver(cluster=cluster, unassigned=fleet.unassigned_team_ensure())
         written = telemetry.hour_rows_write(cluster=cluster, hour=hour, result=result, teams=teams, work=work)
         unjoined += [work_of_unknown_job(row) for row in written.work_without_job]
-        if unjoined:
-            log.warning(
-                "cluster %s, hour %s:00 UTC: work counted by %d series tied to no job of the cluster (not stored; "
-                "IngestedHour.stats.work_without_job)",
-                cluster.name,
-                f"{hour:%Y-%m-%d %H}",
-                len(unjoined),
-            )
+        _unjoined_work_log(cluster=cluster, hour=hour, unjoined=unjoined)
         if written.new_nodes:  # before the footprints: a node's server type sets its overhead and embodied carbon
             carbon.node_server_types_apply(cluster_id=cluster.pk, only_unset=True)
         if written.team_moved_job_ids:  # their earlier hours follow them, as after an admin's reassignment
@@ -221,6 +194,60 @@ def hour_write(
             cluster=cluster, hour=hour, report=report, pending_job_ids=None if derive_now else job_ids
         )
     return report
+
+
+def _retention_check(*, cluster: Cluster, hour: datetime) -> None:
+    """Refuse an hour whose month is past the hour rows' retention: its partition is dropped, and its jobs'
+    totals are kept as they were."""
+    horizon = expiry_horizon(now=timezone.now(), keep_months=settings.FLEETWATT_HOUR_ROWS_KEEP_MONTHS)
+    if horizon is not None and hour < datetime(horizon.year, horizon.month, 1, tzinfo=UTC):
+        raise IngestError(
+            f"cluster {cluster.name}, hour {hour:%Y-%m-%d %H}:00 UTC is past the hour rows' retention "
+            f"(FLEETWATT_HOUR_ROWS_KEEP_MONTHS={settings.FLEETWATT_HOUR_ROWS_KEEP_MONTHS}: kept from {horizon}); "
+            "its jobs' totals are kept as they were. Nothing was written."
+        )
+
+
+def _hour_rows_compute(*, cluster: Cluster, hour: datetime, fetched: Fetched) -> HourResult:
+    """The hour's rows from its answers (apps.telemetry.hour); answers it cannot read are an IngestError naming
+    the cluster and the hour, and what it had to repair is logged."""
+    try:
+        result = hour_compute(fetched.data, dcgm_host_label=cluster.dcgm_host_label)
+    except (HostLabelMissingError, UnknownSeriesError, UnknownMethodError, SeriesLabelError) as exc:
+        raise IngestError(f"cluster {cluster.name}, hour {hour:%Y-%m-%d %H}:00 UTC: {exc}") from None
+    for note in result.repaired:  # the agents' words made storable (a name of 10,000 characters, a NUL)
+        log.warning("cluster %s, hour %s:00 UTC: %s", cluster.name, f"{hour:%Y-%m-%d %H}", note)
+    return result
+
+
+def _source_loss_check(
+    *, cluster: Cluster, hour: datetime, result: HourResult, work: list[WorkRow], fetched: Fetched, force: bool
+) -> None:
+    """Refuse to replace the stored hour by an answer that lost some of it (the source's retention, or far less
+    of it), unless `force` (apps.telemetry.guard)."""
+    loss = source_loss(
+        stored=telemetry_reads.stored_hour_totals(cluster=cluster, hour=hour),
+        fresh=fresh_hour_totals(result, work),
+        beyond=beyond_retention(hour=hour, now=timezone.now(), retention=fetched.retention),
+        min_ratio=settings.FLEETWATT_INGEST_MIN_SOURCE_RATIO,
+    )
+    if loss and not force:
+        raise SourceLossError(
+            f"cluster {cluster.name}, hour {hour:%Y-%m-%d %H}:00 UTC: {loss}. Nothing was written; "
+            "`manage.py ingest --force` replaces it anyway."
+        )
+
+
+def _unjoined_work_log(*, cluster: Cluster, hour: datetime, unjoined: list[UnjoinedWork]) -> None:
+    """Work counted by series tied to no job of the cluster is not stored: say so (the hour's record keeps it)."""
+    if unjoined:
+        log.warning(
+            "cluster %s, hour %s:00 UTC: work counted by %d series tied to no job of the cluster (not stored; "
+            "IngestedHour.stats.work_without_job)",
+            cluster.name,
+            f"{hour:%Y-%m-%d %H}",
+            len(unjoined),
+        )
 
 
 ProgressFn = Callable[[HourReport], None]

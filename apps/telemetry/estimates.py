@@ -117,6 +117,10 @@ def _bridge_start(sightings: Mapping[tuple[int, int], list[tuple[datetime, Sight
     return first
 
 
+# (GPU id, hour) -> job id -> the seconds the job held the GPU in the hour.
+Holds = dict[tuple[int, datetime], dict[int, float]]
+
+
 def unobserved_estimates_refresh(
     *, cluster: Cluster, start: datetime, end: datetime, writing: bool = False
 ) -> EstimatesRefresh:
@@ -135,6 +139,30 @@ def unobserved_estimates_refresh(
             IngestedHour.objects.filter(cluster=cluster, hour__gte=start, hour__lt=end).values_list("hour", flat=True)
         )
     )
+    touched = _estimates_clear(cluster, start, end)
+    if not hours:
+        return EstimatesRefresh(job_ids=touched, rows=0, start=start)
+    holders = _holders(cluster, first=hours[0], last=hours[-1] + HOUR)
+    held = _scheduler_holds(cluster, holders, hours)
+    bridged = _agent_holds(sightings, hours, held=held)
+    if not held and not bridged:  # most hours of a cluster whose scheduler is not read and whose agents saw all
+        return EstimatesRefresh(job_ids=touched, rows=0, start=start)
+    gpu_ids = {gpu_id for gpu_id, _ in held} | {gpu_id for gpu_id, _ in bridged}
+    gaps = _gap_records(gpu_ids, hours)
+    seen = _seen_parts(gpu_ids, hours)
+    claimants = {j.pk for j in holders} | {job_id for holds in bridged.values() for job_id in holds}
+    rows, energy_rows, gpu_hours = _estimate_rows(
+        held, bridged, gaps=gaps, seen=seen, seen_power_w=_seen_power_w(claimants)
+    )
+    JobGpuHour.objects.bulk_create(rows, batch_size=2000)
+    JobGpuHourEnergy.objects.bulk_create(energy_rows, batch_size=2000)
+    rows_update(gpu_hours, ["estimated_s", "estimated_j"])
+    return EstimatesRefresh(job_ids=touched | {r.job_id for r in rows}, rows=len(rows), start=start)
+
+
+def _estimates_clear(cluster: Cluster, start: datetime, end: datetime) -> set[int]:
+    """Delete the cluster's estimated rows in [start, end) and zero its GPU-hours' estimates. Returns the jobs
+    that had an estimate there."""
     in_cluster = {"gpu__node__cluster": cluster}
     old_rows = JobGpuHour.objects.filter(**in_cluster, hour__gte=start, hour__lt=end, source=Source.ESTIMATED)
     touched = set(old_rows.values_list("job_id", flat=True))
@@ -146,18 +174,25 @@ def unobserved_estimates_refresh(
     GpuHour.objects.filter(**in_cluster, hour__gte=start, hour__lt=end).exclude(estimated_j=0, estimated_s=0).update(
         estimated_j=0.0, estimated_s=0.0
     )
-    if not hours:
-        return EstimatesRefresh(job_ids=touched, rows=0, start=start)
-    first, last = hours[0], hours[-1] + HOUR
-    holders = list(
+    return touched
+
+
+def _holders(cluster: Cluster, *, first: datetime, last: datetime) -> list[Job]:
+    """The cluster's jobs whose scheduler record says they held GPUs in [first, last) (running: up to when the
+    scheduler last saw them)."""
+    return list(
         Job.objects.filter(cluster=cluster, scheduler_start__lt=last)
         .filter(Q(scheduler_end__gt=first) | Q(scheduler_end__isnull=True, scheduler_seen_at__gt=first))
         .only(
             "pk", "scheduler_start", "scheduler_end", "scheduler_seen_at", "gpu_indices", "node_list", "gpus_allocated"
         )
     )
+
+
+def _scheduler_holds(cluster: Cluster, holders: list[Job], hours: list[datetime]) -> Holds:
+    """The seconds each scheduler job held each of its GPUs in each hour."""
     held_gpus = _held_gpus(cluster, holders) if holders else {}
-    held: dict[tuple[int, datetime], dict[int, float]] = {}
+    held: Holds = {}
     for job in holders:
         until = job.scheduler_end or job.scheduler_seen_at
         if job.pk not in held_gpus or job.scheduler_start is None or until is None:
@@ -167,8 +202,15 @@ def unobserved_estimates_refresh(
             if seconds > 0:
                 for gpu_id in held_gpus[job.pk]:
                     held.setdefault((gpu_id, hour), {})[job.pk] = seconds
-    # The agent's own word where no scheduler's is: a job seen on a GPU before and after a gap held it between.
-    bridged: dict[tuple[int, datetime], dict[int, float]] = {}
+    return held
+
+
+def _agent_holds(
+    sightings: Mapping[tuple[int, int], list[tuple[datetime, Sighting]]], hours: list[datetime], *, held: Holds
+) -> Holds:
+    """The agent's own word where no scheduler's is: a job seen on a GPU before and after a gap held it between
+    (the GPU-hours a scheduler job holds left out)."""
+    bridged: Holds = {}
     for (job_id, gpu_id), by_hour in sightings.items():
         span = agent_span([sighting for _, sighting in by_hour])
         if span is None:
@@ -177,15 +219,21 @@ def unobserved_estimates_refresh(
             seconds = held_seconds(start=span[0], end=span[1], hour=hour)
             if seconds > 0 and (gpu_id, hour) not in held:
                 bridged.setdefault((gpu_id, hour), {})[job_id] = seconds
-    if not held and not bridged:  # most hours of a cluster whose scheduler is not read and whose agents saw all
-        return EstimatesRefresh(job_ids=touched, rows=0, start=start)
-    gpu_ids = {gpu_id for gpu_id, _ in held} | {gpu_id for gpu_id, _ in bridged}
-    gaps = {
+    return bridged
+
+
+def _gap_records(gpu_ids: set[int], hours: list[datetime]) -> dict[tuple[int, datetime], GpuHour]:
+    """The GPU-hours of these GPUs and hours, with what the agent saw and did not."""
+    return {
         (g.gpu_id, g.hour): g
         for g in GpuHour.objects.filter(gpu_id__in=gpu_ids, hour__in=hours).only(
             "pk", "gpu_id", "hour", "occupied_s", "unobserved_s", "unobserved_j", "contract_gaps"
         )
     }
+
+
+def _seen_parts(gpu_ids: set[int], hours: list[datetime]) -> dict[tuple[int, datetime], dict[int, SeenPart]]:
+    """What each job was measured at on these GPUs and hours, per GPU-hour and job."""
     seen: dict[tuple[int, datetime], dict[int, SeenPart]] = {}
     for job_id, gpu_id, hour, sampled_s, occupancy_s, energy_j in (
         JobGpuHour.objects.filter(gpu_id__in=gpu_ids, hour__in=hours)
@@ -193,16 +241,32 @@ def unobserved_estimates_refresh(
         .values_list("job_id", "gpu_id", "hour", "sampled_s", "occupancy_s", "energy_j")
     ):
         seen.setdefault((gpu_id, hour), {})[job_id] = SeenPart(sampled_s, occupancy_s, energy_j)
-    claimants = {j.pk for j in holders} | {job_id for holds in bridged.values() for job_id in holds}
-    seen_power_w = {
+    return seen
+
+
+def _seen_power_w(job_ids: set[int]) -> dict[int, float]:
+    """Each job's mean power where it was measured (any hour), for the jobs measured at all."""
+    return {
         r["job_id"]: r["energy"] / r["occupancy"]
-        for r in JobGpuHour.objects.filter(job_id__any=sorted(claimants))
+        for r in JobGpuHour.objects.filter(job_id__any=sorted(job_ids))
         .exclude(source=Source.ESTIMATED)
         .values("job_id")
         .annotate(energy=exact_sum("energy_j"), occupancy=exact_sum("occupancy_s"))
         .order_by()
         if r["occupancy"]
     }
+
+
+def _estimate_rows(
+    held: Holds,
+    bridged: Holds,
+    *,
+    gaps: Mapping[tuple[int, datetime], GpuHour],
+    seen: Mapping[tuple[int, datetime], dict[int, SeenPart]],
+    seen_power_w: Mapping[int, float],
+) -> tuple[list[JobGpuHour], list[JobGpuHourEnergy], list[GpuHour]]:
+    """The estimated job-GPU-hour rows and their energy rows of each GPU-hour held, hour by hour, and the
+    GPU-hours with their estimates' totals set."""
     rows, energy_rows, gpu_hours = [], [], []
     for (gpu_id, hour), holds in sorted((held | bridged).items(), key=lambda kv: (kv[0][1], kv[0][0])):
         record = gaps.get((gpu_id, hour))
@@ -240,7 +304,4 @@ def unobserved_estimates_refresh(
         if record is not None and estimates:
             record.estimated_s, record.estimated_j = gap_totals(estimates)
             gpu_hours.append(record)
-    JobGpuHour.objects.bulk_create(rows, batch_size=2000)
-    JobGpuHourEnergy.objects.bulk_create(energy_rows, batch_size=2000)
-    rows_update(gpu_hours, ["estimated_s", "estimated_j"])
-    return EstimatesRefresh(job_ids=touched | {r.job_id for r in rows}, rows=len(rows), start=start)
+    return rows, energy_rows, gpu_hours

@@ -204,66 +204,74 @@ def hour_rows_write(
     gpus, new_nodes = _gpus_upsert(cluster, result)
     sources = {r.job_key: r.source for r in result.job_hours}
     jobs, moved = _jobs_upsert(cluster, result.jobs.values(), sources, teams)
+    previous_job_ids = _hour_estimates_drop(cluster, hour)
+    job_rows, energy_rows = _job_hours_replace(cluster, hour, result, jobs=jobs, gpus=gpus)
+    gpu_rows = _gpu_hours_replace(cluster, hour, result, gpus=gpus)
+    work_written, work_without_job = _work_rows_write(cluster=cluster, hour=hour, rows=work, jobs=jobs)
+    through = ingested_through(cluster, hour)
+    affected = previous_job_ids | {j.pk for j in jobs.values()} | _open_ended_job_ids(cluster, through)
+    rows = {
+        Job._meta.db_table: len(jobs),
+        JobGpuHour._meta.db_table: job_rows,
+        JobGpuHourEnergy._meta.db_table: energy_rows,
+        GpuHour._meta.db_table: gpu_rows,
+        JobWorkHour._meta.db_table: work_written,
+    }
+    return HourWrite(
+        job_ids=affected,
+        ingested_through=through,
+        new_nodes=new_nodes,
+        rows=rows,
+        team_moved_job_ids=moved,
+        work_without_job=work_without_job,
+    )
 
+
+def _hour_estimates_drop(cluster: Cluster, hour: datetime) -> set[int]:
+    """Drop the hour's estimates (time nobody saw): they follow from what is measured, and are derived again.
+    Returns the jobs that had a row in the hour before this write, estimates included."""
     in_hour_rows = JobGpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour)
     previous_job_ids = set(in_hour_rows.values_list("job_id", flat=True))
-    # The hour's estimates (time nobody saw) follow from what is measured: dropped here, derived again.
     JobGpuHourEnergy.objects.filter(gpu__node__cluster=cluster, hour=hour, method=Method.ESTIMATED).delete()
     in_hour_rows.filter(source=Source.ESTIMATED).delete()
+    return previous_job_ids
 
+
+_JOB_HOUR_FIELDS = (
+    "source",
+    "energy_j",
+    "sampled_s",
+    "sm_s",
+    "occupancy_s",
+    "peak_memory_bytes",
+    "job_start",
+    "first_seen",
+    "last_seen",
+)
+
+
+def _job_hours_replace(
+    cluster: Cluster, hour: datetime, result: HourResult, *, jobs: Mapping[str, Job], gpus: Mapping[str, Gpu]
+) -> tuple[int, int]:
+    """Replace the hour's job-GPU-hour rows and their energy per split method by the answer's: drop what it no
+    longer has, upsert the rest on natural keys. Returns how many rows of each the answer holds."""
     # The rows go as columns (apps.core.db.bulk): no model instance per row.
     job_pk = [jobs[r.job_key].pk for r in result.job_hours]
     gpu_pk = [gpus[r.uuid].pk for r in result.job_hours]
-    hour_rows: dict[str, list[Any]] = {
-        "job_id": job_pk,
-        "gpu_id": gpu_pk,
-        "hour": [hour] * len(job_pk),
-        "source": [r.source for r in result.job_hours],
-        "energy_j": [r.energy_j for r in result.job_hours],
-        "sampled_s": [r.sampled_s for r in result.job_hours],
-        "sm_s": [r.sm_s for r in result.job_hours],
-        "occupancy_s": [r.occupancy_s for r in result.job_hours],
-        "peak_memory_bytes": [r.peak_memory_bytes for r in result.job_hours],
-        "job_start": [_dt(r.job_start) for r in result.job_hours],
-        "first_seen": [_dt(r.first_seen) for r in result.job_hours],
-        "last_seen": [_dt(r.last_seen) for r in result.job_hours],
-    }
+    hour_rows = _job_hour_columns(hour, result, job_pk=job_pk, gpu_pk=gpu_pk)
     energy = [
         (j, g, method, joules)
         for j, g, r in zip(job_pk, gpu_pk, result.job_hours, strict=True)
         for method, joules in sorted(r.energy_by_method.items())
     ]
-    # Replace the hour: drop what the new answer no longer has, upsert the rest on natural keys.
-    keep_hours = set(zip(job_pk, gpu_pk, hour_rows["source"], strict=True))
-    keep_energy = {(j, g, method) for j, g, method, _ in energy}
-    stale = [
-        pk
-        for pk, j, g, source in in_hour_rows.values_list("pk", "job_id", "gpu_id", "source")
-        if (j, g, source) not in keep_hours
-    ]
-    JobGpuHour.objects.filter(pk__in=stale).delete()
-    energy_in_hour = JobGpuHourEnergy.objects.filter(gpu__node__cluster=cluster, hour=hour)
-    stale = [
-        pk
-        for pk, j, g, m in energy_in_hour.values_list("pk", "job_id", "gpu_id", "method")
-        if (j, g, m) not in keep_energy
-    ]
-    JobGpuHourEnergy.objects.filter(pk__in=stale).delete()
+    _job_hours_stale_delete(
+        cluster,
+        hour,
+        keep_hours=set(zip(job_pk, gpu_pk, hour_rows["source"], strict=True)),
+        keep_energy={(j, g, method) for j, g, method, _ in energy},
+    )
     columns_upsert(
-        JobGpuHour,
-        hour_rows,
-        unique_fields=["job", "gpu", "hour", "source"],
-        update_fields=[
-            "source",
-            "energy_j",
-            "sampled_s",
-            "sm_s",
-            "occupancy_s",
-            "peak_memory_bytes",
-            "job_start",
-            "first_seen",
-            "last_seen",
-        ],
+        JobGpuHour, hour_rows, unique_fields=["job", "gpu", "hour", "source"], update_fields=list(_JOB_HOUR_FIELDS)
     )
     columns_upsert(
         JobGpuHourEnergy,
@@ -277,30 +285,82 @@ def hour_rows_write(
         unique_fields=["job", "gpu", "hour", "method"],
         update_fields=["energy_j"],
     )
+    return len(job_pk), len(energy)
 
+
+def _job_hour_columns(
+    hour: datetime, result: HourResult, *, job_pk: list[int], gpu_pk: list[int]
+) -> dict[str, list[Any]]:
+    """The answer's job-GPU-hour rows as columns, in the order of `result.job_hours`."""
+    return {
+        "job_id": job_pk,
+        "gpu_id": gpu_pk,
+        "hour": [hour] * len(job_pk),
+        "source": [r.source for r in result.job_hours],
+        "energy_j": [r.energy_j for r in result.job_hours],
+        "sampled_s": [r.sampled_s for r in result.job_hours],
+        "sm_s": [r.sm_s for r in result.job_hours],
+        "occupancy_s": [r.occupancy_s for r in result.job_hours],
+        "peak_memory_bytes": [r.peak_memory_bytes for r in result.job_hours],
+        "job_start": [_dt(r.job_start) for r in result.job_hours],
+        "first_seen": [_dt(r.first_seen) for r in result.job_hours],
+        "last_seen": [_dt(r.last_seen) for r in result.job_hours],
+    }
+
+
+def _job_hours_stale_delete(
+    cluster: Cluster,
+    hour: datetime,
+    *,
+    keep_hours: set[tuple[int, int, str]],
+    keep_energy: set[tuple[int, int, str]],
+) -> None:
+    """Delete the hour's job-GPU-hour rows (job, GPU, source) and energy rows (job, GPU, method) the answer no
+    longer has."""
+    in_hour_rows = JobGpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour)
+    stale = [
+        pk
+        for pk, j, g, source in in_hour_rows.values_list("pk", "job_id", "gpu_id", "source")
+        if (j, g, source) not in keep_hours
+    ]
+    JobGpuHour.objects.filter(pk__in=stale).delete()
+    energy_in_hour = JobGpuHourEnergy.objects.filter(gpu__node__cluster=cluster, hour=hour)
+    stale = [
+        pk
+        for pk, j, g, m in energy_in_hour.values_list("pk", "job_id", "gpu_id", "method")
+        if (j, g, m) not in keep_energy
+    ]
+    JobGpuHourEnergy.objects.filter(pk__in=stale).delete()
+
+
+_GPU_HOUR_FIELDS = (
+    "source",
+    "device_energy_j",
+    "agent_energy_j",
+    "dcgm_energy_j",
+    "jobs_energy_j",
+    "idle_energy_j",
+    "unattributed_j",
+    "unobserved_j",
+    "unobserved_s",
+    "residual_j",
+    "residual_ratio",
+    "sampled_s",
+    "occupied_s",
+    "counter_resets",
+    "agent_version",
+    "contract_gaps",
+)
+
+
+def _gpu_hours_replace(cluster: Cluster, hour: datetime, result: HourResult, *, gpus: Mapping[str, Gpu]) -> int:
+    """Replace the hour's GPU-hours by the answer's measured ones; their estimates are zero until derived again.
+    Returns how many the answer holds."""
     measured = result.gpu_hours
     gpu_hour_pk = [gpus[g.uuid].pk for g in measured]
     GpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour).exclude(gpu_id__any=gpu_hour_pk).delete()
-    gpu_fields = [
-        "source",
-        "device_energy_j",
-        "agent_energy_j",
-        "dcgm_energy_j",
-        "jobs_energy_j",
-        "idle_energy_j",
-        "unattributed_j",
-        "unobserved_j",
-        "unobserved_s",
-        "residual_j",
-        "residual_ratio",
-        "sampled_s",
-        "occupied_s",
-        "counter_resets",
-        "agent_version",
-        "contract_gaps",
-    ]
     gpu_columns: dict[str, list[Any]] = {"gpu_id": gpu_hour_pk, "hour": [hour] * len(measured)}
-    gpu_columns |= {name: [getattr(g, name) for g in measured] for name in gpu_fields}
+    gpu_columns |= {name: [getattr(g, name) for g in measured] for name in _GPU_HOUR_FIELDS}
     gpu_columns |= {name: [getattr(g.settings, name) for g in measured] for name in GPU_SETTINGS_FIELDS}
     # The hour's estimates follow from what is measured: zero here, derived again.
     gpu_columns |= {"estimated_j": [0.0] * len(measured), "estimated_s": [0.0] * len(measured)}
@@ -308,29 +368,17 @@ def hour_rows_write(
         GpuHour,
         gpu_columns,
         unique_fields=["gpu", "hour"],
-        update_fields=[*gpu_fields, *GPU_SETTINGS_FIELDS, "estimated_j", "estimated_s"],
+        update_fields=[*_GPU_HOUR_FIELDS, *GPU_SETTINGS_FIELDS, "estimated_j", "estimated_s"],
     )
-    work_written, work_without_job = _work_rows_write(cluster=cluster, hour=hour, rows=work, jobs=jobs)
-    through = ingested_through(cluster, hour)
-    # Jobs that were in the hour before, are in it now, or may have ended before it.
+    return len(measured)
+
+
+def _open_ended_job_ids(cluster: Cluster, through: datetime) -> set[int]:
+    """The cluster's jobs that may have ended before the hour: no end yet, and not seen for two scrapes before the
+    end of the latest hour ingested."""
     grace = timedelta(seconds=2 * cluster.scrape_interval_s)
     open_ended = Job.objects.filter(cluster=cluster, end__isnull=True, last_seen__lt=through - grace)
-    affected = previous_job_ids | {j.pk for j in jobs.values()} | set(open_ended.values_list("pk", flat=True))
-    rows = {
-        Job._meta.db_table: len(jobs),
-        JobGpuHour._meta.db_table: len(job_pk),
-        JobGpuHourEnergy._meta.db_table: len(energy),
-        GpuHour._meta.db_table: len(measured),
-        JobWorkHour._meta.db_table: work_written,
-    }
-    return HourWrite(
-        job_ids=affected,
-        ingested_through=through,
-        new_nodes=new_nodes,
-        rows=rows,
-        team_moved_job_ids=moved,
-        work_without_job=work_without_job,
-    )
+    return set(open_ended.values_list("pk", flat=True))
 
 
 _WORK_AMOUNTS = ("output_tokens", "prompt_tokens", "requests", "units")
