@@ -12,7 +12,9 @@ pure domain modules  <  models  <  services, selectors  <  apps.pipeline  <  api
 - the fleet config (apps.config) is imported only by itself and by the pipeline, which applies it: a domain app
   neither parses nor writes the config file; apps.config reads other apps through their models, pure modules
   and selectors (it writes their models itself; it never calls their services);
-- no import hides inside a function (they were there to dodge loops).
+- no import hides inside a function (they were there to dodge loops);
+- the ingest's path (its use case in apps.pipeline, telemetry's writes and reads) reads as named steps: no function
+  of it is over 80 lines.
 """
 
 from __future__ import annotations
@@ -318,3 +320,44 @@ def test_the_check_catches_each_kind_of_violation(source: str, target: str, kind
             check()
     finally:
         IMPORTS = saved
+
+
+# The ingest's path: its use case and the derivations (apps.pipeline), and the writes, reads and fetch it runs in
+# apps.telemetry. The pure arithmetic of an hour's answers (apps.telemetry.hour) is not in it.
+INGEST_PATH = [
+    *sorted((APPS / "pipeline").glob("*.py")),
+    *(APPS / "telemetry" / name for name in ("services.py", "estimates.py", "selectors.py", "fetch.py", "guard.py")),
+]
+MAX_FUNCTION_LINES = 80
+
+
+def _long_functions(tree: ast.Module) -> list[tuple[str, int, int]]:
+    """Each function (methods and nested ones too) longer than MAX_FUNCTION_LINES: its name, line and length."""
+    return [
+        (node.name, node.lineno, node.end_lineno - node.lineno + 1)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.end_lineno is not None
+        and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
+    ]
+
+
+def test_the_ingest_path_is_the_modules_named() -> None:
+    assert all(path.exists() for path in INGEST_PATH)
+
+
+def test_no_function_of_the_ingest_path_is_over_80_lines() -> None:
+    long = [
+        f"{path.relative_to(ROOT)}:{line} {name}: {length} lines"
+        for path in INGEST_PATH
+        for name, line, length in _long_functions(ast.parse(path.read_text(), filename=str(path)))
+    ]
+    assert not long, "split into named steps:\n" + "\n".join(long)
+
+
+def test_the_length_check_catches_a_long_function() -> None:
+    # given a function of 81 lines, and one of 80
+    body = "".join(f"    x{i} = {i}\n" for i in range(80))
+    tree = ast.parse(f"def long():\n{body}\n\ndef short():\n{body[: body.rindex('    x79')]}")
+    # then only the long one is named
+    assert _long_functions(tree) == [("long", 1, 81)]
