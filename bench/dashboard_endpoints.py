@@ -278,7 +278,7 @@ def finance_token() -> str:
     """A named API token of a finance user (a new one each run; only its hash is kept)."""
     from django.contrib.auth.models import Group, User
 
-    from apps.core.access import FINANCE_GROUP
+    from apps.core.access.policy import FINANCE_GROUP
     from apps.core.models import ApiToken
 
     user, _ = User.objects.get_or_create(username="bench-finance")

@@ -51,8 +51,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusBeforeMiddleware",  # first, as django-prometheus asks
     "django.middleware.security.SecurityMiddleware",
-    "apps.core.middleware.SecurityHeadersMiddleware",  # the CSP on every answer, no-store on authenticated ones
-    "apps.core.middleware.StyledErrorPagesMiddleware",  # outermost: it sees the 404 page Django made
+    "apps.core.web.middleware.SecurityHeadersMiddleware",  # the CSP on every answer, no-store on authenticated ones
+    "apps.core.web.middleware.StyledErrorPagesMiddleware",  # outermost: it sees the 404 page Django made
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -91,7 +91,7 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
     "connect_timeout", env.int("DJANGO_DB_CONNECT_TIMEOUT_S", default=5)
 )
-# Least privilege (apps/core/roles.py): the app connects as DATABASE_URL's role, which owns nothing;
+# Least privilege (apps/core/access/database_roles.py): the app connects as DATABASE_URL's role, which owns nothing;
 # `manage.py migrate --database owner` runs as DATABASE_OWNER_URL's role, which owns the tables and then
 # grants FLEETWATT_DB_APP_ROLE what the app needs (the audit log: read and append only).
 if env.str("DATABASE_OWNER_URL", default=""):
@@ -138,23 +138,23 @@ SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "apps.core.authentication.ApiTokenAuthentication",
+        "apps.core.access.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": [
         "rest_framework.permissions.IsAuthenticated",
-        "apps.core.authentication.ReadOnlyForApiTokens",
+        "apps.core.access.authentication.ReadOnlyForApiTokens",
     ],
-    "DEFAULT_THROTTLE_CLASSES": ["apps.core.authentication.ApiTokenRateThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["apps.core.access.authentication.ApiTokenRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"api_token": env.str("FLEETWATT_API_TOKEN_RATE", default="600/min")},
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
-        "apps.core.renderers.UnitCSVRenderer",
+        "apps.core.web.renderers.UnitCSVRenderer",
     ],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_PAGINATION_CLASS": "apps.core.pagination.CappedPageNumberPagination",
+    "DEFAULT_PAGINATION_CLASS": "apps.core.web.pagination.CappedPageNumberPagination",
     "PAGE_SIZE": 100,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
@@ -166,18 +166,18 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
-    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "apps.core.schema.describe_fields"],
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "apps.core.web.schema.describe_fields"],
 }
 
 # --- Access: finance read-only, strict bodies, the login throttle (docs/operations.md, "Access"). ---
-# Finance reads everything and writes nothing, whatever its credentials (apps.core.access).
+# Finance reads everything and writes nothing, whatever its credentials (apps.core.access.policy).
 REST_FRAMEWORK["DEFAULT_PERMISSION_CLASSES"] = [
     *REST_FRAMEWORK["DEFAULT_PERMISSION_CLASSES"],  # type: ignore[misc]  # the list above (mypy sees object)
-    "apps.core.authentication.ReadOnlyForFinance",
+    "apps.core.access.authentication.ReadOnlyForFinance",
 ]
 # DRF's JSON parser, with a body nested past the recursion limit a 400 instead of a 500.
 REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"] = [
-    "apps.core.parsers.JSONParser",
+    "apps.core.web.parsers.JSONParser",
     "rest_framework.parsers.FormParser",
     "rest_framework.parsers.MultiPartParser",
 ]
@@ -191,7 +191,7 @@ MIDDLEWARE += ["axes.middleware.AxesMiddleware"]  # last, as axes asks
 # names its backend); it never checks a password (PasswordBackend stops a refused login).
 _LEGACY_PASSWORD_BACKEND = "django.contrib.auth.backends.ModelBackend"
 AUTHENTICATION_BACKENDS = [
-    "apps.core.login_throttle.LoginThrottleBackend",
+    "apps.core.access.login_throttle.LoginThrottleBackend",
     "apps.core.backends.PasswordBackend",
     _LEGACY_PASSWORD_BACKEND,
 ]
@@ -201,7 +201,7 @@ AXES_FAILURE_LIMIT = env.int("FLEETWATT_LOGIN_FAILURE_LIMIT", default=10)
 AXES_COOLOFF_TIME = env.int("FLEETWATT_LOGIN_LOCKOUT_MIN", default=15) / 60  # hours, as axes reads a number
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "auth/locked_out.html"
-AXES_CLIENT_IP_CALLABLE = "apps.core.login_throttle.client_address"
+AXES_CLIENT_IP_CALLABLE = "apps.core.access.login_throttle.client_address"
 # Single sign-on with OpenID Connect (apps.sso, docs/sso.md): on when a client id is given, with the provider's
 # issuer (its endpoints discovered at the first login) or its four endpoints. The groups it claims give
 # teams and roles through the config file's `sso` section. FLEETWATT_LOCAL_LOGIN=0 turns the password login
@@ -439,11 +439,11 @@ FLEETWATT_INGEST_MAX_LAG_H = env.int("FLEETWATT_INGEST_MAX_LAG_H", default=3)
 
 # --- fleetwatt's own metrics at /metrics (docs/operations.md, "fleetwatt's own metrics"). ---
 # django-prometheus counts requests (middleware above) and queries (its database engine: it only wraps the
-# cursors psycopg makes; apps.core.bulk's binary cursor is made apart and so is not counted).
+# cursors psycopg makes; apps.core.db.bulk's binary cursor is made apart and so is not counted).
 INSTALLED_APPS += ["django_prometheus"]
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DATABASES["default"]["ENGINE"] = "django_prometheus.db.backends.postgresql"
-# Who may read /metrics: `Authorization: Bearer <token>`, or a client address (apps.core.login_throttle's,
+# Who may read /metrics: `Authorization: Bearer <token>`, or a client address (apps.core.access.login_throttle's,
 # behind FLEETWATT_TRUSTED_PROXIES) in one of these networks. Neither set: /metrics answers 403 saying so.
 FLEETWATT_METRICS_TOKEN = env.str("FLEETWATT_METRICS_TOKEN", default="")
 FLEETWATT_METRICS_ALLOW = env.list("FLEETWATT_METRICS_ALLOW", default=[])

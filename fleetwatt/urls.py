@@ -3,17 +3,18 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from apps.core.metrics_views import metrics
-from apps.core.views import ApiDocsView, ApiSchemaView, healthz
+from apps.core.web.views import ApiDocsView, ApiSchemaView
+from apps.ops.metrics_views import metrics
+from apps.ops.views import healthz
 from apps.sso import views as sso_views
 
-# A database that cannot be reached is a 503; the API's errors are JSON (apps.core.views.server_error).
-handler500 = "apps.core.views.server_error"
+# A database that cannot be reached is a 503; the API's errors are JSON (apps.core.web.views.server_error).
+handler500 = "apps.core.web.views.server_error"
 # A request that cannot be read (a bad Host header, a form too large): the site's page, JSON under /api/.
-handler400 = "apps.core.views.bad_request"
+handler400 = "apps.core.web.views.bad_request"
 # The site's own pages for 403 and 404 (in its layout), JSON under /api/.
-handler403 = "apps.core.views.permission_denied"
-handler404 = "apps.core.views.page_not_found"
+handler403 = "apps.core.web.views.permission_denied"
+handler404 = "apps.core.web.views.page_not_found"
 
 urlpatterns = [
     path("admin/login/", sso_views.admin_login),  # before the admin's own: one login page when passwords are off

@@ -7,10 +7,14 @@ pure domain modules  <  models  <  services, selectors  <  apps.pipeline  <  api
 - services and selectors never import the pipeline or anything above it, and a service never imports
   another app's services (the pipeline runs them in order: none triggers the next);
 - below the pipeline, apps import each other without cycles;
+- apps.core, the plumbing every app shares, imports no other app (what reads other apps' state to report on
+  them, /healthz and /metrics, is apps.ops);
 - the fleet config (apps.config) is imported only by itself and by the pipeline, which applies it: a domain app
   neither parses nor writes the config file; apps.config reads other apps through their models, pure modules
   and selectors (it writes their models itself; it never calls their services);
-- no import hides inside a function (they were there to dodge loops).
+- no import hides inside a function (they were there to dodge loops);
+- the ingest's path (its use case in apps.pipeline, telemetry's writes and reads) reads as named steps: no function
+  of it is over 80 lines.
 
 And the tests mirror the code: every module of an app that holds logic has a test module named after it (STYLE.md,
 "Tests that mirror the code"; the rule in test_every_module_that_holds_logic_has_a_test_module_named_after_it).
@@ -29,15 +33,16 @@ ROOT = Path(__file__).resolve().parent.parent
 APPS = ROOT / "apps"
 
 PURE = {
-    "apps.core.footprint",
-    "apps.core.params",
+    "apps.core.units.footprint",
+    "apps.core.web.params",
     "apps.fleet.endpoint",
     "apps.fleet.work_counters",
-    "apps.core.glossary",
-    "apps.core.money",
+    "apps.core.units.glossary",
+    "apps.core.units.money",
     "apps.rollups.focus",
     "apps.rollups.breakdown",
     "apps.core.metrics",
+    "apps.core.locks",
     "apps.jobs.identity",
     "apps.jobs.methods",
     "apps.jobs.states",
@@ -91,8 +96,8 @@ UPPER = {
     "templatetags",
     "middleware",
 }
-# Apps that are an upper layer as a whole: the pipeline, the pages, the demo and its simulator commands.
-UPPER_APPS = {"pipeline", "dashboard"}
+# Apps that are an upper layer as a whole: the pipeline, the pages, /healthz and /metrics (they read every app).
+UPPER_APPS = {"pipeline", "dashboard", "ops"}
 
 
 @dataclass(frozen=True)
@@ -249,6 +254,11 @@ def test_apps_below_the_pipeline_import_each_other_without_a_cycle() -> None:
     assert not left, f"apps that import each other (directly or round about): {left}; edges: {dict(graph)}"
 
 
+def test_the_core_imports_no_other_app() -> None:
+    bad = [i for i in IMPORTS if _app(i.source) == "core" and i.target.startswith("apps.") and _app(i.target) != "core"]
+    assert not bad, "\n".join(_violations("core", bad))
+
+
 # Who may import the fleet config: itself (its parser, writes and the apply_config command) and the pipeline, whose
 # config_apply writes it and derives what follows.
 CONFIG_IMPORTERS = {"config", "pipeline"}
@@ -285,6 +295,8 @@ def test_no_import_hides_inside_a_function() -> None:
         ("apps.jobs.models", "apps.jobs.services", "models"),
         ("apps.carbon.services", "apps.pipeline.derive", "layers"),
         ("apps.telemetry.services", "apps.carbon.services", "services"),
+        ("apps.core.web.views", "apps.telemetry.health", "core"),
+        ("apps.core.units.aggregates", "apps.jobs.models", "core"),
         ("apps.fleet.admin", "apps.config.types", "config"),
         ("apps.carbon.services", "apps.config.services", "config"),
         ("apps.config.services", "apps.carbon.hourly_import", "config reach"),
@@ -302,6 +314,7 @@ def test_the_check_catches_each_kind_of_violation(source: str, target: str, kind
             "models": test_models_import_no_services_selectors_pipeline_or_views,
             "layers": test_nothing_below_the_pipeline_imports_it_or_what_sits_above_it,
             "services": test_no_service_imports_another_apps_services,
+            "core": test_the_core_imports_no_other_app,
             "config": test_only_the_pipeline_imports_the_fleet_config,
             "config reach": test_the_fleet_config_reads_other_apps_through_their_models_pure_modules_and_selectors,
         }[kind]
@@ -407,3 +420,44 @@ def test_the_check_of_test_modules_finds_a_missing_one(tmp_path: Path) -> None:
         "apps/shop/pricing.py -> tests/shop/test_pricing.py",
         "apps/shop/rules/discounts.py -> tests/shop/rules/test_discounts.py",
     ]
+
+
+# The ingest's path: its use case and the derivations (apps.pipeline), and the writes, reads and fetch it runs in
+# apps.telemetry. The pure arithmetic of an hour's answers (apps.telemetry.hour) is not in it.
+INGEST_PATH = [
+    *sorted((APPS / "pipeline").glob("*.py")),
+    *(APPS / "telemetry" / name for name in ("services.py", "estimates.py", "selectors.py", "fetch.py", "guard.py")),
+]
+MAX_FUNCTION_LINES = 80
+
+
+def _long_functions(tree: ast.Module) -> list[tuple[str, int, int]]:
+    """Each function (methods and nested ones too) longer than MAX_FUNCTION_LINES: its name, line and length."""
+    return [
+        (node.name, node.lineno, node.end_lineno - node.lineno + 1)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.end_lineno is not None
+        and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
+    ]
+
+
+def test_the_ingest_path_is_the_modules_named() -> None:
+    assert all(path.exists() for path in INGEST_PATH)
+
+
+def test_no_function_of_the_ingest_path_is_over_80_lines() -> None:
+    long = [
+        f"{path.relative_to(ROOT)}:{line} {name}: {length} lines"
+        for path in INGEST_PATH
+        for name, line, length in _long_functions(ast.parse(path.read_text(), filename=str(path)))
+    ]
+    assert not long, "split into named steps:\n" + "\n".join(long)
+
+
+def test_the_length_check_catches_a_long_function() -> None:
+    # given a function of 81 lines, and one of 80
+    body = "".join(f"    x{i} = {i}\n" for i in range(80))
+    tree = ast.parse(f"def long():\n{body}\n\ndef short():\n{body[: body.rindex('    x79')]}")
+    # then only the long one is named
+    assert _long_functions(tree) == [("long", 1, 81)]

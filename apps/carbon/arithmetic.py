@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from apps.core.footprint import Footprint, kwh
+from apps.core.units.footprint import Footprint, kwh
 
 HOUR = timedelta(hours=1)
 MONEY = Decimal("0.000001")

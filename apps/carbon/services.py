@@ -21,8 +21,9 @@ from django.db import connection, models, transaction
 from django.db.models import Avg
 from django.db.models.functions import ExtractMonth, ExtractYear
 
-from apps.core.bulk import columns_update, rows_update
-from apps.core.footprint import S_PER_HOUR, Footprint
+from apps.core import locks
+from apps.core.db.bulk import columns_update, rows_update
+from apps.core.units.footprint import S_PER_HOUR, Footprint
 from apps.fleet.models import Cluster, Gpu, Node
 from apps.jobs.models import Job, JobGpuHour
 from apps.jobs.summary import JobGpuTotals
@@ -441,7 +442,8 @@ def intensity_write(
     report.missing_hours = int((hours[-1] - hours[0]) / HOUR) + 1 - len(hours)
     with transaction.atomic():
         with connection.cursor() as cursor:  # one import of a zone and basis at a time
-            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"fleetwatt.intensity:{zone}:{basis}"])
+            lock = locks.INTENSITY.format(zone=zone, basis=basis)
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [lock])
         stored = {
             h.hour: (h.kg_per_kwh, h.source)
             for h in IntensityHour.objects.filter(zone=zone, basis=basis, hour__gte=hours[0], hour__lte=hours[-1])

@@ -17,6 +17,7 @@ from django.db import connection, models, transaction
 from apps.carbon.models import GpuModel, JobGroup, ServerType, ServerTypeRule, Site
 from apps.carbon.node_types import NodeMatch, NodeTypesReport
 from apps.carbon.selectors import clusters_affected
+from apps.core import locks
 from apps.fleet.endpoint import CLUSTER_ENDPOINT_KEYS, CLUSTER_SCHEDULER_KEYS
 from apps.fleet.models import Cluster, Team, TeamRule
 from apps.fleet.work_counters import work_counters_json
@@ -129,7 +130,7 @@ def config_write(*, config: FleetConfig) -> ApplyReport:
         c["sso"] = Counts()  # its rules and its settings (the groups claim)
     affected: set[int] = set()
     with transaction.atomic():
-        _advisory_lock("fleetwatt.config_apply")
+        _advisory_lock(locks.CONFIG_APPLY)
         site_ids, changed_site_ids = _sites_apply(config, c["sites"])
         changed_type_ids = _server_types_apply(config, c["server_types"])
         changed_models = _gpu_models_apply(config, c["gpu_models"])

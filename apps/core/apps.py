@@ -6,8 +6,8 @@ from django.conf import settings
 from django.db import connections
 from django.db.models.signals import post_migrate
 
+from .access.database_roles import app_role_grant
 from .metrics import CELERY_TASKS
-from .roles import app_role_grant
 from .services import metric_count
 
 
@@ -40,8 +40,9 @@ class CoreConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import lookups, schema  # noqa: F401 (`__any`; the token scheme for drf-spectacular)
+        from .db import lookups  # noqa: F401 (`__any`)
         from .page_cache import page_cache_signals_connect
+        from .web import schema  # noqa: F401 (the token scheme for drf-spectacular)
 
         post_migrate.connect(_app_role_grant, sender=self, dispatch_uid="fleetwatt-app-role-grant")
         task_success.connect(_task_succeeded, dispatch_uid="fleetwatt-metrics-task-success")

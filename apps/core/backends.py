@@ -1,7 +1,7 @@
 """How a session's user is loaded on every request, and the password login that names it.
 
 Django loads a session's user with `ModelBackend.get_user` (a query built by the ORM), then fleetwatt asks what
-that user may see (apps.core.access: a second query). Every request of the dashboard and the API does both; the
+that user may see (apps.core.access.policy: a second query). Every request of the dashboard and the API does both; the
 backends here do it in one written-out query (`user_with_viewer`). A session names the backend that logged it in
 (`settings.AUTHENTICATION_BACKENDS`), so the password login has a backend of its own; the single sign-on and
 break-glass backends (apps.sso.backends) load their users the same way."""
@@ -15,7 +15,7 @@ from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 
-from .access import user_with_viewer
+from .access.policy import user_with_viewer
 
 
 class SessionUserMixin:

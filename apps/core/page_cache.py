@@ -28,7 +28,7 @@ from django.http import HttpResponse
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from .access import viewer_scope
+from .access.policy import viewer_scope
 from .kept import api_page_key, data_changed, kept_read, kept_read_or_previous, kept_write
 from .metrics import API_PAGE_CACHE
 from .services import metric_count

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Q
 
-from apps.core.access import user_sees_all_teams
+from apps.core.access.policy import user_sees_all_teams
 from apps.fleet.models import Cluster
 from apps.jobs.models import Job
 from apps.telemetry.health import ingest_lag_check

@@ -15,9 +15,9 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST, require_safe
 
 from apps.carbon.models import JobGroup
-from apps.core.access import acting_user, admin_required
-from apps.core.params import whole_number
-from apps.core.query import QueryError, amount_param, bad_query_is_400, currency_param, filters_checked, text_param
+from apps.core.access.policy import acting_user, admin_required
+from apps.core.web.params import whole_number
+from apps.core.web.query import QueryError, amount_param, bad_query_is_400, currency_param, filters_checked, text_param
 from apps.fleet.models import Cluster, Team
 from apps.jobs.models import Job
 from apps.pipeline import decisions

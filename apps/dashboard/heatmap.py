@@ -17,8 +17,8 @@ from typing import Any
 from django.db import connection
 from django.urls import reverse
 
-from apps.core.footprint import S_PER_HOUR
 from apps.core.kept import gpu_power_grid_key, kept_or_computed
+from apps.core.units.footprint import S_PER_HOUR
 from apps.fleet.models import Gpu
 from apps.telemetry.models import GpuHour
 

@@ -4,7 +4,7 @@ the API's pages are (apps.core.page_cache), and made again after an ingest for t
 A page reads many sums (a team's month is thousands of jobs split by user and by group; the audit queue's money at
 stake is every open finding's worth in the period), and people come back to the same pages: a team lead's home, an
 admin's queue between two decisions. A page answered 200 to a GET is kept, as the HTML sent, under:
-- the viewer (the page's menu names them and shows what they may open) and what they may see (apps.core.access's
+- the viewer (the page's menu names them and shows what they may open) and what they may see (apps.core.access.policy's
   scope: a member who leaves a team no longer reads its pages);
 - the whole URL (host, path, query);
 - the UTC hour it was made in: a page saying how far the ingest is behind, or made for "this month", is made
@@ -44,7 +44,7 @@ from django.middleware.csrf import get_token
 from django.test import RequestFactory
 from django.urls import Resolver404, resolve
 
-from apps.core.access import viewer_scope
+from apps.core.access.policy import viewer_scope
 from apps.core.kept import (
     PAGES_ASKED_KEY,
     current_reads,

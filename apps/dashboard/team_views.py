@@ -15,10 +15,10 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_safe
 
-from apps.core import params
-from apps.core.footprint import Footprint
-from apps.core.query import QueryError, bad_query_is_400, text_param
-from apps.core.renderers import csv_stream
+from apps.core.units.footprint import Footprint
+from apps.core.web import params
+from apps.core.web.query import QueryError, bad_query_is_400, text_param
+from apps.core.web.renderers import csv_stream
 from apps.fleet.models import Team
 from apps.jobs.states import JobState
 from apps.rollups.breakdown import JobPart, bill_of

@@ -1,6 +1,6 @@
 """API tokens for finance tools: create (the key is shown once; for FLEETWATT_API_TOKEN_DAYS by default, or another
 life, or none), list with last use and expiry, revoke. The one thing finance writes: its own credentials, never the
-fleet's data (apps.core.access)."""
+fleet's data (apps.core.access.policy)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
-from apps.core import params
-from apps.core.access import user_sees_all_teams
+from apps.core.access.policy import user_sees_all_teams
 from apps.core.models import ApiToken
-from apps.core.query import bad_query_is_400, text_param
+from apps.core.web import params
+from apps.core.web.query import bad_query_is_400, text_param
 
 TOKEN_NAME_MAX_CHARS = 100  # ApiToken.name
 LIFE_CHOICES_DAYS = (30, 90, 180, 365, 730)  # what the page offers beside the default and "never" (0)

@@ -23,11 +23,11 @@ from django.views.decorators.http import require_safe
 from apps.carbon.frontier_selectors import fleet_saving
 from apps.carbon.models import JobGroup
 from apps.carbon.when_selectors import team_when_to_run
-from apps.core import params
-from apps.core.access import member_team_ids, user_sees_all_teams
-from apps.core.footprint import S_PER_HOUR, Footprint, kwh
-from apps.core.money import round_minor
-from apps.core.query import QueryError, bad_query_is_400, date_param, text_param
+from apps.core.access.policy import member_team_ids, user_sees_all_teams
+from apps.core.units.footprint import S_PER_HOUR, Footprint, kwh
+from apps.core.units.money import round_minor
+from apps.core.web import params
+from apps.core.web.query import QueryError, bad_query_is_400, date_param, text_param
 from apps.fleet.models import Cluster, Gpu, Team
 from apps.jobs.frontier import MIN_RUNS_DEFAULT, SLACK_DEFAULT
 from apps.jobs.methods import method_legend

@@ -8,8 +8,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from apps.core.access import member_team_ids, user_sees_all_teams
-from apps.core.glossary import gpu_name
+from apps.core.access.policy import member_team_ids, user_sees_all_teams
+from apps.core.units.glossary import gpu_name
 
 from .endpoint import EndpointSettings, env_name_problem, headers_problems, label_name_problem
 from .work_counters import WorkCounters, work_counters_from_json, work_counters_parse

@@ -8,7 +8,7 @@ import django_filters
 from django.db.models import QuerySet
 from rest_framework.exceptions import ValidationError
 
-from apps.core.filtersets import FilterSet, MomentFilter, TextFilter
+from apps.core.web.filtersets import FilterSet, MomentFilter, TextFilter
 from apps.fleet.models import Cluster, Team
 
 from .models import Job, JobQuerySet

@@ -5,7 +5,7 @@ A job's figures in the period are those of all its hours there (its GPU energy, 
 it waited for requests included: that is what serving costs. A job that served several models shares them by
 its output tokens (prompt tokens where it generated none, requests where it counted neither, else equally). Its
 cost is its bill: rounded to the currency's minor unit first, then shared so that its parts add up to it
-(apps.core.money.split_rounded). A group's figure per token is its sums over its tokens:
+(apps.core.units.money.split_rounded). A group's figure per token is its sums over its tokens:
 
     J per 1,000 output tokens    = GPU energy (J) / output tokens x 1,000      (Wh: / 3,600)
     g CO2e per 1,000 tokens      = (operational + embodied) kg x 1,000 / output tokens x 1,000
@@ -22,8 +22,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from apps.core.footprint import Footprint
-from apps.core.money import round_minor, split_rounded
+from apps.core.units.footprint import Footprint
+from apps.core.units.money import round_minor, split_rounded
 
 GROUPS = ("model", "team", "cluster")
 PER_THOUSAND = 1_000.0

@@ -15,8 +15,8 @@ from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import Count, Max, Min, Q, QuerySet, Sum
 
-from apps.core.aggregates import exact_sum, footprint_sums
-from apps.core.footprint import FOOTPRINT_COLUMNS, S_PER_HOUR, Footprint
+from apps.core.units.aggregates import exact_sum, footprint_sums
+from apps.core.units.footprint import FOOTPRINT_COLUMNS, S_PER_HOUR, Footprint
 from apps.fleet.models import Team
 
 from .models import ExpiredJobDay, Job, JobGpuHour, JobGpuHourEnergy, JobWorkHour, Source

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
-from apps.core.bulk import rows_update
+from apps.core.db.bulk import rows_update
 from apps.core.kept import data_changed
 
 from .models import Job

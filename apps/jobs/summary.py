@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
-from apps.core.footprint import S_PER_HOUR, Footprint
+from apps.core.units.footprint import S_PER_HOUR, Footprint
 
 HOUR = timedelta(hours=1)
 

@@ -28,8 +28,8 @@ from apps.jobs.models import Job, JobGpuHour
 from apps.jobs.summary import JobGpuTotals, agent_spans
 from apps.rollups import selectors as rollup_reads
 from apps.rollups import services as rollups
+from apps.telemetry import estimates
 from apps.telemetry import selectors as telemetry_reads
-from apps.telemetry import services as telemetry
 from apps.telemetry.models import GpuHour
 from apps.waste import selectors as waste_reads
 from apps.waste import services as flags
@@ -191,7 +191,7 @@ def _unobserved_estimates(run: DeriveRun) -> None:
         run.window = span
     clusters = Cluster.objects.all() if run.cluster_ids is None else Cluster.objects.filter(pk__in=run.cluster_ids)
     for cluster in clusters.order_by("pk"):
-        refreshed = telemetry.unobserved_estimates_refresh(cluster=cluster, start=start, end=end, writing=writing)
+        refreshed = estimates.unobserved_estimates_refresh(cluster=cluster, start=start, end=end, writing=writing)
         run.job_ids |= refreshed.job_ids
         if refreshed.start < start:  # the hour's sightings closed a gap before it: its hours are priced again too
             earliest = refreshed.start if run.window is None else min(run.window[0], refreshed.start)

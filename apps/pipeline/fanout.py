@@ -29,8 +29,10 @@ from django.db import connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from apps.core import locks
 from apps.core.collector import collector_paused
 from apps.fleet.models import Cluster
+from apps.telemetry import selectors as telemetry_reads
 from apps.telemetry import services as telemetry
 from apps.telemetry.models import ClusterShard, IngestBatch, IngestedHour, IngestPart, IngestWatermark
 from apps.telemetry.prometheus import reader_for
@@ -41,8 +43,6 @@ from .derive import DeriveReport, Fact, Scope, derive
 from .ingest import Fetched, clusters_select, hour_fetch_shard, hour_write
 
 log = logging.getLogger(__name__)
-
-_DISPATCH_LOCK = 0x66770004  # advisory lock namespace: one dispatch of a cluster at a time
 
 
 def shards_of(cluster: Cluster) -> list[Shard]:
@@ -81,7 +81,7 @@ def dispatch(*, now: datetime | None = None) -> list[Dispatched]:
     for cluster in clusters_select(None):
         with transaction.atomic():
             with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_DISPATCH_LOCK, cluster.pk])
+                cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [locks.DISPATCH, cluster.pk])
             open_batch = IngestBatch.objects.filter(cluster=cluster, done_at__isnull=True).first()
             if open_batch is not None:
                 stalled = _stalled(open_batch, now=timezone.now())  # the clock's time, whatever `now` says
@@ -269,7 +269,7 @@ def hours_derive(*, cluster: Cluster, start: datetime, end: datetime) -> DeriveR
             start=hours[0],
             end=hours[-1] + HOUR,
             job_ids=frozenset(job_ids),
-            ingested_through=telemetry.ingested_through(cluster, hours[-1]),
+            ingested_through=telemetry_reads.ingested_through(cluster, hours[-1]),
         ),
         changed={Fact.JOB_ROWS},
     )

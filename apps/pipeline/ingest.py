@@ -16,17 +16,20 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.carbon import services as carbon
+from apps.core import locks
 from apps.core.collector import collector_paused
 from apps.fleet import services as fleet
 from apps.fleet.models import Cluster
 from apps.fleet.selectors import TeamResolver
 from apps.telemetry import promql
+from apps.telemetry import selectors as telemetry_reads
 from apps.telemetry import services as telemetry
 from apps.telemetry.fetch import hour_fetch
-from apps.telemetry.guard import beyond_retention, source_loss
+from apps.telemetry.guard import beyond_retention, fresh_hour_totals, source_loss
 from apps.telemetry.hour import (
     HostLabelMissingError,
     HourInput,
+    HourResult,
     SeriesLabelError,
     UnknownMethodError,
     UnknownSeriesError,
@@ -35,20 +38,20 @@ from apps.telemetry.hour import (
 from apps.telemetry.models import IngestWatermark
 from apps.telemetry.partitions import expiry_horizon, hour_partition_ensure
 from apps.telemetry.prometheus import PrometheusReader, PrometheusUnavailable, reader_for
-from apps.telemetry.services import (
-    HOUR,
-    HourReport,
-    IngestError,
-    SourceLossError,
-    hours_between,
-    ingest_range_validate,
-    last_closed_hour,
-)
-from apps.telemetry.work import work_of_unknown_job, work_rows
+from apps.telemetry.services import HOUR, HourReport, hour_floor, hours_between, last_closed_hour
+from apps.telemetry.work import UnjoinedWork, WorkRow, work_of_unknown_job, work_rows
 
 from .derive import Fact, Scope, derive
 
 log = logging.getLogger(__name__)
+
+
+class IngestError(Exception):
+    """Bad input to the ingest (range, cluster); nothing was written."""
+
+
+class SourceLossError(IngestError):
+    """The source no longer holds what is stored for an hour; nothing was written."""
 
 
 def clusters_select(name: str | None) -> list[Cluster]:
@@ -144,53 +147,25 @@ def hour_write(
     hour alone); otherwise the hour waits, not derived, for its batch's one derivation (apps.pipeline.fanout).
     Inside a caller's transaction, it joins it."""
     started = time.perf_counter() if started is None else started
-    horizon = expiry_horizon(now=timezone.now(), keep_months=settings.FLEETWATT_HOUR_ROWS_KEEP_MONTHS)
-    if horizon is not None and hour < datetime(horizon.year, horizon.month, 1, tzinfo=UTC):
-        raise IngestError(
-            f"cluster {cluster.name}, hour {hour:%Y-%m-%d %H}:00 UTC is past the hour rows' retention "
-            f"(FLEETWATT_HOUR_ROWS_KEEP_MONTHS={settings.FLEETWATT_HOUR_ROWS_KEEP_MONTHS}: kept from {horizon}); "
-            "its jobs' totals are kept as they were. Nothing was written."
-        )
-    try:
-        result = hour_compute(fetched.data, dcgm_host_label=cluster.dcgm_host_label)
-    except (HostLabelMissingError, UnknownSeriesError, UnknownMethodError, SeriesLabelError) as exc:
-        raise IngestError(f"cluster {cluster.name}, hour {hour:%Y-%m-%d %H}:00 UTC: {exc}") from None
-    for note in result.repaired:  # the agents' words made storable (a name of 10,000 characters, a NUL)
-        log.warning("cluster %s, hour %s:00 UTC: %s", cluster.name, f"{hour:%Y-%m-%d %H}", note)
+    _retention_check(cluster=cluster, hour=hour)
+    result = _hour_rows_compute(cluster=cluster, hour=hour, fetched=fetched)
     work, unjoined = work_rows(fetched.data.work, hour_start=hour.timestamp())
     hour_partition_ensure(hour)
     with transaction.atomic():
         telemetry.cluster_hour_lock(cluster=cluster, hour=hour)
         telemetry.cluster_write_lock(cluster=cluster)
         telemetry.cluster_retention_record(cluster=cluster, retention=fetched.retention)
-        loss = source_loss(
-            stored=telemetry.stored_hour_totals(cluster=cluster, hour=hour),
-            fresh=telemetry.fresh_hour_totals(result, work),
-            beyond=beyond_retention(hour=hour, now=timezone.now(), retention=fetched.retention),
-            min_ratio=settings.FLEETWATT_INGEST_MIN_SOURCE_RATIO,
-        )
-        if loss and not force:
-            raise SourceLossError(
-                f"cluster {cluster.name}, hour {hour:%Y-%m-%d %H}:00 UTC: {loss}. Nothing was written; "
-                "`manage.py ingest --force` replaces it anyway."
-            )
+        _source_loss_check(cluster=cluster, hour=hour, result=result, work=work, fetched=fetched, force=force)
         teams = TeamResolver(cluster=cluster, unassigned=fleet.unassigned_team_ensure())
         written = telemetry.hour_rows_write(cluster=cluster, hour=hour, result=result, teams=teams, work=work)
         unjoined += [work_of_unknown_job(row) for row in written.work_without_job]
-        if unjoined:
-            log.warning(
-                "cluster %s, hour %s:00 UTC: work counted by %d series tied to no job of the cluster (not stored; "
-                "IngestedHour.stats.work_without_job)",
-                cluster.name,
-                f"{hour:%Y-%m-%d %H}",
-                len(unjoined),
-            )
+        _unjoined_work_log(cluster=cluster, hour=hour, unjoined=unjoined)
         if written.new_nodes:  # before the footprints: a node's server type sets its overhead and embodied carbon
             carbon.node_server_types_apply(cluster_id=cluster.pk, only_unset=True)
         if written.team_moved_job_ids:  # their earlier hours follow them, as after an admin's reassignment
             derive(Scope.jobs(written.team_moved_job_ids), changed={Fact.BILLING})
         # Jobs an earlier, not yet derived write of this hour changed are derived with this one's.
-        job_ids = set(written.job_ids) | telemetry.pending_job_ids(cluster=cluster, hour=hour)
+        job_ids = set(written.job_ids) | telemetry_reads.pending_job_ids(cluster=cluster, hour=hour)
         derive_s, derive_steps_s = 0.0, dict[str, float]()
         if derive_now:
             derived = derive(
@@ -219,6 +194,60 @@ def hour_write(
             cluster=cluster, hour=hour, report=report, pending_job_ids=None if derive_now else job_ids
         )
     return report
+
+
+def _retention_check(*, cluster: Cluster, hour: datetime) -> None:
+    """Refuse an hour whose month is past the hour rows' retention: its partition is dropped, and its jobs'
+    totals are kept as they were."""
+    horizon = expiry_horizon(now=timezone.now(), keep_months=settings.FLEETWATT_HOUR_ROWS_KEEP_MONTHS)
+    if horizon is not None and hour < datetime(horizon.year, horizon.month, 1, tzinfo=UTC):
+        raise IngestError(
+            f"cluster {cluster.name}, hour {hour:%Y-%m-%d %H}:00 UTC is past the hour rows' retention "
+            f"(FLEETWATT_HOUR_ROWS_KEEP_MONTHS={settings.FLEETWATT_HOUR_ROWS_KEEP_MONTHS}: kept from {horizon}); "
+            "its jobs' totals are kept as they were. Nothing was written."
+        )
+
+
+def _hour_rows_compute(*, cluster: Cluster, hour: datetime, fetched: Fetched) -> HourResult:
+    """The hour's rows from its answers (apps.telemetry.hour); answers it cannot read are an IngestError naming
+    the cluster and the hour, and what it had to repair is logged."""
+    try:
+        result = hour_compute(fetched.data, dcgm_host_label=cluster.dcgm_host_label)
+    except (HostLabelMissingError, UnknownSeriesError, UnknownMethodError, SeriesLabelError) as exc:
+        raise IngestError(f"cluster {cluster.name}, hour {hour:%Y-%m-%d %H}:00 UTC: {exc}") from None
+    for note in result.repaired:  # the agents' words made storable (a name of 10,000 characters, a NUL)
+        log.warning("cluster %s, hour %s:00 UTC: %s", cluster.name, f"{hour:%Y-%m-%d %H}", note)
+    return result
+
+
+def _source_loss_check(
+    *, cluster: Cluster, hour: datetime, result: HourResult, work: list[WorkRow], fetched: Fetched, force: bool
+) -> None:
+    """Refuse to replace the stored hour by an answer that lost some of it (the source's retention, or far less
+    of it), unless `force` (apps.telemetry.guard)."""
+    loss = source_loss(
+        stored=telemetry_reads.stored_hour_totals(cluster=cluster, hour=hour),
+        fresh=fresh_hour_totals(result, work),
+        beyond=beyond_retention(hour=hour, now=timezone.now(), retention=fetched.retention),
+        min_ratio=settings.FLEETWATT_INGEST_MIN_SOURCE_RATIO,
+    )
+    if loss and not force:
+        raise SourceLossError(
+            f"cluster {cluster.name}, hour {hour:%Y-%m-%d %H}:00 UTC: {loss}. Nothing was written; "
+            "`manage.py ingest --force` replaces it anyway."
+        )
+
+
+def _unjoined_work_log(*, cluster: Cluster, hour: datetime, unjoined: list[UnjoinedWork]) -> None:
+    """Work counted by series tied to no job of the cluster is not stored: say so (the hour's record keeps it)."""
+    if unjoined:
+        log.warning(
+            "cluster %s, hour %s:00 UTC: work counted by %d series tied to no job of the cluster (not stored; "
+            "IngestedHour.stats.work_without_job)",
+            cluster.name,
+            f"{hour:%Y-%m-%d %H}",
+            len(unjoined),
+        )
 
 
 ProgressFn = Callable[[HourReport], None]
@@ -250,6 +279,25 @@ def range_ingest(
         finally:
             reader.close()
     return reports
+
+
+def ingest_range_validate(start: datetime, end: datetime, *, now: datetime | None = None) -> None:
+    now = now or timezone.now()
+    for label, value in (("--start", start), ("--end", end)):
+        if value.tzinfo is None:
+            raise IngestError(f"{label} {value.isoformat()} has no time zone; add Z or an offset.")
+        if value != hour_floor(value):
+            raise IngestError(f"{label} {value.isoformat()} is not a whole hour.")
+    if start >= end:
+        raise IngestError(f"--start {start.isoformat()} must be before --end {end.isoformat()}.")
+    if end > hour_floor(now):
+        raise IngestError(f"--end {end.isoformat()} is in an hour that has not closed yet (now {now.isoformat()}).")
+    hours = int((end - start) / HOUR)
+    if hours > settings.FLEETWATT_INGEST_MAX_HOURS:
+        raise IngestError(
+            f"{start.isoformat()} to {end.isoformat()} is {hours:,} hours; one run covers at most "
+            f"{settings.FLEETWATT_INGEST_MAX_HOURS:,} (FLEETWATT_INGEST_MAX_HOURS): split the range."
+        )
 
 
 def closed_hours_ingest(*, now: datetime | None = None) -> list[HourReport]:
@@ -284,15 +332,12 @@ def closed_hours_ingest(*, now: datetime | None = None) -> list[HourReport]:
     return reports
 
 
-_CATCHUP_LOCK = 0x66770000  # advisory lock namespace for per-cluster catch-up
-
-
 def _try_cluster_lock(cluster: Cluster) -> bool:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [_CATCHUP_LOCK, cluster.pk])
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [locks.CATCHUP, cluster.pk])
         return bool(cursor.fetchone()[0])
 
 
 def _cluster_unlock(cluster: Cluster) -> None:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [_CATCHUP_LOCK, cluster.pk])
+        cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [locks.CATCHUP, cluster.pk])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import django_filters
 
-from apps.core.filtersets import DayFilter, FilterSet
+from apps.core.web.filtersets import DayFilter, FilterSet
 from apps.fleet.models import Team
 
 from .models import WeeklyReport

@@ -12,7 +12,7 @@ TEXT_BAR_WIDTH = 30
 
 
 def money(value: Any) -> str:
-    """'1,234.57': half-even to the cent, as apps.core.money rounds an amount (an exact figure such as a period's
+    """'1,234.57': half-even to the cent, as apps.core.units.money rounds an amount (an exact figure such as a period's
     waste then reads as the API's `cost` of it, ties included; a rounded amount is shown as it is)."""
     try:
         amount = Decimal(str(value))

@@ -23,7 +23,7 @@ from django.urls import NoReverseMatch, reverse
 
 from apps.carbon.models import IntensityHour, Site
 from apps.carbon.when_selectors import hour_floor, team_when_to_run
-from apps.core.footprint import Footprint
+from apps.core.units.footprint import Footprint
 from apps.fleet.models import Cluster, Team
 from apps.jobs.models import Job, JobGpuHour
 from apps.rollups.selectors import MixedBasisError, cluster_rollup, team_job_costs_minor, team_rollup

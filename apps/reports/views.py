@@ -18,9 +18,9 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from apps.core import params
-from apps.core.access import user_is_read_only
-from apps.core.query import bad_query_is_400, date_param, filters_checked, id_param, text_param
+from apps.core.access.policy import user_is_read_only
+from apps.core.web import params
+from apps.core.web.query import bad_query_is_400, date_param, filters_checked, id_param, text_param
 from apps.fleet.models import Team, TeamMembership
 from apps.rollups.selectors import MixedBasisError
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cached_property
 
-from apps.core.footprint import Footprint
-from apps.core.money import round_minor, split_rounded
+from apps.core.units.footprint import Footprint
+from apps.core.units.money import round_minor, split_rounded
 from apps.waste.kinds import WASTE_KINDS, FlagKind
 
 

@@ -31,7 +31,7 @@ from django.db.models import Model
 from rest_framework.renderers import JSONRenderer
 
 from apps.carbon.models import JobGroup
-from apps.core.access import viewer_scope
+from apps.core.access.policy import viewer_scope
 from apps.core.kept import (
     ROLLUPS_ASKED_KEY,
     finance_document_key,

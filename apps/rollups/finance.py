@@ -6,8 +6,8 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from apps.core.footprint import kwh
-from apps.core.money import round_minor
+from apps.core.units.footprint import kwh
+from apps.core.units.money import round_minor
 
 _SUMMED = ("energy_j", "gpu_hours", "facility_kwh", "operational_kg", "embodied_kg")
 

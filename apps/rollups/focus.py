@@ -8,7 +8,7 @@ site's price: the energy charge is its facility kWh at that price (never more th
 GPU-hours charge the rest. Each quantity is on one charge only, so any column adds up across rows: GPU-hours
 and embodied CO2e on the GPU-hours charge; GPU and facility kWh and operational CO2e on the energy charge.
 
-Money is booked as the rollups book it (apps/core/money.py): a team's day in a currency costs the sum of its
+Money is booked as the rollups book it (apps/core/units/money.py): a team's day in a currency costs the sum of its
 jobs' rounded costs (`targets`, the rollup's day), and that amount is apportioned over the day's charges in
 proportion to their exact costs by largest remainder. So the rows of a team-day add up to the rollup's day
 to the cent, and a team's month to its rollup's `totals.cost`.
@@ -44,8 +44,8 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from apps.core.footprint import J_PER_KWH, Footprint
-from apps.core.money import minor_exponent, round_minor
+from apps.core.units.footprint import J_PER_KWH, Footprint
+from apps.core.units.money import minor_exponent, round_minor
 from apps.jobs.methods import Method
 
 FOCUS_VERSION = "1.2"  # every 1.2 column; 1.3's allocation columns (ALLOCATION_COLUMNS) and x_CostLine after them

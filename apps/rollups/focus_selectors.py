@@ -13,9 +13,9 @@ from django.conf import settings
 from django.db.models import DateTimeField, F, Q, Sum
 from django.db.models.functions import Cast, TruncDay
 
-from apps.core.access import user_sees_all_teams
-from apps.core.footprint import S_PER_HOUR
-from apps.core.money import split_rounded
+from apps.core.access.policy import user_sees_all_teams
+from apps.core.units.footprint import S_PER_HOUR
+from apps.core.units.money import split_rounded
 from apps.fleet.models import Team
 from apps.jobs.models import ExpiredJobDay, JobGpuHour
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from apps.core.footprint import Footprint
+from apps.core.units.footprint import Footprint
 
 
 class DaySums(models.Model):

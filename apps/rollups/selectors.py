@@ -32,11 +32,12 @@ from django.db.models import Case, CharField, Count, DateTimeField, F, Q, QueryS
 from django.db.models.functions import Cast, TruncDay, TruncMonth, TruncWeek
 
 from apps.carbon.models import JobGroup
-from apps.core.aggregates import HALF_EVEN_QR, HALF_EVEN_UNITS, footprint_sums, numeric_sums
-from apps.core.footprint import FOOTPRINT_COLUMNS, S_PER_HOUR, Footprint, kwh
 from apps.core.kept import kept_or_computed, rollup_key
 from apps.core.metrics import ROLLUP_CACHE
-from apps.core.money import (
+from apps.core.services import metric_count
+from apps.core.units.aggregates import HALF_EVEN_QR, HALF_EVEN_UNITS, footprint_sums, numeric_sums
+from apps.core.units.footprint import FOOTPRINT_COLUMNS, S_PER_HOUR, Footprint, kwh
+from apps.core.units.money import (
     DEFAULT_EXPONENT,
     MINOR_EXPONENTS,
     from_minor_units,
@@ -45,7 +46,6 @@ from apps.core.money import (
     round_minor,
     split_rounded,
 )
-from apps.core.services import metric_count
 from apps.fleet.models import Cluster, Team, team_scoped
 from apps.jobs.models import ExpiredJobDay, Job, JobGpuHour, JobGpuHourEnergy, JobQuerySet, days_reach
 from apps.jobs.states import OUTCOMES
@@ -605,7 +605,7 @@ def _job_costs_minor(
     rows: QuerySet[JobGpuHour], expired: QuerySet[ExpiredJobDay], trunc: Any, currency: str
 ) -> dict[str, Decimal]:
     """Per period, the sum of its jobs' costs in the currency's minor unit: each job's cost over the rows is
-    rounded half-even, and split over the periods it ran in by largest remainder (apps.core.money), so a
+    rounded half-even, and split over the periods it ran in by largest remainder (apps.core.units.money), so a
     job's parts add up to its rounded cost and the periods to the sum of the jobs' rounded costs. Jobs within one
     period are rounded and summed in the database (a team's year is 10^5 jobs; one query either way). `expired`:
     the same jobs' days whose hour rows were dropped past retention (`_expired_days`)."""

@@ -1,7 +1,7 @@
 """Writes of the stored sums rollups read (the daily sums of teams, clusters and job groups, and of each GPU).
 
 Float sums go through `numeric` so that they do not depend on the order Postgres meets the rows in
-(apps/core/aggregates.py)."""
+(apps/core/units/aggregates.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from datetime import UTC, date, datetime, timedelta
 
 from django.db import connection
 
-from apps.core.aggregates import HALF_EVEN_QR, HALF_EVEN_UNITS
-from apps.core.footprint import Footprint
-from apps.core.money import DEFAULT_EXPONENT, MINOR_EXPONENTS
+from apps.core import locks
+from apps.core.units.aggregates import HALF_EVEN_QR, HALF_EVEN_UNITS
+from apps.core.units.footprint import Footprint
+from apps.core.units.money import DEFAULT_EXPONENT, MINOR_EXPONENTS
 from apps.fleet.models import Gpu, Team
 from apps.waste.models import Flag
 from apps.waste.selectors import counted_flags, period_waste
@@ -188,9 +189,6 @@ LEFT JOIN {_by_method("cluster_id", "TRUE")} AS bm
 
 CODES = sorted(MINOR_EXPONENTS)
 
-_DAY_SUMS_LOCK = 0x66770001  # advisory lock namespace: a cluster's daily sums
-_WASTE_DAYS_LOCK = 0x66770002  # advisory lock namespace: a team's waste days
-
 
 def day_sums_refresh(*, cluster_ids: Iterable[int], days: Iterable[date]) -> None:
     """Rebuild the daily sums of these clusters and days from the job-GPU-hour and GPU-hour rows: the teams'
@@ -205,7 +203,7 @@ def day_sums_refresh(*, cluster_ids: Iterable[int], days: Iterable[date]) -> Non
         # second's insert then breaks the unique key): one at a time per cluster, until commit, taken in
         # the order of the ids so that two writers of several clusters cannot wait on each other.
         for cluster_id in clusters:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_DAY_SUMS_LOCK, cluster_id])
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [locks.DAY_SUMS, cluster_id])
     for model in (TeamDay, ClusterDay, JobGroupDay):
         model.objects.filter(cluster_id__in=clusters, day__in=wanted).delete()
     gpus = list(Gpu.objects.filter(node__cluster_id__in=clusters).values_list("pk", "node__cluster_id").order_by())
@@ -233,7 +231,7 @@ def team_waste_days_refresh(*, team_ids: Iterable[int], days: Iterable[date]) ->
         # As day_sums_refresh: two derivations touching one team's days (two clusters' ingests) one after the other,
         # locked in the order of the ids; taken after the clusters' day sums' locks by every caller.
         for team_id in teams:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_WASTE_DAYS_LOCK, team_id])
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [locks.WASTE_DAYS, team_id])
     TeamWasteDay.objects.filter(team_id__in=teams, day__in=wanted).delete()
     start = datetime(wanted[0].year, wanted[0].month, wanted[0].day, tzinfo=UTC)
     end = datetime(wanted[-1].year, wanted[-1].month, wanted[-1].day, tzinfo=UTC) + timedelta(days=1)

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
-from apps.core.footprint import Footprint
+from apps.core.units.footprint import Footprint
 from apps.fleet.models import Team
 from apps.jobs.models import Job
 from apps.jobs.selectors import team_period_footprints

@@ -12,6 +12,7 @@ from datetime import datetime
 from django.db import connection
 from django.db.models import Q
 
+from apps.core import locks
 from apps.core.kept import data_changed
 from apps.fleet.models import Cluster
 from apps.fleet.selectors import JobIdentity, TeamResolver
@@ -19,8 +20,6 @@ from apps.jobs.models import Job, Source
 from apps.jobs.states import JobState
 
 from .slurm import SchedulerJob
-
-_SYNC_LOCK = 0x66770002  # advisory lock namespace for a cluster's scheduler sync
 
 # What a record says about a job, written onto every job it describes (the agent's jobs included).
 SCHEDULER_FIELDS = [
@@ -238,4 +237,4 @@ def scheduler_watermark_advance(*, cluster: Cluster, through: datetime) -> None:
 def cluster_sync_lock(*, cluster: Cluster) -> None:
     """Serialise the syncs of one cluster until the transaction ends (a beat run and a command)."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_SYNC_LOCK, cluster.pk])
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [locks.SCHEDULER_SYNC, cluster.pk])

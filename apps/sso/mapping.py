@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 TEAM_ROLES = ("member", "lead")  # a membership of one team (apps.fleet TeamMembership.Role)
-FLEET_ROLES = ("finance", "admin")  # every team: the `finance` group, or staff (apps.core.access)
+FLEET_ROLES = ("finance", "admin")  # every team: the `finance` group, or staff (apps.core.access.policy)
 ROLES = (*TEAM_ROLES, *FLEET_ROLES)
 DEFAULT_GROUPS_CLAIM = "groups"
 _RANK = {role: rank for rank, role in enumerate(TEAM_ROLES)}

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from django.contrib.auth.models import Group, User
 from django.db import transaction
 
-from apps.core.access import FINANCE_GROUP
+from apps.core.access.policy import FINANCE_GROUP
 from apps.fleet.models import Team, TeamMembership
 
 from .mapping import Access

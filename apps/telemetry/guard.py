@@ -4,10 +4,14 @@ would lose data, because the source no longer holds the hour (retention) or hold
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from apps.core.footprint import kwh
+from apps.core.units.footprint import kwh
+
+from .hour import HourResult
+from .work import WorkRow
 
 _UNITS = {"y": 365 * 86400, "w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0.001}
 _DURATION = re.compile(r"(\d+)(ms|y|w|d|h|m|s)")
@@ -30,6 +34,17 @@ class HourTotals:
     @property
     def empty(self) -> bool:
         return not self.gpus and self.job_rows == 0
+
+
+def fresh_hour_totals(result: HourResult, work: Sequence[WorkRow] = ()) -> HourTotals:
+    """What the source answered for the hour, counted as stored_hour_totals counts (the work rows, before those
+    of jobs the cluster does not have are left out: at most what is stored)."""
+    return HourTotals(
+        gpus=frozenset(g.uuid for g in result.gpu_hours),
+        job_rows=len(result.job_hours),
+        device_energy_j=sum(g.device_energy_j for g in result.gpu_hours),
+        work_rows=len(work),
+    )
 
 
 def retention_parse(text: str) -> timedelta | None:

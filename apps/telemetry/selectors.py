@@ -7,14 +7,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import DatabaseError, connection
-from django.db.models import Max, OuterRef, Subquery
+from django.db.models import Max, OuterRef, Subquery, Sum
 
 from apps.core.metrics import ClusterIngest
 from apps.fleet.models import Cluster
 from apps.jobs.methods import Method
-from apps.jobs.models import JobGpuHour, JobGpuHourEnergy, Source
+from apps.jobs.models import JobGpuHour, JobGpuHourEnergy, JobWorkHour, Source
 from apps.jobs.uncertainty import NO_BAND, BandRow
 
+from .guard import HourTotals
 from .models import GpuHour, IngestedHour
 
 HOUR = timedelta(hours=1)
@@ -146,3 +147,32 @@ def ingest_progress_read() -> list[ClusterIngest] | None:
             )
         )
     return progress
+
+
+def stored_hour_totals(*, cluster: Cluster, hour: datetime) -> HourTotals:
+    """What is stored for the cluster-hour: its GPUs, job rows and the GPUs' energy."""
+    if not IngestedHour.objects.filter(cluster=cluster, hour=hour).exists():
+        return HourTotals()  # rows are only ever written with this record, in one transaction
+    hours = GpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour)
+    energy = hours.aggregate(energy_j=Sum("device_energy_j"))["energy_j"] or 0.0
+    job_rows = JobGpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour).exclude(source=Source.ESTIMATED).count()
+    return HourTotals(
+        gpus=frozenset(hours.values_list("gpu__uuid", flat=True)),
+        job_rows=job_rows,
+        device_energy_j=energy,
+        work_rows=JobWorkHour.objects.filter(hour=hour, job__cluster=cluster).count(),
+    )
+
+
+def pending_job_ids(*, cluster: Cluster, hour: datetime) -> set[int]:
+    """The jobs an earlier write of the hour changed that have not been derived yet (none, usually)."""
+    ids = IngestedHour.objects.filter(cluster=cluster, hour=hour, derived=False).values_list(
+        "pending_job_ids", flat=True
+    )
+    return {job_id for row in ids for job_id in row}
+
+
+def ingested_through(cluster: Cluster, hour: datetime) -> datetime:
+    """The end of the latest hour ingested for the cluster, `hour` included."""
+    latest = IngestedHour.objects.filter(cluster=cluster).order_by("-hour").values_list("hour", flat=True).first()
+    return max(hour, latest) + HOUR if latest else hour + HOUR

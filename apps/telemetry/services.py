@@ -12,11 +12,10 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Q, Sum
 from django.utils import timezone
 
-from apps.core.aggregates import exact_sum
-from apps.core.bulk import columns_upsert, rows_update
+from apps.core import locks
+from apps.core.db.bulk import columns_upsert, rows_update
 from apps.core.kept import data_changed
 from apps.fleet.models import Cluster, Gpu, Node
 from apps.fleet.selectors import JobIdentity, TeamResolver
@@ -24,33 +23,14 @@ from apps.jobs.identity import key_storable, text_storable
 from apps.jobs.methods import Method
 from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy, JobWorkHour, Source
 
-from .guard import HourTotals
 from .hour import HourResult, JobMeta, MeterlessGpu, UnclaimedPod
 from .models import GpuHour, IngestedHour, IngestWatermark
-from .unobserved import (
-    MIN_CLAIM_S,
-    GpuHourGap,
-    SeenPart,
-    Sighting,
-    agent_span,
-    bridged_gap,
-    gap_estimates,
-    gap_totals,
-    held_seconds,
-)
+from .selectors import ingested_through
 from .work import UnjoinedWork, WorkRow
 
 log = logging.getLogger(__name__)
 
 HOUR = timedelta(hours=1)
-
-
-class IngestError(Exception):
-    """Bad input to the ingest (range, cluster); nothing was written."""
-
-
-class SourceLossError(IngestError):
-    """The source no longer holds what is stored for an hour; nothing was written."""
 
 
 @dataclass
@@ -91,51 +71,6 @@ def hours_between(start: datetime, end: datetime) -> list[datetime]:
     return hours
 
 
-def ingest_range_validate(start: datetime, end: datetime, *, now: datetime | None = None) -> None:
-    now = now or timezone.now()
-    for label, value in (("--start", start), ("--end", end)):
-        if value.tzinfo is None:
-            raise IngestError(f"{label} {value.isoformat()} has no time zone; add Z or an offset.")
-        if value != hour_floor(value):
-            raise IngestError(f"{label} {value.isoformat()} is not a whole hour.")
-    if start >= end:
-        raise IngestError(f"--start {start.isoformat()} must be before --end {end.isoformat()}.")
-    if end > hour_floor(now):
-        raise IngestError(f"--end {end.isoformat()} is in an hour that has not closed yet (now {now.isoformat()}).")
-    hours = int((end - start) / HOUR)
-    if hours > settings.FLEETWATT_INGEST_MAX_HOURS:
-        raise IngestError(
-            f"{start.isoformat()} to {end.isoformat()} is {hours:,} hours; one run covers at most "
-            f"{settings.FLEETWATT_INGEST_MAX_HOURS:,} (FLEETWATT_INGEST_MAX_HOURS): split the range."
-        )
-
-
-def stored_hour_totals(*, cluster: Cluster, hour: datetime) -> HourTotals:
-    """What is stored for the cluster-hour: its GPUs, job rows and the GPUs' energy."""
-    if not IngestedHour.objects.filter(cluster=cluster, hour=hour).exists():
-        return HourTotals()  # rows are only ever written with this record, in one transaction
-    hours = GpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour)
-    energy = hours.aggregate(energy_j=Sum("device_energy_j"))["energy_j"] or 0.0
-    job_rows = JobGpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour).exclude(source=Source.ESTIMATED).count()
-    return HourTotals(
-        gpus=frozenset(hours.values_list("gpu__uuid", flat=True)),
-        job_rows=job_rows,
-        device_energy_j=energy,
-        work_rows=JobWorkHour.objects.filter(hour=hour, job__cluster=cluster).count(),
-    )
-
-
-def fresh_hour_totals(result: HourResult, work: Sequence[WorkRow] = ()) -> HourTotals:
-    """What the source answered for the hour, counted as stored_hour_totals counts (the work rows, before those
-    of jobs the cluster does not have are left out: at most what is stored)."""
-    return HourTotals(
-        gpus=frozenset(g.uuid for g in result.gpu_hours),
-        job_rows=len(result.job_hours),
-        device_energy_j=sum(g.device_energy_j for g in result.gpu_hours),
-        work_rows=len(work),
-    )
-
-
 def cluster_retention_record(*, cluster: Cluster, retention: timedelta | None) -> None:
     """Remember how long the cluster's source keeps samples (the admin shows which hours only we hold)."""
     seconds = int(retention.total_seconds()) if retention else None
@@ -145,9 +80,19 @@ def cluster_retention_record(*, cluster: Cluster, retention: timedelta | None) -
 
 
 def cluster_hour_lock(*, cluster: Cluster, hour: datetime) -> None:
-    """Two workers on the same cluster-hour take turns (the second then rewrites the same rows)."""
+    """Two workers on the same cluster-hour take turns (the second then rewrites the same rows). Its key, the
+    cluster's id and the hour, is listed with the others in apps.core.locks."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [cluster.pk, int(_ts(hour) // 3600)])
+
+
+def cluster_write_lock(*, cluster: Cluster) -> None:
+    """One transaction at a time writes a cluster's rows and derives from them (an ingested hour, a scheduler
+    sync): the estimates of a sync span many hours, an ingest's job rows many jobs, and two writers taking
+    their row locks in different orders would deadlock. Taken before the first write; held to the end of
+    the transaction (re-entrant within it)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [locks.CLUSTER_WRITE, cluster.pk])
 
 
 def _gpus_upsert(cluster: Cluster, result: HourResult) -> tuple[dict[str, Gpu], bool]:
@@ -220,7 +165,7 @@ def _jobs_upsert(
             for k, v in values.items():
                 setattr(job, k, v)
             changed.append(job)
-    # As columns (apps.core.bulk): Django's bulk_create compiled sixty columns of every new job into the
+    # As columns (apps.core.db.bulk): Django's bulk_create compiled sixty columns of every new job into the
     # statement's text, about as long as the rest of the writes of the hour.
     columns_upsert(
         Job,
@@ -259,66 +204,74 @@ def hour_rows_write(
     gpus, new_nodes = _gpus_upsert(cluster, result)
     sources = {r.job_key: r.source for r in result.job_hours}
     jobs, moved = _jobs_upsert(cluster, result.jobs.values(), sources, teams)
+    previous_job_ids = _hour_estimates_drop(cluster, hour)
+    job_rows, energy_rows = _job_hours_replace(cluster, hour, result, jobs=jobs, gpus=gpus)
+    gpu_rows = _gpu_hours_replace(cluster, hour, result, gpus=gpus)
+    work_written, work_without_job = _work_rows_write(cluster=cluster, hour=hour, rows=work, jobs=jobs)
+    through = ingested_through(cluster, hour)
+    affected = previous_job_ids | {j.pk for j in jobs.values()} | _open_ended_job_ids(cluster, through)
+    rows = {
+        Job._meta.db_table: len(jobs),
+        JobGpuHour._meta.db_table: job_rows,
+        JobGpuHourEnergy._meta.db_table: energy_rows,
+        GpuHour._meta.db_table: gpu_rows,
+        JobWorkHour._meta.db_table: work_written,
+    }
+    return HourWrite(
+        job_ids=affected,
+        ingested_through=through,
+        new_nodes=new_nodes,
+        rows=rows,
+        team_moved_job_ids=moved,
+        work_without_job=work_without_job,
+    )
 
+
+def _hour_estimates_drop(cluster: Cluster, hour: datetime) -> set[int]:
+    """Drop the hour's estimates (time nobody saw): they follow from what is measured, and are derived again.
+    Returns the jobs that had a row in the hour before this write, estimates included."""
     in_hour_rows = JobGpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour)
     previous_job_ids = set(in_hour_rows.values_list("job_id", flat=True))
-    # The hour's estimates (time nobody saw) follow from what is measured: dropped here, derived again.
     JobGpuHourEnergy.objects.filter(gpu__node__cluster=cluster, hour=hour, method=Method.ESTIMATED).delete()
     in_hour_rows.filter(source=Source.ESTIMATED).delete()
+    return previous_job_ids
 
-    # The rows go as columns (apps.core.bulk): no model instance per row.
+
+_JOB_HOUR_FIELDS = (
+    "source",
+    "energy_j",
+    "sampled_s",
+    "sm_s",
+    "occupancy_s",
+    "peak_memory_bytes",
+    "job_start",
+    "first_seen",
+    "last_seen",
+)
+
+
+def _job_hours_replace(
+    cluster: Cluster, hour: datetime, result: HourResult, *, jobs: Mapping[str, Job], gpus: Mapping[str, Gpu]
+) -> tuple[int, int]:
+    """Replace the hour's job-GPU-hour rows and their energy per split method by the answer's: drop what it no
+    longer has, upsert the rest on natural keys. Returns how many rows of each the answer holds."""
+    # The rows go as columns (apps.core.db.bulk): no model instance per row.
     job_pk = [jobs[r.job_key].pk for r in result.job_hours]
     gpu_pk = [gpus[r.uuid].pk for r in result.job_hours]
-    hour_rows: dict[str, list[Any]] = {
-        "job_id": job_pk,
-        "gpu_id": gpu_pk,
-        "hour": [hour] * len(job_pk),
-        "source": [r.source for r in result.job_hours],
-        "energy_j": [r.energy_j for r in result.job_hours],
-        "sampled_s": [r.sampled_s for r in result.job_hours],
-        "sm_s": [r.sm_s for r in result.job_hours],
-        "occupancy_s": [r.occupancy_s for r in result.job_hours],
-        "peak_memory_bytes": [r.peak_memory_bytes for r in result.job_hours],
-        "job_start": [_dt(r.job_start) for r in result.job_hours],
-        "first_seen": [_dt(r.first_seen) for r in result.job_hours],
-        "last_seen": [_dt(r.last_seen) for r in result.job_hours],
-    }
+    hour_rows = _job_hour_columns(hour, result, job_pk=job_pk, gpu_pk=gpu_pk)
     energy = [
         (j, g, method, joules)
         for j, g, r in zip(job_pk, gpu_pk, result.job_hours, strict=True)
         for method, joules in sorted(r.energy_by_method.items())
     ]
-    # Replace the hour: drop what the new answer no longer has, upsert the rest on natural keys.
-    keep_hours = set(zip(job_pk, gpu_pk, hour_rows["source"], strict=True))
-    keep_energy = {(j, g, method) for j, g, method, _ in energy}
-    stale = [
-        pk
-        for pk, j, g, source in in_hour_rows.values_list("pk", "job_id", "gpu_id", "source")
-        if (j, g, source) not in keep_hours
-    ]
-    JobGpuHour.objects.filter(pk__in=stale).delete()
-    energy_in_hour = JobGpuHourEnergy.objects.filter(gpu__node__cluster=cluster, hour=hour)
-    stale = [
-        pk
-        for pk, j, g, m in energy_in_hour.values_list("pk", "job_id", "gpu_id", "method")
-        if (j, g, m) not in keep_energy
-    ]
-    JobGpuHourEnergy.objects.filter(pk__in=stale).delete()
+    _job_hours_stale_delete(
+        cluster,
+        hour,
+        keep_hours=set(zip(job_pk, gpu_pk, hour_rows["source"], strict=True)),
+        keep_energy={(j, g, method) for j, g, method, _ in energy},
+    )
     columns_upsert(
-        JobGpuHour,
-        hour_rows,
-        unique_fields=["job", "gpu", "hour", "source"],
-        update_fields=[
-            "source",
-            "energy_j",
-            "sampled_s",
-            "sm_s",
-            "occupancy_s",
-            "peak_memory_bytes",
-            "job_start",
-            "first_seen",
-            "last_seen",
-        ],
+        JobGpuHour, hour_rows, unique_fields=["job", "gpu", "hour", "source"], update_fields=list(_JOB_HOUR_FIELDS)
     )
     columns_upsert(
         JobGpuHourEnergy,
@@ -332,30 +285,82 @@ def hour_rows_write(
         unique_fields=["job", "gpu", "hour", "method"],
         update_fields=["energy_j"],
     )
+    return len(job_pk), len(energy)
 
+
+def _job_hour_columns(
+    hour: datetime, result: HourResult, *, job_pk: list[int], gpu_pk: list[int]
+) -> dict[str, list[Any]]:
+    """The answer's job-GPU-hour rows as columns, in the order of `result.job_hours`."""
+    return {
+        "job_id": job_pk,
+        "gpu_id": gpu_pk,
+        "hour": [hour] * len(job_pk),
+        "source": [r.source for r in result.job_hours],
+        "energy_j": [r.energy_j for r in result.job_hours],
+        "sampled_s": [r.sampled_s for r in result.job_hours],
+        "sm_s": [r.sm_s for r in result.job_hours],
+        "occupancy_s": [r.occupancy_s for r in result.job_hours],
+        "peak_memory_bytes": [r.peak_memory_bytes for r in result.job_hours],
+        "job_start": [_dt(r.job_start) for r in result.job_hours],
+        "first_seen": [_dt(r.first_seen) for r in result.job_hours],
+        "last_seen": [_dt(r.last_seen) for r in result.job_hours],
+    }
+
+
+def _job_hours_stale_delete(
+    cluster: Cluster,
+    hour: datetime,
+    *,
+    keep_hours: set[tuple[int, int, str]],
+    keep_energy: set[tuple[int, int, str]],
+) -> None:
+    """Delete the hour's job-GPU-hour rows (job, GPU, source) and energy rows (job, GPU, method) the answer no
+    longer has."""
+    in_hour_rows = JobGpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour)
+    stale = [
+        pk
+        for pk, j, g, source in in_hour_rows.values_list("pk", "job_id", "gpu_id", "source")
+        if (j, g, source) not in keep_hours
+    ]
+    JobGpuHour.objects.filter(pk__in=stale).delete()
+    energy_in_hour = JobGpuHourEnergy.objects.filter(gpu__node__cluster=cluster, hour=hour)
+    stale = [
+        pk
+        for pk, j, g, m in energy_in_hour.values_list("pk", "job_id", "gpu_id", "method")
+        if (j, g, m) not in keep_energy
+    ]
+    JobGpuHourEnergy.objects.filter(pk__in=stale).delete()
+
+
+_GPU_HOUR_FIELDS = (
+    "source",
+    "device_energy_j",
+    "agent_energy_j",
+    "dcgm_energy_j",
+    "jobs_energy_j",
+    "idle_energy_j",
+    "unattributed_j",
+    "unobserved_j",
+    "unobserved_s",
+    "residual_j",
+    "residual_ratio",
+    "sampled_s",
+    "occupied_s",
+    "counter_resets",
+    "agent_version",
+    "contract_gaps",
+)
+
+
+def _gpu_hours_replace(cluster: Cluster, hour: datetime, result: HourResult, *, gpus: Mapping[str, Gpu]) -> int:
+    """Replace the hour's GPU-hours by the answer's measured ones; their estimates are zero until derived again.
+    Returns how many the answer holds."""
     measured = result.gpu_hours
     gpu_hour_pk = [gpus[g.uuid].pk for g in measured]
     GpuHour.objects.filter(gpu__node__cluster=cluster, hour=hour).exclude(gpu_id__any=gpu_hour_pk).delete()
-    gpu_fields = [
-        "source",
-        "device_energy_j",
-        "agent_energy_j",
-        "dcgm_energy_j",
-        "jobs_energy_j",
-        "idle_energy_j",
-        "unattributed_j",
-        "unobserved_j",
-        "unobserved_s",
-        "residual_j",
-        "residual_ratio",
-        "sampled_s",
-        "occupied_s",
-        "counter_resets",
-        "agent_version",
-        "contract_gaps",
-    ]
     gpu_columns: dict[str, list[Any]] = {"gpu_id": gpu_hour_pk, "hour": [hour] * len(measured)}
-    gpu_columns |= {name: [getattr(g, name) for g in measured] for name in gpu_fields}
+    gpu_columns |= {name: [getattr(g, name) for g in measured] for name in _GPU_HOUR_FIELDS}
     gpu_columns |= {name: [getattr(g.settings, name) for g in measured] for name in GPU_SETTINGS_FIELDS}
     # The hour's estimates follow from what is measured: zero here, derived again.
     gpu_columns |= {"estimated_j": [0.0] * len(measured), "estimated_s": [0.0] * len(measured)}
@@ -363,29 +368,17 @@ def hour_rows_write(
         GpuHour,
         gpu_columns,
         unique_fields=["gpu", "hour"],
-        update_fields=[*gpu_fields, *GPU_SETTINGS_FIELDS, "estimated_j", "estimated_s"],
+        update_fields=[*_GPU_HOUR_FIELDS, *GPU_SETTINGS_FIELDS, "estimated_j", "estimated_s"],
     )
-    work_written, work_without_job = _work_rows_write(cluster=cluster, hour=hour, rows=work, jobs=jobs)
-    through = ingested_through(cluster, hour)
-    # Jobs that were in the hour before, are in it now, or may have ended before it.
+    return len(measured)
+
+
+def _open_ended_job_ids(cluster: Cluster, through: datetime) -> set[int]:
+    """The cluster's jobs that may have ended before the hour: no end yet, and not seen for two scrapes before the
+    end of the latest hour ingested."""
     grace = timedelta(seconds=2 * cluster.scrape_interval_s)
     open_ended = Job.objects.filter(cluster=cluster, end__isnull=True, last_seen__lt=through - grace)
-    affected = previous_job_ids | {j.pk for j in jobs.values()} | set(open_ended.values_list("pk", flat=True))
-    rows = {
-        Job._meta.db_table: len(jobs),
-        JobGpuHour._meta.db_table: len(job_pk),
-        JobGpuHourEnergy._meta.db_table: len(energy),
-        GpuHour._meta.db_table: len(measured),
-        JobWorkHour._meta.db_table: work_written,
-    }
-    return HourWrite(
-        job_ids=affected,
-        ingested_through=through,
-        new_nodes=new_nodes,
-        rows=rows,
-        team_moved_job_ids=moved,
-        work_without_job=work_without_job,
-    )
+    return set(open_ended.values_list("pk", flat=True))
 
 
 _WORK_AMOUNTS = ("output_tokens", "prompt_tokens", "requests", "units")
@@ -469,20 +462,6 @@ def _meterless_stats(gpu: MeterlessGpu) -> dict[str, Any]:
     }
 
 
-def pending_job_ids(*, cluster: Cluster, hour: datetime) -> set[int]:
-    """The jobs an earlier write of the hour changed that have not been derived yet (none, usually)."""
-    ids = IngestedHour.objects.filter(cluster=cluster, hour=hour, derived=False).values_list(
-        "pending_job_ids", flat=True
-    )
-    return {job_id for row in ids for job_id in row}
-
-
-def ingested_through(cluster: Cluster, hour: datetime) -> datetime:
-    """The end of the latest hour ingested for the cluster, `hour` included."""
-    latest = IngestedHour.objects.filter(cluster=cluster).order_by("-hour").values_list("hour", flat=True).first()
-    return max(hour, latest) + HOUR if latest else hour + HOUR
-
-
 def watermark_advance(cluster: Cluster) -> None:
     """Move the watermark over every contiguous ingested and derived hour from where it stands."""
     mark = IngestWatermark.objects.select_for_update().filter(cluster=cluster).first()
@@ -510,232 +489,3 @@ def last_closed_hour(now: datetime | None = None) -> datetime:
     now = now or timezone.now()
     settle = timedelta(seconds=max(60, 2 * settings.FLEETWATT_SCRAPE_INTERVAL_S))
     return hour_floor(now - settle) - HOUR
-
-
-# --- Time nobody saw: the scheduler's allocation applied to the GPU-hours (DESIGN section 8) -------------
-
-_CLUSTER_WRITE_LOCK = 0x66770003  # advisory lock namespace: one writer of a cluster's rows at a time
-
-
-def cluster_write_lock(*, cluster: Cluster) -> None:
-    """One transaction at a time writes a cluster's rows and derives from them (an ingested hour, a scheduler
-    sync): the estimates of a sync span many hours, an ingest's job rows many jobs, and two writers taking
-    their row locks in different orders would deadlock. Taken before the first write; held to the end of
-    the transaction (re-entrant within it)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_CLUSTER_WRITE_LOCK, cluster.pk])
-
-
-@dataclass(frozen=True)
-class EstimatesRefresh:
-    """What re-deriving a window's estimates touched."""
-
-    job_ids: set[int]  # jobs with an estimate in the window, before or after
-    rows: int  # estimated job-GPU-hour rows written
-    start: datetime  # where the window began: earlier than asked where its sightings closed a gap before it
-
-
-def _held_gpus(cluster: Cluster, jobs: list[Job]) -> dict[int, set[int]]:
-    """Which of the cluster's GPUs each scheduler job held: those it was measured on (any hour), with its
-    allocation's GPU indices per node where recorded, or every GPU of its nodes where its GPU count is
-    theirs (a whole-node allocation). Otherwise only those measured, or none (docs/arithmetic.md)."""
-    measured: dict[int, set[int]] = {}
-    for job_id, gpu_id in (
-        JobGpuHour.objects.filter(job_id__any=[j.pk for j in jobs])
-        .exclude(source=Source.ESTIMATED)
-        .values_list("job_id", "gpu_id")
-        .distinct()
-        .order_by()
-    ):
-        measured.setdefault(job_id, set()).add(gpu_id)
-    by_node: dict[str, dict[int, int]] = {}
-    for gpu_id, hostname, index in Gpu.objects.filter(node__cluster=cluster).values_list(
-        "pk", "node__hostname", "index"
-    ):
-        by_node.setdefault(hostname, {})[index] = gpu_id
-    held: dict[int, set[int]] = {}
-    for job in jobs:
-        gpus = set(measured.get(job.pk, set()))
-        indices = job.gpu_indices if isinstance(job.gpu_indices, dict) else {}
-        nodes = [n for n in job.node_list.split(",") if n]
-        whole_nodes = bool(job.gpus_allocated) and job.gpus_allocated == sum(len(by_node.get(n, {})) for n in nodes)
-        for node in nodes:
-            on_node = by_node.get(node, {})
-            if indices.get(node):
-                gpus |= {on_node[i] for i in indices[node] if i in on_node}
-            elif whole_nodes:
-                gpus |= set(on_node.values())
-        if gpus:
-            held[job.pk] = gpus
-    return held
-
-
-# How far from a window the agent's sightings of a job are read: a gap longer than this is not bridged.
-BRIDGE_LOOKBACK = timedelta(hours=6)
-
-
-def _agent_sightings(
-    cluster: Cluster, start: datetime, end: datetime
-) -> dict[tuple[int, int], list[tuple[datetime, Sighting]]]:
-    """The agent's rows near [start, end) of the jobs no scheduler record describes, per (job, GPU), by hour: of
-    the GPUs with time nobody saw near it only (none, most hours: one cheap query)."""
-    near = {"hour__gte": start - BRIDGE_LOOKBACK, "hour__lt": end + BRIDGE_LOOKBACK}
-    gaps = GpuHour.objects.filter(gpu__node__cluster=cluster, unobserved_s__gte=MIN_CLAIM_S, **near)
-    gpu_ids = sorted(set(gaps.values_list("gpu_id", flat=True).distinct()))
-    out: dict[tuple[int, int], list[tuple[datetime, Sighting]]] = {}
-    if not gpu_ids:
-        return out
-    for job_id, gpu_id, hour, first_seen, last_seen, job_start in (
-        JobGpuHour.objects.filter(gpu_id__in=gpu_ids, source=Source.AGENT, job__scheduler_start__isnull=True, **near)
-        .values_list("job_id", "gpu_id", "hour", "first_seen", "last_seen", "job_start")
-        .order_by("hour")
-    ):
-        out.setdefault((job_id, gpu_id), []).append((hour, Sighting(hour, first_seen, last_seen, job_start)))
-    return out
-
-
-def _bridge_start(sightings: Mapping[tuple[int, int], list[tuple[datetime, Sighting]]], start: datetime) -> datetime:
-    """Where a window's re-derivation must begin so that a gap its new sightings close is charged: the hour of
-    a job's sighting before the window, where the agent then lost it (a missing hour, or an hour it was not
-    seen to the end of)."""
-    first = start
-    for rows in sightings.values():
-        before = [(hour, s) for hour, s in rows if hour < start]
-        if not before or not any(hour >= start for hour, _ in rows):
-            continue
-        hour, last = before[-1]
-        lost = hour + HOUR < start or (
-            last.last_seen is not None and (hour + HOUR - last.last_seen).total_seconds() >= MIN_CLAIM_S
-        )
-        if lost:
-            first = min(first, hour)
-    return first
-
-
-def unobserved_estimates_refresh(
-    *, cluster: Cluster, start: datetime, end: datetime, writing: bool = False
-) -> EstimatesRefresh:
-    """Re-derive the estimates of the cluster's ingested hours in [start, end) (apps.telemetry.unobserved):
-    the estimated job-GPU-hour rows and their `estimated` energy, and each GPU-hour's estimated_j/_s.
-    Replaces what was there; the same inputs give the same rows. `writing`: [start, end) are the hours an ingest
-    is writing (their rows are there, their record not yet). Where the window's sightings close a gap the agent
-    lost a job in before it, the window reaches back to that gap (`EstimatesRefresh.start`)."""
-    cluster_write_lock(cluster=cluster)
-    sightings = _agent_sightings(cluster, start, end)
-    written = set(hours_between(start, end)) if writing else set()
-    start = _bridge_start(sightings, start)
-    hours = sorted(
-        written
-        | set(
-            IngestedHour.objects.filter(cluster=cluster, hour__gte=start, hour__lt=end).values_list("hour", flat=True)
-        )
-    )
-    in_cluster = {"gpu__node__cluster": cluster}
-    old_rows = JobGpuHour.objects.filter(**in_cluster, hour__gte=start, hour__lt=end, source=Source.ESTIMATED)
-    touched = set(old_rows.values_list("job_id", flat=True))
-    if touched:  # estimated energy rows are written and deleted with their estimated rows: none without them
-        JobGpuHourEnergy.objects.filter(
-            **in_cluster, hour__gte=start, hour__lt=end, method=Method.ESTIMATED, job_id__any=sorted(touched)
-        ).delete()
-        old_rows.delete()
-    GpuHour.objects.filter(**in_cluster, hour__gte=start, hour__lt=end).exclude(estimated_j=0, estimated_s=0).update(
-        estimated_j=0.0, estimated_s=0.0
-    )
-    if not hours:
-        return EstimatesRefresh(job_ids=touched, rows=0, start=start)
-    first, last = hours[0], hours[-1] + HOUR
-    holders = list(
-        Job.objects.filter(cluster=cluster, scheduler_start__lt=last)
-        .filter(Q(scheduler_end__gt=first) | Q(scheduler_end__isnull=True, scheduler_seen_at__gt=first))
-        .only(
-            "pk", "scheduler_start", "scheduler_end", "scheduler_seen_at", "gpu_indices", "node_list", "gpus_allocated"
-        )
-    )
-    held_gpus = _held_gpus(cluster, holders) if holders else {}
-    held: dict[tuple[int, datetime], dict[int, float]] = {}
-    for job in holders:
-        until = job.scheduler_end or job.scheduler_seen_at
-        if job.pk not in held_gpus or job.scheduler_start is None or until is None:
-            continue
-        for hour in hours:
-            seconds = held_seconds(start=job.scheduler_start, end=until, hour=hour)
-            if seconds > 0:
-                for gpu_id in held_gpus[job.pk]:
-                    held.setdefault((gpu_id, hour), {})[job.pk] = seconds
-    # The agent's own word where no scheduler's is: a job seen on a GPU before and after a gap held it between.
-    bridged: dict[tuple[int, datetime], dict[int, float]] = {}
-    for (job_id, gpu_id), by_hour in sightings.items():
-        span = agent_span([sighting for _, sighting in by_hour])
-        if span is None:
-            continue
-        for hour in hours:
-            seconds = held_seconds(start=span[0], end=span[1], hour=hour)
-            if seconds > 0 and (gpu_id, hour) not in held:
-                bridged.setdefault((gpu_id, hour), {})[job_id] = seconds
-    if not held and not bridged:  # most hours of a cluster whose scheduler is not read and whose agents saw all
-        return EstimatesRefresh(job_ids=touched, rows=0, start=start)
-    gpu_ids = {gpu_id for gpu_id, _ in held} | {gpu_id for gpu_id, _ in bridged}
-    gaps = {
-        (g.gpu_id, g.hour): g
-        for g in GpuHour.objects.filter(gpu_id__in=gpu_ids, hour__in=hours).only(
-            "pk", "gpu_id", "hour", "occupied_s", "unobserved_s", "unobserved_j", "contract_gaps"
-        )
-    }
-    seen: dict[tuple[int, datetime], dict[int, SeenPart]] = {}
-    for job_id, gpu_id, hour, sampled_s, occupancy_s, energy_j in (
-        JobGpuHour.objects.filter(gpu_id__in=gpu_ids, hour__in=hours)
-        .exclude(source=Source.ESTIMATED)
-        .values_list("job_id", "gpu_id", "hour", "sampled_s", "occupancy_s", "energy_j")
-    ):
-        seen.setdefault((gpu_id, hour), {})[job_id] = SeenPart(sampled_s, occupancy_s, energy_j)
-    claimants = {j.pk for j in holders} | {job_id for holds in bridged.values() for job_id in holds}
-    seen_power_w = {
-        r["job_id"]: r["energy"] / r["occupancy"]
-        for r in JobGpuHour.objects.filter(job_id__any=sorted(claimants))
-        .exclude(source=Source.ESTIMATED)
-        .values("job_id")
-        .annotate(energy=exact_sum("energy_j"), occupancy=exact_sum("occupancy_s"))
-        .order_by()
-        if r["occupancy"]
-    }
-    rows, energy_rows, gpu_hours = [], [], []
-    for (gpu_id, hour), holds in sorted((held | bridged).items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        record = gaps.get((gpu_id, hour))
-        gap = (
-            GpuHourGap(
-                unoccupied_s=max(0.0, 3600.0 - record.occupied_s),
-                unseen_s=record.unobserved_s,
-                unobserved_j=record.unobserved_j,
-            )
-            if record is not None
-            else GpuHourGap.unmeasured()
-        )
-        if (gpu_id, hour) in bridged:
-            if record is None or record.contract_gaps:
-                continue  # an older agent's sampled time is itself an estimate: no gap to tell from it
-            gap = bridged_gap(gap)
-        estimates = gap_estimates(gap=gap, held_s=holds, seen=seen.get((gpu_id, hour), {}), seen_power_w=seen_power_w)
-        for e in estimates:
-            rows.append(
-                JobGpuHour(
-                    job_id=e.job_id,
-                    gpu_id=gpu_id,
-                    hour=hour,
-                    source=Source.ESTIMATED,
-                    energy_j=e.energy_j,
-                    occupancy_s=e.occupancy_s,
-                )
-            )
-            if e.energy_j > 0:
-                energy_rows.append(
-                    JobGpuHourEnergy(
-                        job_id=e.job_id, gpu_id=gpu_id, hour=hour, method=Method.ESTIMATED, energy_j=e.energy_j
-                    )
-                )
-        if record is not None and estimates:
-            record.estimated_s, record.estimated_j = gap_totals(estimates)
-            gpu_hours.append(record)
-    JobGpuHour.objects.bulk_create(rows, batch_size=2000)
-    JobGpuHourEnergy.objects.bulk_create(energy_rows, batch_size=2000)
-    rows_update(gpu_hours, ["estimated_s", "estimated_j"])
-    return EstimatesRefresh(job_ids=touched | {r.job_id for r in rows}, rows=len(rows), start=start)

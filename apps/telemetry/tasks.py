@@ -11,9 +11,8 @@ from apps.core.kept import ingest_started
 from apps.core.task_retries import retry_policy
 from apps.fleet.models import Cluster
 from apps.pipeline import fanout
-from apps.pipeline.ingest import closed_hours_ingest, hour_ingest
+from apps.pipeline.ingest import IngestError, SourceLossError, closed_hours_ingest, hour_ingest
 from apps.rollups.documents import asked_prepare
-from apps.telemetry.services import IngestError, SourceLossError
 from apps.telemetry.shards import ShardOverlapError
 
 from .partitions import partitions_ahead_ensure

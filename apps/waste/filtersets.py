@@ -8,7 +8,7 @@ import django_filters
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from apps.core.filtersets import FilterSet, IdChoiceFilter, WholeNumberFilter
+from apps.core.web.filtersets import FilterSet, IdChoiceFilter, WholeNumberFilter
 from apps.fleet.models import Cluster, Team
 from apps.jobs.models import Job
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
-from apps.core.footprint import S_PER_HOUR, Footprint, kwh
+from apps.core.units.footprint import S_PER_HOUR, Footprint, kwh
 from apps.jobs.summary import JobGpuTotals
 
 from .kinds import FlagKind

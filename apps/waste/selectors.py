@@ -26,8 +26,8 @@ from zoneinfo import ZoneInfo
 from django.db.models import Count, Q, QuerySet
 from django.db.models.functions import TruncDay
 
-from apps.core.aggregates import footprint_sums
-from apps.core.footprint import Footprint
+from apps.core.units.aggregates import footprint_sums
+from apps.core.units.footprint import Footprint
 from apps.fleet.models import Team
 from apps.jobs.models import Job, JobGpuHour, days_reach
 

@@ -11,8 +11,8 @@ from typing import Any, Protocol
 from django.conf import settings
 from django.db.models import Q
 
-from apps.core.bulk import rows_update
-from apps.core.footprint import Footprint
+from apps.core.db.bulk import rows_update
+from apps.core.units.footprint import Footprint
 from apps.fleet.models import Cluster
 from apps.jobs.models import Job, JobGpuHour
 from apps.jobs.states import JobState

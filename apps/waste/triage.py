@@ -14,7 +14,7 @@ from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
 
-from apps.core.money import round_minor
+from apps.core.units.money import round_minor
 
 from .kinds import WASTE_KINDS, FlagKind
 

@@ -123,7 +123,7 @@ def test_tokens_are_created_and_shown_once_in_the_app(world) -> None:
 def test_tokens_are_throttled_per_token(world, settings) -> None:
     from django.core.cache import cache
 
-    from apps.core.authentication import ApiTokenRateThrottle
+    from apps.core.access.authentication import ApiTokenRateThrottle
 
     cache.clear()
     users, _ = world

@@ -179,8 +179,8 @@ def test_times_with_offsets_postgres_cannot_hold_are_compared_in_utc(ingested) -
 
 
 def test_list_rows_render_exactly_as_drf_would(ingested) -> None:
-    """The jobs and findings lists render rows by a compiled plan (apps.core.serializers): same output."""
-    from apps.core.serializers import PlannedRepresentationMixin
+    """The jobs and findings lists render rows by a compiled plan (apps.core.web.serializers): same output."""
+    from apps.core.web.serializers import PlannedRepresentationMixin
     from apps.jobs.api.serializers import JobSerializer
     from apps.waste.api.serializers import FlagSerializer
     from apps.waste.models import Flag

@@ -11,7 +11,7 @@ import pytest
 from django.contrib.auth.models import Group, User
 from rest_framework.test import APIClient
 
-from apps.core.access import FINANCE_GROUP
+from apps.core.access.policy import FINANCE_GROUP
 from apps.jobs.models import Job
 from apps.pipeline.inputs import footprints_recompute
 from tests.carbon.fleet_builder import HOUR, T0, fleet_build, intensity_set, job_run

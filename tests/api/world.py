@@ -10,7 +10,7 @@ from django.contrib.auth.models import Group, User
 from rest_framework.authtoken.models import Token
 
 from apps.carbon.models import JobGroup
-from apps.core.access import FINANCE_GROUP
+from apps.core.access.policy import FINANCE_GROUP
 from apps.core.models import ApiToken
 from apps.fleet.models import Cluster, Gpu, Team, TeamMembership
 from apps.jobs.models import Job

@@ -22,7 +22,7 @@ from apps.carbon.services import (
     jobs_footprint_sum,
     node_server_types_apply,
 )
-from apps.core.footprint import Footprint
+from apps.core.units.footprint import Footprint
 from apps.fleet.models import Node
 from apps.jobs.models import Job, JobGpuHour
 from apps.jobs.summary import JobGpuTotals

@@ -1,4 +1,4 @@
-"""The named API tokens' rate (apps.core.authentication.ApiTokenRateThrottle): a count per token and window in
+"""The named API tokens' rate (apps.core.access.authentication.ApiTokenRateThrottle): a count per token and window in
 Redis, one atomic increment a request; past the rate a 429 saying when to come back; other tokens and sessions
 untouched; many clients at once let through exactly the rate."""
 
@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
-from apps.core.authentication import ApiTokenRateThrottle
+from apps.core.access.authentication import ApiTokenRateThrottle
 from apps.core.models import ApiToken
 
 

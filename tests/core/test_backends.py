@@ -13,7 +13,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from apps.core import access
+from apps.core.access import policy as access
 from apps.core.backends import PasswordBackend
 from apps.fleet.models import Team, TeamMembership
 

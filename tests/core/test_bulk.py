@@ -1,4 +1,4 @@
-"""Writing many rows in one statement (apps.core.bulk): rows given as instances or as columns give the same
+"""Writing many rows in one statement (apps.core.db.bulk): rows given as instances or as columns give the same
 stored rows, with binary parameters on Django's own connection (inside its transaction); bad input is
 refused before anything is written."""
 
@@ -10,7 +10,7 @@ from decimal import Decimal
 import pytest
 from django.db import transaction
 
-from apps.core.bulk import columns_update, columns_upsert, rows_update, rows_upsert
+from apps.core.db.bulk import columns_update, columns_upsert, rows_update, rows_upsert
 from apps.telemetry.models import GpuHour
 from tests.carbon.fleet_builder import fleet_build
 

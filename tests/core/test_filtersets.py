@@ -1,4 +1,4 @@
-"""apps.core.filtersets: the same filtering and the same errors as django-filter's own FilterSet, for less."""
+"""apps.core.web.filtersets: the same filtering and the same errors as django-filter's own FilterSet, for less."""
 
 from __future__ import annotations
 

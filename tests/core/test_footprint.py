@@ -1,4 +1,4 @@
-"""The footprint value type (apps.core.footprint): direct tests, and hypothesis for its algebra."""
+"""The footprint value type (apps.core.units.footprint): direct tests, and hypothesis for its algebra."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from apps.core.footprint import J_PER_KWH, Footprint, kwh
+from apps.core.units.footprint import J_PER_KWH, Footprint, kwh
 
 UNITS = {
     "energy_j", "gpu_hours", "server_kwh", "facility_kwh", "operational_kg", "embodied_kg", "cost", "energy_kwh",

@@ -12,7 +12,7 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from apps.core.access import FINANCE_GROUP
+from apps.core.access.policy import FINANCE_GROUP
 from apps.core.models import ApiToken
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""/metrics: fleetwatt's own metrics (apps.core.metrics, its selectors and services, apps.core.metrics_views):
+"""/metrics: fleetwatt's own metrics (apps.core.metrics, its selectors and services, apps.ops.metrics_views):
 the exposition parses and names every agreed series; who may read it; the ingest's lag, duration and rows
 from a real ingest; Celery's outcomes through its signals; report sends; the rollups' cache."""
 

@@ -11,7 +11,7 @@ from django.core.cache import cache
 from rest_framework.test import APIClient
 
 from apps.carbon.models import JobGroup
-from apps.core.access import FINANCE_GROUP
+from apps.core.access.policy import FINANCE_GROUP
 from apps.core.kept import GENERATION_KEY, data_changed, data_generation
 from apps.fleet.models import Team, TeamMembership
 from apps.jobs.models import Job

@@ -1,4 +1,4 @@
-"""apps.core.params: each parser against the values an attacker or a careless client sends, and property tests
+"""apps.core.web.params: each parser against the values an attacker or a careless client sends, and property tests
 against Python's own reading of the values it takes."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from apps.core import params
-from apps.core.params import QueryError
+from apps.core.web import params
+from apps.core.web.params import QueryError
 
 FULL_WIDTH = str.maketrans("0123456789", "".join(chr(0xFF10 + d) for d in range(10)))
 FULL_WIDTH_LETTERS = str.maketrans("EUR", "".join(chr(0xFF21 + ord(c) - ord("A")) for c in "EUR"))

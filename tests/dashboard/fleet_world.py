@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from django.contrib.auth.models import Group, User
 from django.db import transaction
 
-from apps.core.access import FINANCE_GROUP
+from apps.core.access.policy import FINANCE_GROUP
 from apps.fleet.models import Cluster, Gpu, Team, TeamMembership
 from apps.jobs.models import Job, JobGpuHour
 from apps.telemetry.models import GpuHour, IngestedHour, IngestWatermark

@@ -8,7 +8,7 @@ a name that a source or a user chose (<bdi>). `shown_problems(pieces)` says whic
 
 - no code identifier shown as a word: no snake_case token, no file path (a command or a key in <code> may hold
   them), and no value of the apps' vocabularies (finding kinds, split methods, job states...), in <code> neither;
-- one name per GPU: "host/index" (apps.core.glossary.gpu_name), never "host/gpuN", "host / GPU N" or "GPU N";
+- one name per GPU: "host/index" (apps.core.units.glossary.gpu_name), never "host/gpuN", "host / GPU N" or "GPU N";
 - numbers one way: thousands grouped, at most 3 decimals, money to its currency's minor unit;
 - every clock time says its zone (UTC, or a zone's name such as Europe/Berlin) in its text, block or headers;
 - every kWh says which energy it is (GPU, server or facility energy) in its text or its headers.
@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from apps.core.money import MINOR_EXPONENTS, minor_exponent
+from apps.core.units.money import MINOR_EXPONENTS, minor_exponent
 from apps.fleet.models import Cluster, TeamRule
 from apps.jobs.methods import Method
 from apps.jobs.states import JobState

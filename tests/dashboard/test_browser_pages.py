@@ -18,8 +18,8 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.template import Context, Template
 
-from apps.core.access import FINANCE_GROUP
-from apps.core.views import server_error
+from apps.core.access.policy import FINANCE_GROUP
+from apps.core.web.views import server_error
 from apps.fleet.models import TeamMembership
 from apps.pipeline.inputs import footprints_recompute
 from apps.reports.models import ReportRecipient

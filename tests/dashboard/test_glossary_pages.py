@@ -1,4 +1,4 @@
-"""One glossary on every page (apps.core.glossary, apps/dashboard/templatetags/glossary.py): energy figures say
+"""One glossary on every page (apps.core.units.glossary, apps/dashboard/templatetags/glossary.py): energy figures say
 which energy they are, split methods and findings say what they mean and how exact they are, the job page's
 hourly table is in hours, sampled time never exceeds the hour, and hours nobody saw show as such."""
 
@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils.html import escape
 
-from apps.core import glossary
+from apps.core.units import glossary
 from apps.fleet.models import TeamMembership
 from apps.jobs.methods import Method
 from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy

@@ -10,7 +10,7 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.utils import timezone
 
-from apps.core.access import FINANCE_GROUP
+from apps.core.access.policy import FINANCE_GROUP
 from apps.dashboard.views import month_to_date
 from apps.fleet.models import Team, TeamMembership
 

@@ -10,7 +10,7 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.utils import timezone
 
-from apps.core.access import FINANCE_GROUP
+from apps.core.access.policy import FINANCE_GROUP
 from tests.carbon.fleet_builder import fleet_build
 
 from .test_fleet_dashboard import _login, browser  # noqa: F401 (fixture)

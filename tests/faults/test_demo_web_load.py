@@ -24,7 +24,7 @@ from django.contrib.auth.models import Group
 from django.db import connection
 from django.test import Client
 
-from apps.core.access import FINANCE_GROUP
+from apps.core.access.policy import FINANCE_GROUP
 from apps.core.models import ApiToken
 from tests.factories import (
     AuditEntryFactory,

@@ -1,4 +1,4 @@
-"""Every parameter read at the edge by apps.core.params (issue: no input breaks it). Found by hand against the demo:
+"""Every parameter read at the edge by apps.core.web.params (issue: no input breaks it). Found by hand against the demo:
 a cursor holding `p=garbage`, `p=NaN`, a day out of range, 672 nines or a NUL byte answered 500 on every list
 (psycopg.DataError, a date Django could not read); `?month=0000-01`, `?month=9999-12`, `?week=9999-W52` and
 `?start=9999-12-30&end=9999-12-31T23:59:59` answered 500 on the rollups, compare, daily energy, outcomes and

@@ -4,7 +4,7 @@ from Postgres, tokens pass unthrottled (with a log line), rollups are computed, 
 down.
 
 Tried with a redis-server of the test's own, killed with SIGKILL under a running gunicorn, and stalled
-with CLIENT PAUSE (it keeps its data) under the test client. /healthz: tests/core/test_healthz.py."""
+with CLIENT PAUSE (it keeps its data) under the test client. /healthz: tests/ops/test_healthz.py."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from django.contrib.sessions.backends.cached_db import KEY_PREFIX
 from django.core.cache import caches
 from django.test import Client
 
-from apps.core.access import FINANCE_GROUP
+from apps.core.access.policy import FINANCE_GROUP
 from apps.core.models import ApiToken
 from apps.fleet.models import Team
 from tests.factories import JobFactory, TeamFactory, TeamMembershipFactory, UserFactory

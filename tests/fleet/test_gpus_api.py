@@ -1,4 +1,4 @@
-"""The GPUs list renders `values()` rows by its serializer's plan (apps.core.serializers): the same output as DRF
+"""The GPUs list renders `values()` rows by its serializer's plan (apps.core.web.serializers): the same output as DRF
 rendering the annotated GPU instances, with and without a period, across a page boundary of its cursor."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from django.contrib.auth.models import User
 from rest_framework.request import Request
 from rest_framework.test import APIClient, APIRequestFactory
 
-from apps.core.serializers import PlannedRepresentationMixin
+from apps.core.web.serializers import PlannedRepresentationMixin
 from apps.fleet.api.serializers import GpuSerializer
 from apps.fleet.api.views import GpuViewSet
 from apps.pipeline.inputs import footprints_recompute

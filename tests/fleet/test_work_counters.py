@@ -18,9 +18,8 @@ from apps.fleet.work_counters import (
     work_counters_json,
     work_counters_parse,
 )
-from apps.pipeline.ingest import hour_fetch_shard
+from apps.pipeline.ingest import IngestError, hour_fetch_shard
 from apps.telemetry.prometheus import PrometheusReader
-from apps.telemetry.services import IngestError
 
 
 def test_null_is_the_defaults_and_an_empty_list_reads_none() -> None:

@@ -14,7 +14,7 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from apps.core.money import round_minor
+from apps.core.units.money import round_minor
 from apps.fleet.models import Team, TeamMembership
 from apps.jobs.models import Job, JobWorkHour
 from apps.telemetry.models import IngestedHour

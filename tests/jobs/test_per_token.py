@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from apps.core.footprint import Footprint
+from apps.core.units.footprint import Footprint
 from apps.jobs.per_token import Served, ServingJob, model_shares, per_token
 
 # docs/arithmetic.md, "Per token served": one H200 serving one model for 10 h at 400 W on average, 1,000 output

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from apps.core.generation import data_generation
+from apps.core.kept import data_generation
 from apps.jobs.models import Job
 from apps.jobs.selectors import job_energy_by_method, job_gpu_totals
 from apps.jobs.services import (

@@ -10,7 +10,7 @@ from django.contrib.auth.models import Group, User
 from django.db import transaction
 
 from apps.carbon.models import JobGroup
-from apps.core.access import FINANCE_GROUP
+from apps.core.access.policy import FINANCE_GROUP
 from apps.fleet.models import Team, TeamMembership
 from apps.jobs.models import Job
 from apps.pipeline.derive import Fact, Scope, derive

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from apps.core.footprint import Footprint
+from apps.core.units.footprint import Footprint
 from apps.rollups.breakdown import (
     JobPart,
     bill_of,

@@ -12,7 +12,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 import pytest
 from rest_framework.test import APIClient
 
-from apps.core.money import round_minor
+from apps.core.units.money import round_minor
 from apps.jobs.models import Job, JobGpuHour
 from apps.rollups.selectors import team_job_costs_minor, team_totals_costs_minor
 from apps.rollups.services import day_sums_refresh
@@ -119,7 +119,7 @@ def test_jobs_within_one_period_are_rounded_half_even_in_the_database_as_round_m
         # when the team's month is booked in minor units (a job within one period: rounded in Postgres, in the
         # team's daily sums for EUR, the sites' currency, and from the rows for the others)
         booked = team_job_costs_minor(team=world.vision, **month, granularity="month", currency=currency)
-        # then it is the job rounded half-even as apps.core.money rounds it, with the currency's places
+        # then it is the job rounded half-even as apps.core.units.money rounds it, with the currency's places
         expected = round_minor(Decimal(amount), currency)
         assert str(booked["2026-11-01"]) == str(expected), amount
 
@@ -202,7 +202,7 @@ def test_compare_rounds_each_job_half_even_in_its_own_currency(world: OutcomesWo
     # when the teams are compared over the period (rounded in Postgres)
     start, end = datetime(2026, 11, 2, tzinfo=UTC), datetime(2026, 11, 4, tzinfo=UTC)
     booked = team_totals_costs_minor(user=world.finance, start=start, end=end)
-    # then vision's cost is the sum of its jobs each rounded as apps.core.money rounds it in its own currency
+    # then vision's cost is the sum of its jobs each rounded as apps.core.units.money rounds it in its own currency
     expected = sum((round_minor(Decimal(amount), currencies[job.pk]) for job in jobs), Decimal(0))
     assert str(booked["vision"]) == str(expected)
 

@@ -28,8 +28,8 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from rest_framework.test import APIClient
 
-from apps.core.footprint import Footprint
-from apps.core.money import minor_exponent
+from apps.core.units.footprint import Footprint
+from apps.core.units.money import minor_exponent
 from apps.fleet.models import TeamMembership
 from apps.jobs.models import Job
 from apps.pipeline.derive import Fact, Scope, derive

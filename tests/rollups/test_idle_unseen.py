@@ -18,7 +18,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from apps.carbon.models import GpuModel, Site
-from apps.core.footprint import S_PER_HOUR, kwh
+from apps.core.units.footprint import S_PER_HOUR, kwh
 from apps.fleet.models import Gpu, Team, TeamMembership
 from apps.jobs.models import Job, JobGpuHour
 from apps.pipeline.inputs import footprints_recompute

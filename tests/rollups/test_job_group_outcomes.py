@@ -10,8 +10,8 @@ import pytest
 from django.db.models import Sum
 from rest_framework.test import APIClient
 
-from apps.core.footprint import Footprint
-from apps.core.money import round_minor
+from apps.core.units.footprint import Footprint
+from apps.core.units.money import round_minor
 from apps.jobs.models import JobGpuHour
 from apps.jobs.states import OUTCOMES
 from apps.rollups.selectors import failed_run_jobs, failed_run_totals, job_group_outcomes, job_group_rollup

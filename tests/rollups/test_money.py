@@ -1,6 +1,6 @@
-"""apps.core.money (pure): minor units per currency, half-even rounding, and the largest-remainder split that
+"""apps.core.units.money (pure): minor units per currency, half-even rounding, and the largest-remainder split that
 keeps a job's parts adding up to its rounded cost. (Here beside the rollups that use it; it mirrors
-apps/core/money.py and belongs in tests/core/.)"""
+apps/core/units/money.py and belongs in tests/core/.)"""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from apps.core.money import minor_exponent, minor_units, money_text, round_minor, split_rounded
+from apps.core.units.money import minor_exponent, minor_units, money_text, round_minor, split_rounded
 
 
 @pytest.mark.parametrize(

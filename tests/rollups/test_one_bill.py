@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
-from apps.core.access import FINANCE_GROUP
+from apps.core.access.policy import FINANCE_GROUP
 from apps.fleet.models import Team
 from apps.jobs.models import Job
 from apps.pipeline.inputs import footprints_recompute

@@ -14,8 +14,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.db.models import Case, CharField, Count, Value, When
 
-from apps.core.aggregates import footprint_sums
-from apps.core.money import round_minor
+from apps.core.units.aggregates import footprint_sums
+from apps.core.units.money import round_minor
 from apps.fleet.models import TeamMembership, team_scoped
 from apps.jobs.models import JobGpuHour
 from apps.jobs.states import OUTCOMES, JobState

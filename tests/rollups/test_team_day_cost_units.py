@@ -15,7 +15,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import connection
 
-from apps.core.money import split_rounded
+from apps.core.units.money import split_rounded
 from apps.fleet.models import Team, TeamRule
 from apps.jobs.models import ExpiredJobDay, Job, JobGpuHour
 from apps.pipeline.fanout import hours_derive
@@ -46,7 +46,7 @@ def _every_job_from_its_rows(
     team: Team, start: datetime, end: datetime, granularity: str, currency: str
 ) -> dict[str, Decimal]:
     """The oracle, in Python: each billed job's cost per period from its rows, split so that its parts add up
-    to its rounded cost (apps.core.money), added up per period."""
+    to its rounded cost (apps.core.units.money), added up per period."""
     parts: dict[int, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
     for row in JobGpuHour.objects.filter(job__team=team, job__excluded_from_bill=False, hour__gte=start,
                                          hour__lt=end):  # fmt: skip

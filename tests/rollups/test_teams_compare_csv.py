@@ -16,7 +16,7 @@ from django.db import transaction
 from rest_framework.test import APIClient
 
 from apps.carbon.models import Site
-from apps.core.access import FINANCE_GROUP
+from apps.core.access.policy import FINANCE_GROUP
 from apps.fleet.models import Team
 from apps.pipeline.derive import Fact, Scope, derive
 from tests.carbon.fleet_builder import HOUR, T0, fleet_build, intensity_set, job_run

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Group, User
 
-from apps.core.access import FINANCE_GROUP
+from apps.core.access.policy import FINANCE_GROUP
 from apps.fleet.models import Team, TeamMembership
 from apps.sso.mapping import Access
 from apps.sso.models import SsoGrant, SsoIdentity

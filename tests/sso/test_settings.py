@@ -31,21 +31,21 @@ def _settings(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     [
         (
             {},
-            "['apps.core.login_throttle.LoginThrottleBackend', 'apps.core.backends.PasswordBackend', "
+            "['apps.core.access.login_throttle.LoginThrottleBackend', 'apps.core.backends.PasswordBackend', "
             "'django.contrib.auth.backends.ModelBackend']",
         ),
         (
             SSO,
-            "['apps.core.login_throttle.LoginThrottleBackend', 'apps.core.backends.PasswordBackend', "
+            "['apps.core.access.login_throttle.LoginThrottleBackend', 'apps.core.backends.PasswordBackend', "
             "'django.contrib.auth.backends.ModelBackend', 'apps.sso.backends.SsoBackend']",
         ),
         (
             {**SSO, "FLEETWATT_LOCAL_LOGIN": "0"},
-            "['apps.core.login_throttle.LoginThrottleBackend', 'apps.sso.backends.SsoBackend']",
+            "['apps.core.access.login_throttle.LoginThrottleBackend', 'apps.sso.backends.SsoBackend']",
         ),
         (
             {**SSO, "FLEETWATT_LOCAL_LOGIN": "0", "FLEETWATT_BREAK_GLASS_LOGIN": "1"},
-            "['apps.core.login_throttle.LoginThrottleBackend', 'apps.sso.backends.SsoBackend', "
+            "['apps.core.access.login_throttle.LoginThrottleBackend', 'apps.sso.backends.SsoBackend', "
             "'apps.sso.backends.BreakGlassBackend']",
         ),
     ],

@@ -10,11 +10,10 @@ import pytest
 from apps.jobs.methods import Method
 from apps.jobs.models import Job, JobGpuHourEnergy
 from apps.jobs.uncertainty import energy_band
-from apps.pipeline.ingest import Fetched, hour_write
+from apps.pipeline.ingest import Fetched, IngestError, hour_write
 from apps.telemetry import promql
 from apps.telemetry.counters import CounterWindow
 from apps.telemetry.hour import HourInput, SeriesWindow
-from apps.telemetry.services import IngestError
 from tests.carbon.fleet_builder import fleet_build
 
 pytestmark = pytest.mark.django_db

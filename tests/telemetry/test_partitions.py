@@ -19,7 +19,7 @@ from django.test import Client
 
 from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy
 from apps.pipeline import decisions
-from apps.pipeline.ingest import Fetched, hour_write
+from apps.pipeline.ingest import Fetched, IngestError, hour_write
 from apps.pipeline.inputs import footprints_recompute
 from apps.rollups.focus_selectors import focus_targets
 from apps.rollups.models import TeamDay
@@ -28,7 +28,6 @@ from apps.telemetry import partitions
 from apps.telemetry.hour import HourInput
 from apps.telemetry.models import GpuHour
 from apps.telemetry.partitions import expiry_horizon, hour_rows_expire, months_add, partitions_ensure
-from apps.telemetry.services import IngestError
 from apps.waste.audit import AuditError
 from apps.waste.kinds import FlagKind
 from apps.waste.models import AuditEntry, Flag

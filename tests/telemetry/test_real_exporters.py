@@ -17,11 +17,10 @@ from django.utils import timezone
 from apps.dashboard.selectors import scheduler_sync_status
 from apps.fleet.models import Cluster, Node
 from apps.jobs.models import Job, JobGpuHour
-from apps.pipeline.ingest import hour_fetch_shard, hour_ingest
+from apps.pipeline.ingest import IngestError, hour_fetch_shard, hour_ingest
 from apps.telemetry.health import cluster_checks
 from apps.telemetry.models import GpuHour, IngestedHour
 from apps.telemetry.prometheus import reader_for
-from apps.telemetry.services import IngestError
 from apps.telemetry.shards import cluster_shards
 
 from .exporter_history import prometheus_with, scrape_read, stored

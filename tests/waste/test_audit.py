@@ -12,7 +12,7 @@ from django.db.utils import DatabaseError
 from rest_framework.test import APIClient
 
 from apps.carbon.models import JobGroup
-from apps.core.pagination import AuditCursorPagination
+from apps.core.web.pagination import AuditCursorPagination
 from apps.fleet.models import Team, TeamMembership
 from apps.pipeline.inputs import footprints_recompute
 from apps.rollups.selectors import cluster_rollup, team_rollup

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from apps.core.footprint import Footprint
+from apps.core.units.footprint import Footprint
 from apps.jobs.summary import JobGpuTotals
 from apps.waste.findings import Thresholds, findings, per_gpu
 from apps.waste.kinds import FlagKind

@@ -11,7 +11,7 @@ from decimal import Decimal
 
 import pytest
 
-from apps.core.footprint import Footprint
+from apps.core.units.footprint import Footprint
 from apps.jobs.models import Job
 from apps.jobs.summary import JobGpuTotals
 from apps.waste.models import Flag

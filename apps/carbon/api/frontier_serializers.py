@@ -10,16 +10,17 @@ from typing import Any
 from rest_framework import serializers
 
 from apps.carbon.frontier_selectors import GroupFrontier, GroupSaving
-from apps.core import params
-from apps.core.fields import MinorUnitMoneyField, MonthField
-from apps.core.money import round_minor
+from apps.core.units.money import round_minor
+from apps.core.web import params
+from apps.core.web.fields import MinorUnitMoneyField, MonthField
 from apps.jobs.frontier import J_PER_KWH, MIN_RUNS_DEFAULT, SLACK_DEFAULT, Point
 
 MIN_RUNS_MAX = 1_000
 
 
 class ShareField(serializers.CharField):
-    """A share from 0 to 1 in digits with an optional decimal point (`0.1`), read as apps.core.params reads amounts."""
+    """A share from 0 to 1 in digits with an optional decimal point (`0.1`), read as apps.core.web.params reads
+    amounts."""
 
     def to_internal_value(self, data: Any) -> float:  # type: ignore[override]  # a number, not the text
         try:
@@ -32,7 +33,7 @@ class ShareField(serializers.CharField):
 
 
 class MinRunsField(serializers.CharField):
-    """A whole number of runs (apps.core.params.whole_number)."""
+    """A whole number of runs (apps.core.web.params.whole_number)."""
 
     def to_internal_value(self, data: Any) -> int:  # type: ignore[override]  # a number, not the text
         try:
@@ -186,7 +187,7 @@ def saving_document(found: GroupSaving) -> dict[str, Any]:
 
 
 def _minor(cost: Decimal | None, currency: str) -> Decimal | None:
-    """A cost in its currency's minor unit, as every money figure of the API (apps.core.money)."""
+    """A cost in its currency's minor unit, as every money figure of the API (apps.core.units.money)."""
     return None if cost is None else round_minor(cost, currency)
 
 

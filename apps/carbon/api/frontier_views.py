@@ -20,7 +20,7 @@ from rest_framework.response import Response
 
 from apps.carbon.frontier_selectors import fleet_saving, group_frontier
 from apps.carbon.models import JobGroup
-from apps.core.params import ID_PATTERN, month_after
+from apps.core.web.params import ID_PATTERN, month_after
 from apps.jobs.frontier import MIN_RUNS_DEFAULT, SLACK_DEFAULT
 from apps.jobs.models import Job
 
@@ -47,7 +47,7 @@ def _query(serializer: type[FrontierQuerySerializer], request: Request) -> dict[
 class JobGroupFrontierViewSet(viewsets.GenericViewSet):
     """A job group's frontier over the finished runs the user may see."""
 
-    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.params)
+    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.web.params)
     pagination_class = None
     renderer_classes = [JSONRenderer, BrowsableAPIRenderer]  # nested lists: no CSV
     serializer_class = GroupFrontierSerializer

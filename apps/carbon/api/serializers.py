@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from rest_framework import serializers
 
-from apps.core.fields import MomentField
+from apps.core.web.fields import MomentField
 
 MAX_PAST_DAYS = 92
 PAST_DAYS_DEFAULT = 7

@@ -16,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.carbon.when_selectors import CheckedHint, GroupHint, WhenToRun, when_to_run
-from apps.core.params import ID_PATTERN
+from apps.core.web.params import ID_PATTERN
 from apps.fleet.models import Team
 
 from .serializers import PAST_DAYS_DEFAULT, WhenToRunQuerySerializer, WhenToRunSerializer
@@ -70,7 +70,7 @@ class WhenToRunViewSet(viewsets.GenericViewSet):
     (`?start=&end=`, default the last 7 days) against the intensity that came. A member sees their teams' only:
     another team is not found (404), and no group appears through a team it does not run in."""
 
-    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.params)
+    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.web.params)
     pagination_class = None
     renderer_classes = [JSONRenderer, BrowsableAPIRenderer]  # nested lists: no CSV
     serializer_class = WhenToRunSerializer

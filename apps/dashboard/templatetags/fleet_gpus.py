@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
-from apps.core.glossary import gpu_name
+from apps.core.units.glossary import gpu_name
 from apps.fleet.models import Cluster, Gpu
 
 register = template.Library()

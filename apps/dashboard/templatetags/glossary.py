@@ -1,5 +1,5 @@
 """The glossary on the pages: split methods, findings and energy figures with their names, how exact they are
-and what they mean (a tooltip), from one place each (apps.core.glossary, apps.jobs.methods, apps.waste.kinds).
+and what they mean (a tooltip), from one place each (apps.core.units.glossary, apps.jobs.methods, apps.waste.kinds).
 
     {% load glossary %}
     {{ "sm_time"|method_term }}       <span class="term" title="Several jobs: ...">SM time — close</span>
@@ -21,8 +21,8 @@ from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from apps.core import glossary
-from apps.core.footprint import S_PER_HOUR, kwh
+from apps.core.units import glossary
+from apps.core.units.footprint import S_PER_HOUR, kwh
 from apps.jobs.methods import Method
 from apps.jobs.states import JobState
 from apps.waste.advice import finding_advice

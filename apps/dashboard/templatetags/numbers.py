@@ -13,8 +13,8 @@ from typing import Any
 
 from django import template
 
-from apps.core.access import user_sees_all_teams
-from apps.core.money import round_minor
+from apps.core.access.policy import user_sees_all_teams
+from apps.core.units.money import round_minor
 from apps.reports import formatting
 
 register = template.Library()
@@ -42,13 +42,13 @@ def joules(value: Any) -> str:
 
 @register.filter
 def sees_all_teams(user: Any) -> bool:
-    """Admins and finance (apps.core.access): the fleet's GPU pages and API tokens are theirs."""
+    """Admins and finance (apps.core.access.policy): the fleet's GPU pages and API tokens are theirs."""
     return bool(getattr(user, "is_authenticated", False)) and user_sees_all_teams(user)
 
 
 @register.filter
 def billed(value: Any, currency: str = "") -> str:
-    """An amount as it is booked: rounded half-even to the currency's minor unit (apps.core.money), so a job's
+    """An amount as it is booked: rounded half-even to the currency's minor unit (apps.core.units.money), so a job's
     cost reads as in /api/jobs/ and the figures that add it up, its thousands grouped as every figure's;
     '' for no value."""
     if value is None or value == "":

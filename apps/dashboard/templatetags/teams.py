@@ -6,7 +6,7 @@ from typing import Any
 
 from django import template
 
-from apps.core.access import member_team_ids
+from apps.core.access.policy import member_team_ids
 
 register = template.Library()
 

@@ -3,7 +3,7 @@ from typing import ClassVar
 from rest_framework import serializers
 
 from apps.carbon.models import JobGroup, Site
-from apps.core.serializers import PlannedRepresentationMixin
+from apps.core.web.serializers import PlannedRepresentationMixin
 from apps.fleet.models import Cluster, Gpu, Team
 
 

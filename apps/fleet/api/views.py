@@ -7,12 +7,12 @@ from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers, viewsets
 
 from apps.carbon.models import JobGroup
-from apps.core.authentication import FLEET_WIDE
-from apps.core.fields import MomentField
-from apps.core.filtersets import FilterSet, TextFilter
+from apps.core.access.authentication import FLEET_WIDE
 from apps.core.page_cache import CachedListMixin
-from apps.core.pagination import GpuCursorPagination, NameCursorPagination
-from apps.core.params import ID_PATTERN
+from apps.core.web.fields import MomentField
+from apps.core.web.filtersets import FilterSet, TextFilter
+from apps.core.web.pagination import GpuCursorPagination, NameCursorPagination
+from apps.core.web.params import ID_PATTERN
 from apps.fleet.models import Cluster, Gpu, Team
 from apps.rollups.gpu_selectors import gpus_with_sums
 
@@ -41,7 +41,7 @@ class GpuViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     """GPUs with their hours, energy, idle energy and utilisation over `?start=&end=` (ISO 8601): the whole
     fleet's, so admins and finance only."""
 
-    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.params)
+    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.web.params)
     permission_classes = FLEET_WIDE
     serializer_class = GpuSerializer
     filterset_class = GpuFilterSet
@@ -75,7 +75,7 @@ class GpuViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
 class TeamViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     """Teams the user may see (their rollups: apps.rollups.api)."""
 
-    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.params)
+    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.web.params)
     serializer_class = TeamSerializer
     pagination_class = NameCursorPagination
 
@@ -86,7 +86,7 @@ class TeamViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
 class ClusterViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     """Clusters (admins and finance; their rollups: apps.rollups.api)."""
 
-    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.params)
+    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.web.params)
     serializer_class = ClusterSerializer
     pagination_class = NameCursorPagination
     permission_classes = FLEET_WIDE
@@ -96,7 +96,7 @@ class ClusterViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
 class JobGroupViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     """Job groups: campaigns, models (finance, admins; their rollups: apps.rollups.api)."""
 
-    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.params)
+    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.web.params)
     serializer_class = JobGroupSerializer
     pagination_class = NameCursorPagination
     permission_classes = FLEET_WIDE

@@ -10,9 +10,9 @@ from rest_framework import serializers
 
 from apps.carbon.arithmetic import sci_kg
 from apps.carbon.models import JobGroup
-from apps.core.footprint import Footprint, kwh
-from apps.core.money import money_text
-from apps.core.serializers import PlannedRepresentationMixin
+from apps.core.units.footprint import Footprint, kwh
+from apps.core.units.money import money_text
+from apps.core.web.serializers import PlannedRepresentationMixin
 from apps.fleet.models import Cluster, Team
 from apps.jobs.methods import METHODS
 from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy

@@ -12,13 +12,13 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.core.filtersets import MomentFormField
-from apps.core.footprint import Footprint
 from apps.core.page_cache import CachedListMixin
-from apps.core.pagination import JobCursorPagination
-from apps.core.params import ID_PATTERN
-from apps.core.query_params import StrictQueryParamsMixin
-from apps.core.renderers import csv_stream
+from apps.core.units.footprint import Footprint
+from apps.core.web.filtersets import MomentFormField
+from apps.core.web.pagination import JobCursorPagination
+from apps.core.web.params import ID_PATTERN
+from apps.core.web.query_params import StrictQueryParamsMixin
+from apps.core.web.renderers import csv_stream
 from apps.jobs.filtersets import JobFilterSet
 from apps.jobs.methods import METHODS
 from apps.jobs.models import Job
@@ -31,7 +31,7 @@ from .serializers import JobDetailSerializer, JobSerializer, WorkSerializer
 class JobViewSet(CachedListMixin, StrictQueryParamsMixin, viewsets.ReadOnlyModelViewSet):
     """Jobs with their GPU energy, split method and coverage. Members see their teams' jobs."""
 
-    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.params)
+    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.web.params)
     filterset_class = JobFilterSet
     pagination_class = JobCursorPagination
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from rest_framework import serializers
 
-from apps.core.fields import MinorUnitMoneyField
-from apps.core.money import money_text
+from apps.core.units.money import money_text
+from apps.core.web.fields import MinorUnitMoneyField
 from apps.jobs.per_token import GROUPS, PerToken
 from apps.rollups.api.serializers import PeriodQuerySerializer
 

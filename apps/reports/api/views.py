@@ -5,8 +5,8 @@ from rest_framework import viewsets
 from rest_framework.serializers import BaseSerializer
 
 from apps.core.page_cache import CachedListMixin
-from apps.core.pagination import ReportCursorPagination
-from apps.core.params import ID_PATTERN
+from apps.core.web.pagination import ReportCursorPagination
+from apps.core.web.params import ID_PATTERN
 from apps.reports.filtersets import WeeklyReportFilterSet
 from apps.reports.models import WeeklyReport
 
@@ -17,7 +17,7 @@ class WeeklyReportViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     """Weekly reports, newest first: a member sees the reports of the teams they belong to, finance and
     admins every team's, admins also the fleet summaries. The detail has the numbers, text and HTML."""
 
-    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.params)
+    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.web.params)
     filterset_class = WeeklyReportFilterSet
     pagination_class = ReportCursorPagination
 

@@ -16,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.core.fields import MonthField
+from apps.core.web.fields import MonthField
 from apps.rollups.focus import csv_chunks, parquet_bytes
 from apps.rollups.focus_selectors import focus_file_rows
 

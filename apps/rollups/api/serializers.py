@@ -6,8 +6,8 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from rest_framework import serializers
 
-from apps.core.fields import MomentField, MonthField, WeekField
-from apps.core.params import month_after
+from apps.core.web.fields import MomentField, MonthField, WeekField
+from apps.core.web.params import month_after
 
 MAX_ROLLUP_DAYS = 400
 
@@ -56,7 +56,7 @@ class RollupQuerySerializer(PeriodQuerySerializer):
 
 
 # Amounts in minor units (`cost`) are declared with up to 3 places: ISO 4217 exponents are 0 (JPY), 2 (EUR,
-# USD) or 3 (KWD); the answer has exactly the currency's (apps/core/money.py).
+# USD) or 3 (KWD); the answer has exactly the currency's (apps/core/units/money.py).
 class FiguresSerializer(serializers.Serializer):
     """The figures every line of a rollup carries: energy, GPU-hours, carbon and money."""
 

@@ -19,10 +19,10 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
 from apps.carbon.models import JobGroup
-from apps.core.authentication import FLEET_WIDE
-from apps.core.money import round_minor
+from apps.core.access.authentication import FLEET_WIDE
 from apps.core.page_cache import CachedPagesMixin, cached_page, cached_page_or_previous
-from apps.core.params import ID_PATTERN
+from apps.core.units.money import round_minor
+from apps.core.web.params import ID_PATTERN
 from apps.fleet.models import Cluster, Team
 from apps.rollups import documents
 from apps.rollups.finance import BAND_KEYS, csv_quantity, money_as_text
@@ -112,7 +112,7 @@ def _flat(doc: dict, subject: tuple[str, str], *, totals: bool) -> list[dict]:
 class TeamRollupViewSet(CachedPagesMixin, _RollupMixin, viewsets.GenericViewSet):
     """Each team's energy, cost and carbon per period, for the teams the user may see."""
 
-    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.params)
+    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.web.params)
 
     def get_queryset(self) -> QuerySet[Team]:
         return Team.objects.visible_to(self.request.user).order_by("name")
@@ -157,7 +157,7 @@ class TeamRollupViewSet(CachedPagesMixin, _RollupMixin, viewsets.GenericViewSet)
 class ClusterRollupViewSet(CachedPagesMixin, _RollupMixin, viewsets.GenericViewSet):
     """Each cluster's jobs and idle line per period (admins and finance)."""
 
-    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.params)
+    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.web.params)
     permission_classes = FLEET_WIDE
     queryset = Cluster.objects.select_related("site").order_by("name")
 
@@ -173,7 +173,7 @@ class JobGroupRollupViewSet(CachedPagesMixin, _RollupMixin, viewsets.GenericView
     """A job group's runs (failed and abandoned ones included) per period (finance, admins), and how they
     ended (everyone: a member's answer counts their teams' runs only)."""
 
-    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.params)
+    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.web.params)
     permission_classes = FLEET_WIDE
     queryset = JobGroup.objects.order_by("name")
 

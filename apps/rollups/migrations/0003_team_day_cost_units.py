@@ -3,8 +3,8 @@ job's cost from its hour rows and its days past retention)."""
 
 from django.db import migrations, models
 
-from apps.core.aggregates import HALF_EVEN_QR, HALF_EVEN_UNITS
-from apps.core.money import DEFAULT_EXPONENT, MINOR_EXPONENTS
+from apps.core.units.aggregates import HALF_EVEN_QR, HALF_EVEN_UNITS
+from apps.core.units.money import DEFAULT_EXPONENT, MINOR_EXPONENTS
 
 UNITS_FILL = f"""
 WITH costs AS (

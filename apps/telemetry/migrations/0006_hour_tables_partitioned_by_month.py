@@ -139,7 +139,7 @@ REVOKE EXECUTE ON FUNCTION fleetwatt_hour_partitions_drop_before(date) FROM PUBL
 -- ;;
 REVOKE EXECUTE ON FUNCTION fleetwatt_hour_partitions_ensure(date, date) FROM PUBLIC
 """
-# Only the owner drops history; the app's role is granted ensure (apps/core/roles.py).
+# Only the owner drops history; the app's role is granted ensure (apps/core/access/database_roles.py).
 
 TABLE_LIST = ", ".join(f"'{t}'" for t in TABLES)
 

@@ -58,6 +58,6 @@ $fn$
 class Migration(migrations.Migration):
     dependencies = [("telemetry", "0007_ingestbatch_aimed_through")]
 
-    # CREATE OR REPLACE keeps the function's owner and grants (apps/core/roles.py). Going back leaves this
+    # CREATE OR REPLACE keeps the function's owner and grants (apps/core/access/database_roles.py). Going back leaves this
     # body: the one before it had the race.
     operations = [migrations.RunSQL([ENSURE % {"tables": TABLE_LIST}], reverse_sql=migrations.RunSQL.noop)]

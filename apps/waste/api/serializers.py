@@ -3,8 +3,8 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from apps.carbon.models import JobGroup
-from apps.core.fields import NameField, TextField
-from apps.core.serializers import PlannedRepresentationMixin
+from apps.core.web.fields import NameField, TextField
+from apps.core.web.serializers import PlannedRepresentationMixin
 from apps.fleet.models import Cluster, Team
 from apps.jobs.models import Job
 from apps.waste.audit import REASON_MAX_CHARS

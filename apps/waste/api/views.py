@@ -8,12 +8,12 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.core.access import acting_user
-from apps.core.authentication import FLEET_WIDE, ReadOnlyForApiTokens
+from apps.core.access.authentication import FLEET_WIDE, ReadOnlyForApiTokens
+from apps.core.access.policy import acting_user
 from apps.core.models import ApiToken
 from apps.core.page_cache import CachedListMixin
-from apps.core.pagination import AuditCursorPagination, FlagCursorPagination
-from apps.core.params import ID_PATTERN
+from apps.core.web.pagination import AuditCursorPagination, FlagCursorPagination
+from apps.core.web.params import ID_PATTERN
 from apps.jobs.models import Job
 from apps.pipeline import decisions
 from apps.waste import audit
@@ -31,7 +31,7 @@ class IsAdmin(permissions.BasePermission):
 class FlagViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     """Findings. Members see those of their teams' jobs; only admins act on them."""
 
-    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.params)
+    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.web.params)
     serializer_class = FlagSerializer
     filterset_class = FlagFilterSet
     pagination_class = FlagCursorPagination
@@ -73,7 +73,7 @@ class FlagViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
 class JobActionViewSet(viewsets.GenericViewSet):
     """Admin decisions on a job: exclude from its team's bill, reassign to a team or job group."""
 
-    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.params)
+    lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.web.params)
     permission_classes = [permissions.IsAuthenticated, IsAdmin, ReadOnlyForApiTokens]
     queryset = Job.objects.select_related("team", "job_group").order_by("id")
 

@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from apps.carbon.forecast import EMA_FACTOR_TYPES, ForecastError, forecast_parse
 from apps.carbon.intensity import BASES
 from apps.carbon.when_services import forecast_write
-from apps.core.command_args import text_file_arg, utc_time_arg
+from apps.core.web.command_args import text_file_arg, utc_time_arg
 
 
 class Command(BaseCommand):

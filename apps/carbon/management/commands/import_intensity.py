@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.carbon.intensity import BASES, EMA_COLUMNS, IntensityError, intensity_parse
-from apps.core.command_args import text_file_arg
+from apps.core.web.command_args import text_file_arg
 from apps.pipeline.inputs import intensity_import
 
 

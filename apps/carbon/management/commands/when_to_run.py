@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from apps.carbon.when_selectors import group_hints, hour_floor
 from apps.carbon.when_services import hints_record
-from apps.core.command_args import utc_time_arg
+from apps.core.web.command_args import utc_time_arg
 from apps.fleet.models import Team
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from apps.core.command_args import aware_time_arg
+from apps.core.web.command_args import aware_time_arg
 from apps.pipeline.scheduler import SchedulerSyncError, scheduler_clusters_select, scheduler_sync, sync_windows
 from apps.schedulers.sources import SchedulerUnavailable
 

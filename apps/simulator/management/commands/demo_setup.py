@@ -21,8 +21,8 @@ from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from apps.core.access import FINANCE_GROUP
-from apps.core.command_args import aware_time_arg
+from apps.core.access.policy import FINANCE_GROUP
+from apps.core.web.command_args import aware_time_arg
 from apps.fleet.models import Cluster, Team, TeamMembership, TeamRule
 from apps.reports.models import ReportRecipient
 from apps.simulator.demo_database import NotTheDemoDatabase, demo_database_check

@@ -17,7 +17,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from apps.core.command_args import aware_time_arg
+from apps.core.web.command_args import aware_time_arg
 from apps.simulator.sacct import (
     SacctUsageError,
     accounting_records,

@@ -6,11 +6,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from apps.core.command_args import aware_time_arg
-from apps.pipeline.ingest import clusters_select, range_ingest
+from apps.core.web.command_args import aware_time_arg
+from apps.pipeline.ingest import IngestError, clusters_select, range_ingest
 from apps.telemetry.prometheus import PrometheusUnavailable
 from apps.telemetry.promql import DCGM_ENERGY, DCGM_POWER
-from apps.telemetry.services import HourReport, IngestError
+from apps.telemetry.services import HourReport
 
 
 class Command(BaseCommand):

@@ -6,7 +6,7 @@ nearly): DRF's cursor finds its place by that field and skips ties by an offset 
 
 A cursor is a parameter like any other: one that is not base64 of what a page wrote, or whose position is not a
 value of the list's first ordering field (`p=garbage`, a NUL byte, a day out of range), is a 400 naming `cursor`
-(apps.core.params reads the position as each list declares), never a query that fails in the database."""
+(apps.core.web.params reads the position as each list declares), never a query that fails in the database."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ and only read) and the form class built once per FilterSet class. The form itsel
 (Django copies its fields). A FilterSet whose fields depend on the request (a filter with a callable
 queryset) keeps django-filter's way. `tests/core/test_filtersets.py` compares both on the same input.
 
-Below it, the filters whose values apps.core.params reads (a time, a day, a whole number, an id, free text): the API
+Below it, the filters whose values apps.core.web.params reads (a time, a day, a whole number, an id, free text): the API
 answers a value they do not take with a 400 naming the filter, a page with its 400 page."""
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def _depends_on_request(filters: Any) -> bool:
 
 
 class _ParsedFormField(forms.Field):
-    """A form field whose value apps.core.params reads (`parse`); empty: None."""
+    """A form field whose value apps.core.web.params reads (`parse`); empty: None."""
 
     def parse(self, raw: str) -> Any:
         raise NotImplementedError
@@ -92,7 +92,7 @@ class _ParsedFormField(forms.Field):
 
 
 class MomentFormField(_ParsedFormField):
-    """A time (apps.core.params.moment), in UTC."""
+    """A time (apps.core.web.params.moment), in UTC."""
 
     def parse(self, raw: str) -> Any:
         return params.moment(raw, name="")

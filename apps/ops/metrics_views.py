@@ -14,7 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, 
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
-from apps.core.login_throttle import client_address
+from apps.core.access.login_throttle import client_address
 from apps.core.metrics import Access, MetricsCollector, Snapshot, metrics_access
 from apps.core.selectors import metric_counts_read
 from apps.telemetry.selectors import ingest_progress_read

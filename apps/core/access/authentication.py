@@ -13,14 +13,15 @@ from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
-from .access import (
+from apps.core.models import PREFIX, ApiToken, token_hash
+
+from .policy import (
     user_from_row,
     user_is_read_only,
     user_sees_all_teams,
     user_with_viewer_columns,
     user_with_viewer_params,
 )
-from .models import PREFIX, ApiToken, token_hash
 
 LAST_USED_RESOLUTION = timedelta(minutes=1)  # do not write on every request
 
@@ -133,7 +134,7 @@ class IsAdminOrFinance(permissions.BasePermission):
 
 
 class ReadOnlyForFinance(permissions.BasePermission):
-    """Finance reads everything and writes nothing, whatever its credentials (apps.core.access)."""
+    """Finance reads everything and writes nothing, whatever its credentials (apps.core.access.policy)."""
 
     message = "Finance is read-only."
 

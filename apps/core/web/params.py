@@ -2,8 +2,8 @@
 ASCII digits only (`\\d` and `int()` take full-width and Arabic-Indic digits, `isdigit()` takes "²"), the whole
 value (`$` matches before a trailing newline: `fullmatch` is used), years bounded, no NUL byte (Postgres text cannot
 hold one) nor, in a one-line text, any control character. A value that is not what its parameter takes is a
-QueryError naming the parameter: the pages answer it with their 400 page (apps.core.query), the API with a 400 whose
-key is the parameter (apps.core.fields, apps.core.filtersets, apps.core.pagination). Pure: no Django.
+QueryError naming the parameter: the pages answer it with their 400 page (apps.core.web.query), the API with a 400 whose
+key is the parameter (apps.core.web.fields, apps.core.web.filtersets, apps.core.web.pagination). Pure: no Django.
 
 Years: 2000 to 2100. The fleet's data starts in this century (a GPU's energy counter is younger than that), and
 the arithmetic on a period (a month or a week on either side, a rollup's days) stays inside the calendar. A

@@ -4,7 +4,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
 
 class ApiTokenScheme(OpenApiAuthenticationExtension):
-    target_class = "apps.core.authentication.ApiTokenAuthentication"
+    target_class = "apps.core.access.authentication.ApiTokenAuthentication"
     name = "apiToken"
 
     def get_security_definition(self, auto_schema: object) -> dict:

@@ -1,4 +1,4 @@
-"""Query and form parameters of the pages, read with apps.core.params: a value a page cannot read is a clear
+"""Query and form parameters of the pages, read with apps.core.web.params: a value a page cannot read is a clear
 400 (a page that names the parameter and says what it takes), never a 500 nor a silent default."""
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def currency_param(values: Mapping[str, Any], name: str) -> str:
 
 
 def text_param(values: Mapping[str, Any], name: str, *, max_length: int = params.TEXT_MAX, lines: bool = False) -> str:
-    """Free text ("" when absent), as apps.core.params.text reads it."""
+    """Free text ("" when absent), as apps.core.web.params.text reads it."""
     return params.text(_raw(values, name), name=name, max_length=max_length, lines=lines)
 
 
