@@ -1,7 +1,8 @@
 """Each team's waste per UTC day (rollups 0008, what team rollups of whole days read) built for every day its jobs
 with counted findings ran, with this release's refresh (apps.rollups.services.team_waste_days_refresh): one formula,
-not a copy of it here. As telemetry 0013 builds the daily sums: a later release that changes what the refresh reads
-or writes replaces this step with its own (and this one with nothing)."""
+not a copy of it here. In this app, after 0013, for the reason 0013 gives (an upgrade from before the partitioned
+tables migrates the other apps first; the refresh reads every app's tables as this release has them): a later release
+that changes what the refresh reads or writes replaces this step with its own (and this one with nothing)."""
 
 from datetime import timedelta
 
@@ -28,8 +29,8 @@ def waste_days_build(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("rollups", "0008_team_waste_day"),
         ("telemetry", "0013_day_sums_rebuild"),
+        ("rollups", "0008_team_waste_day"),
         ("waste", "0009_audit_flag_at"),
         ("jobs", "0020_job_group_team_last_day_index"),
     ]
