@@ -38,13 +38,8 @@ from apps.reports.selectors import REPORTED_STATUSES
 from apps.rollups import documents
 from apps.rollups.api.serializers import MAX_ROLLUP_DAYS
 from apps.rollups.breakdown import JobPart, waste_kind_lines
-from apps.rollups.selectors import (
-    MixedBasisError,
-    failed_run_jobs,
-    failed_run_totals,
-    job_group_outcomes_booked,
-    team_idle,
-)
+from apps.rollups.outcome_selectors import failed_run_jobs, failed_run_totals, job_group_outcomes_booked
+from apps.rollups.selectors import MixedBasisError, team_idle
 from apps.rollups.team_selectors import NO_GROUP, team_breakdowns, team_job_parts, team_ran_jobs
 from apps.telemetry.models import IngestedHour
 from apps.waste.kinds import GPU_HOUR_KINDS, WASTE_KINDS, FlagStatus

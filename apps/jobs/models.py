@@ -232,8 +232,8 @@ class Job(models.Model):
                 name="job_group_across_days",
             ),
             # A job group's jobs whose days reach into a period (days_reach), of a member's teams or of all: its runs
-            # by outcome read only those jobs' rows (apps.rollups.selectors.job_groups_outcome_sums), not every run
-            # of the group's year (nor, for a member, every job of their teams).
+            # by outcome read only those jobs' rows (apps.rollups.outcome_selectors.job_groups_outcome_sums), not
+            # every run of the group's year (nor, for a member, every job of their teams).
             models.Index(
                 fields=["job_group", "team", "last_day"], include=["first_day"], name="job_group_team_last_day"
             ),

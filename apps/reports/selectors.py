@@ -26,7 +26,8 @@ from apps.carbon.when_selectors import hour_floor, team_when_to_run
 from apps.core.units.footprint import Footprint
 from apps.fleet.models import Cluster, Team
 from apps.jobs.models import Job, JobGpuHour
-from apps.rollups.selectors import MixedBasisError, cluster_rollup, team_job_costs_minor, team_rollup
+from apps.rollups.cost_selectors import team_job_costs_minor
+from apps.rollups.selectors import MixedBasisError, cluster_rollup, team_rollup
 from apps.waste import kinds as waste_kinds
 from apps.waste.advice import finding_advice
 from apps.waste.models import Flag

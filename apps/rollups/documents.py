@@ -44,7 +44,7 @@ from apps.core.metrics import ROLLUP_CACHE
 from apps.core.services import metric_count
 from apps.fleet.models import Cluster, Team
 
-from . import selectors
+from . import compare_selectors, cost_selectors, selectors
 from .finance import for_finance, money_as_text
 
 log = logging.getLogger(__name__)
@@ -120,11 +120,11 @@ class Rollup:
 
 
 ROLLUPS = {
-    "team": Rollup("team", selectors.team_rollup_cached, selectors.team_job_costs_minor,
+    "team": Rollup("team", selectors.team_rollup_cached, cost_selectors.team_job_costs_minor,
                    selectors.team_rollup_cache_key),
-    "cluster": Rollup("cluster", selectors.cluster_rollup_cached, selectors.cluster_job_costs_minor,
+    "cluster": Rollup("cluster", selectors.cluster_rollup_cached, cost_selectors.cluster_job_costs_minor,
                       selectors.cluster_rollup_cache_key),
-    "job_group": Rollup("group", selectors.job_group_rollup, selectors.job_group_job_costs_minor,
+    "job_group": Rollup("group", selectors.job_group_rollup, cost_selectors.job_group_job_costs_minor,
                         selectors.job_group_rollup_cache_key),
 }  # fmt: skip
 
@@ -135,7 +135,7 @@ KINDS: dict[str, Kind] = {
     "teams_compared": Kind(
         load=lambda pk: get_user_model().objects.get(pk=pk, is_active=True),
         key=lambda user, ask: teams_compared_key(viewer_scope(user), ask.start, ask.end),
-        compute=lambda user, ask: selectors.teams_compared(user=user, start=ask.start, end=ask.end),
+        compute=lambda user, ask: compare_selectors.teams_compared(user=user, start=ask.start, end=ask.end),
     ),
 }
 

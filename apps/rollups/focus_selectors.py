@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import DateTimeField, F, Q, Sum
 from django.db.models.functions import Cast, TruncDay
 
@@ -30,7 +31,9 @@ from .focus import (
     unallocated_rows,
 )
 from .models import ClusterDay, TeamDay
-from .selectors import CLUSTER_DAY_IDLE_COLUMNS, User, cluster_day_idle_line
+from .selectors import CLUSTER_DAY_IDLE_COLUMNS, cluster_day_idle_line
+
+User = AbstractBaseUser | AnonymousUser
 
 
 def focus_names() -> FocusNames:

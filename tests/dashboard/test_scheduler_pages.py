@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from apps.fleet.models import Cluster
 from apps.jobs.models import Job
-from apps.rollups.selectors import failed_run_totals, job_group_outcomes
+from apps.rollups.outcome_selectors import failed_run_totals, job_group_outcomes
 from apps.telemetry.models import IngestWatermark
 from tests.carbon.fleet_builder import T0
 from tests.factories import ClusterFactory, JobFactory, TeamFactory

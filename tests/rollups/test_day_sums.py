@@ -16,7 +16,7 @@ from apps.carbon.models import JobGroup
 from apps.jobs.models import ExpiredJobDay, Job, JobGpuHour, JobGpuHourEnergy
 from apps.pipeline.decisions import job_exclude, job_reassign
 from apps.pipeline.derive import Fact, Scope, derive
-from apps.rollups import selectors
+from apps.rollups import cost_selectors, selectors
 from apps.rollups.models import ClusterDay, JobGroupDay
 from apps.rollups.services import day_sums_refresh
 from apps.telemetry.models import GpuHour
@@ -54,8 +54,8 @@ def _same_as_from_rows(world: OutcomesWorld) -> None:
         kept = selectors.job_group_rollup(group=group, start=START, end=END, granularity=granularity)
         assert kept == _approx(selectors.job_group_rollup(group=group, start=START, end=FROM_ROWS,
                                                           granularity=granularity)), granularity  # fmt: skip
-        for costs, subject in ((selectors.cluster_job_costs_minor, {"cluster": cluster}),
-                               (selectors.job_group_job_costs_minor, {"group": group})):  # fmt: skip
+        for costs, subject in ((cost_selectors.cluster_job_costs_minor, {"cluster": cluster}),
+                               (cost_selectors.job_group_job_costs_minor, {"group": group})):  # fmt: skip
             from_days = costs(**subject, start=START, end=END, granularity=granularity, currency="EUR")
             from_rows = costs(**subject, start=START, end=FROM_ROWS, granularity=granularity, currency="EUR")
             assert {k: v for k, v in from_days.items() if v} == {k: v for k, v in from_rows.items() if v}

@@ -282,7 +282,8 @@ def test_the_api_and_its_csv_end_with_the_interval_and_a_member_sees_their_team_
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    shares=st.lists(st.floats(min_value=0.0, max_value=2e6), min_size=1, max_size=4),
+    # A job's energy in a GPU-hour: none, or at least a millijoule (NVML's energy counter counts millijoules).
+    shares=st.lists(st.just(0.0) | st.floats(min_value=1e-3, max_value=2e6), min_size=1, max_size=4),
     method=st.sampled_from((*SHARED_METHODS, "whole_gpu")),
     samples=st.lists(st.sampled_from(SAMPLES) | st.floats(min_value=0.0, max_value=3600.0), min_size=4, max_size=4),
 )

@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 
 from apps.core.units.money import round_minor
 from apps.jobs.models import Job, JobGpuHour
-from apps.rollups.selectors import team_job_costs_minor, team_totals_costs_minor
+from apps.rollups.cost_selectors import team_job_costs_minor, team_totals_costs_minor
 from apps.rollups.services import day_sums_refresh
 from tests.carbon.fleet_builder import T0
 from tests.rollups.outcomes_world import PERIOD, OutcomesWorld, outcomes_world_build

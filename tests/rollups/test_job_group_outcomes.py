@@ -1,4 +1,4 @@
-"""A job group's runs split by how they ended (apps.rollups.selectors.job_group_outcomes) and its endpoint
+"""A job group's runs split by how they ended (apps.rollups.outcome_selectors.job_group_outcomes) and its endpoint
 `/api/job-groups/{id}/outcomes/`: what the delivered model cost, failures included."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from apps.core.units.footprint import Footprint
 from apps.core.units.money import round_minor
 from apps.jobs.models import JobGpuHour
 from apps.jobs.states import OUTCOMES
-from apps.rollups.selectors import failed_run_jobs, failed_run_totals, job_group_outcomes, job_group_rollup
+from apps.rollups.outcome_selectors import failed_run_jobs, failed_run_totals, job_group_outcomes
+from apps.rollups.selectors import job_group_rollup
 from tests.carbon.fleet_builder import T0
 
 from .outcomes_world import PERIOD, RUNS, OutcomesWorld, outcomes_world_build

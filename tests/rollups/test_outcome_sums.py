@@ -1,6 +1,6 @@
-"""Job groups' runs by outcome read once (apps.rollups.selectors.job_groups_outcome_sums: each run summed, then the
-runs, from the jobs whose days reach into the period): on a random fleet and any period, the same figures to the last
-bit as one sum of the rows per group and outcome, each run's cost rounded as in Python, for whoever asks."""
+"""Job groups' runs by outcome read once (apps.rollups.outcome_selectors.job_groups_outcome_sums: each run summed, then
+the runs, from the jobs whose days reach into the period): on a random fleet and any period, the same figures to the
+last bit as one sum of the rows per group and outcome, each run's cost rounded as in Python, for whoever asks."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from apps.core.units.money import round_minor
 from apps.fleet.models import TeamMembership, team_scoped
 from apps.jobs.models import JobGpuHour
 from apps.jobs.states import OUTCOMES, JobState
-from apps.rollups.selectors import job_group_outcomes, job_group_outcomes_booked, job_groups_outcome_sums
+from apps.rollups.outcome_selectors import job_group_outcomes, job_group_outcomes_booked, job_groups_outcome_sums
 from tests.factories import (
     ClusterFactory,
     GpuFactory,

@@ -20,8 +20,8 @@ from apps.fleet.models import Team, TeamRule
 from apps.jobs.models import ExpiredJobDay, Job, JobGpuHour
 from apps.pipeline.fanout import hours_derive
 from apps.pipeline.ingest import Fetched, hour_write
+from apps.rollups.cost_selectors import team_job_costs_minor, team_totals_costs_minor
 from apps.rollups.models import TeamDay
-from apps.rollups.selectors import team_job_costs_minor, team_totals_costs_minor
 from apps.rollups.services import day_sums_refresh
 from apps.telemetry import services as telemetry
 from tests.carbon.fleet_builder import fleet_build

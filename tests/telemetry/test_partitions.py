@@ -21,9 +21,9 @@ from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy
 from apps.pipeline import decisions
 from apps.pipeline.ingest import Fetched, IngestError, hour_write
 from apps.pipeline.inputs import footprints_recompute
+from apps.rollups.cost_selectors import cluster_job_costs_minor, team_job_costs_minor, team_totals_costs_minor
 from apps.rollups.focus_selectors import focus_targets
 from apps.rollups.models import TeamDay
-from apps.rollups.selectors import cluster_job_costs_minor, team_job_costs_minor, team_totals_costs_minor
 from apps.telemetry import partitions
 from apps.telemetry.hour import HourInput
 from apps.telemetry.models import GpuHour

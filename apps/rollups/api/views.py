@@ -25,12 +25,10 @@ from apps.core.units.money import round_minor
 from apps.core.web.params import ID_PATTERN
 from apps.fleet.models import Cluster, Team
 from apps.rollups import documents
+from apps.rollups.compare_selectors import team_daily_energy
 from apps.rollups.finance import BAND_KEYS, csv_quantity, money_as_text
-from apps.rollups.selectors import (
-    MixedBasisError,
-    job_group_outcomes_booked,
-    team_daily_energy,
-)
+from apps.rollups.outcome_selectors import job_group_outcomes_booked
+from apps.rollups.selectors import MixedBasisError
 
 from .serializers import (
     DailyEnergySerializer,
