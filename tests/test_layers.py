@@ -336,9 +336,6 @@ LOGIC_MIN_LINES = 60
 # tests, the commands' tests and the worker's tests call them the way their callers do.
 NOT_LOGIC_NAMES = {"__init__", "apps", "admin", "models", "urls", "views", "tasks"}
 NOT_LOGIC_PACKAGES = {"migrations", "management", "api"}
-# TEMPORARY: modules of these apps are moving into sub-packages (apps/core, apps/telemetry, apps/pipeline); their test
-# modules are written once the moves land, and this set goes then. Nothing may be added to it.
-PENDING_MOVES = {"core", "telemetry", "pipeline"}
 
 
 def _holds_logic(path: Path, apps: Path) -> bool:
@@ -382,14 +379,10 @@ def test_every_module_that_holds_logic_has_a_test_module_named_after_it() -> Non
     Not counted (NOT_LOGIC_NAMES, NOT_LOGIC_PACKAGES): __init__.py, apps.py, admin.py, models.py, urls.py and
     migrations/, which declare; and the entry points tested through their callers: api/ (viewsets and serializers,
     by the API tests), views.py and *_views.py (by the pages' tests), tasks.py (by the worker's) and
-    management/ (commands, by their own tests). Apps in PENDING_MOVES are skipped for now."""
-    missing = _modules_without_a_test_module(APPS, ROOT / "tests", PENDING_MOVES)
+    management/ (commands, by their own tests)."""
+    missing = _modules_without_a_test_module(APPS, ROOT / "tests", set())
     count = f"{len(missing)} module{'s' if len(missing) != 1 else ''}"
     assert not missing, f"{count} with no test module named after it:\n" + "\n".join(missing)
-
-
-def test_the_pending_moves_name_real_apps() -> None:
-    assert {p.name for p in APPS.iterdir() if (p / "__init__.py").exists()} >= PENDING_MOVES
 
 
 def test_the_check_of_test_modules_finds_a_missing_one(tmp_path: Path) -> None:

@@ -309,5 +309,8 @@ def _settings_parts(*, limit: list[str], clock: str, hour: str) -> dict[str, str
 
 
 def _regex_escape(value: str) -> str:
+    """`value` as a regex that matches it alone, written as the inside of a PromQL string: each regex metacharacter
+    escaped, then the regex's backslashes and quotes escaped for the string (a backslash in the value is 4 of them)."""
     special = set(r".^$*+?()[]{}|\\")
-    return "".join("\\\\" + c if c in special else c for c in value).replace('"', '\\"')
+    regex = "".join("\\" + c if c in special else c for c in value)
+    return regex.replace("\\", "\\\\").replace('"', '\\"')

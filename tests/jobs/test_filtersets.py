@@ -1,6 +1,6 @@
 """The jobs' filters (apps/jobs/filtersets.py), shared by the API and the pages: a period is the jobs still running
 in it, a range is at most MAX_RANGE_DAYS, the flag filters read each job's list of flag kinds. Through the API:
-tests/api/test_jobs_api.py; the shared filterset machinery: tests/core/test_filtersets.py."""
+tests/api/test_jobs_api.py; the shared filterset machinery: tests/core/web/test_filtersets.py."""
 
 from __future__ import annotations
 

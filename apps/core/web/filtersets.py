@@ -5,7 +5,7 @@ new form class from them: for the jobs list's thirteen filters that is a third o
 request gets shallow copies of the filters (their own `parent`, `model` and method binding, the rest shared
 and only read) and the form class built once per FilterSet class. The form itself is still made per request
 (Django copies its fields). A FilterSet whose fields depend on the request (a filter with a callable
-queryset) keeps django-filter's way. `tests/core/test_filtersets.py` compares both on the same input.
+queryset) keeps django-filter's way. `tests/core/web/test_filtersets.py` compares both on the same input.
 
 Below it, the filters whose values apps.core.web.params reads (a time, a day, a whole number, an id, free text): the API
 answers a value they do not take with a 400 naming the filter, a page with its 400 page."""
