@@ -190,6 +190,14 @@ LEFT JOIN {_by_method("cluster_id", "TRUE")} AS bm
 CODES = sorted(MINOR_EXPONENTS)
 
 
+def _locks_take(namespace: int, ids: list[int]) -> None:
+    """The transaction's advisory locks (namespace, id) on each id, in the order of the ids (sorted by the caller), so
+    that two writers of several cannot wait on each other."""
+    with connection.cursor() as cursor:
+        for pk in ids:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [namespace, pk])
+
+
 def day_sums_refresh(*, cluster_ids: Iterable[int], days: Iterable[date]) -> None:
     """Rebuild the daily sums of these clusters and days from the job-GPU-hour and GPU-hour rows: the teams'
     (jobs excluded from their team's bill left out), the clusters', the job groups' and their GPUs', with the
@@ -198,12 +206,9 @@ def day_sums_refresh(*, cluster_ids: Iterable[int], days: Iterable[date]) -> Non
     clusters, wanted = sorted(set(cluster_ids)), sorted(set(days))
     if not clusters or not wanted:
         return
-    with connection.cursor() as cursor:
-        # Two ingests of one cluster's hours of one day would both delete and re-insert the same rows (the
-        # second's insert then breaks the unique key): one at a time per cluster, until commit, taken in
-        # the order of the ids so that two writers of several clusters cannot wait on each other.
-        for cluster_id in clusters:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [locks.DAY_SUMS, cluster_id])
+    # Two ingests of one cluster's hours of one day would both delete and re-insert the same rows (the second's
+    # insert then breaks the unique key): one at a time per cluster, until commit.
+    _locks_take(locks.DAY_SUMS, clusters)
     for model in (TeamDay, ClusterDay, JobGroupDay):
         model.objects.filter(cluster_id__in=clusters, day__in=wanted).delete()
     gpus = list(Gpu.objects.filter(node__cluster_id__in=clusters).values_list("pk", "node__cluster_id").order_by())
@@ -227,11 +232,9 @@ def team_waste_days_refresh(*, team_ids: Iterable[int], days: Iterable[date]) ->
     teams, wanted = sorted(set(team_ids)), sorted(set(days))
     if not teams or not wanted:
         return
-    with connection.cursor() as cursor:
-        # As day_sums_refresh: two derivations touching one team's days (two clusters' ingests) one after the other,
-        # locked in the order of the ids; taken after the clusters' day sums' locks by every caller.
-        for team_id in teams:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [locks.WASTE_DAYS, team_id])
+    # As day_sums_refresh: two derivations touching one team's days (two clusters' ingests) one after the other;
+    # taken after the clusters' day sums' locks by every caller.
+    _locks_take(locks.WASTE_DAYS, teams)
     TeamWasteDay.objects.filter(team_id__in=teams, day__in=wanted).delete()
     start = datetime(wanted[0].year, wanted[0].month, wanted[0].day, tzinfo=UTC)
     end = datetime(wanted[-1].year, wanted[-1].month, wanted[-1].day, tzinfo=UTC) + timedelta(days=1)

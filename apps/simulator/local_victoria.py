@@ -7,17 +7,18 @@ The flags are the ones fleetwatt needs of any VictoriaMetrics it reads (docs/ope
 from __future__ import annotations
 
 import contextlib
+import functools
 import shutil
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import requests
 
 from .exposition import MS_PER_DAY, WrittenSamples
-from .local_prometheus import free_port
+from .local_prometheus import PORT_TRIES, free_port
 
 VICTORIA_METRICS = shutil.which("victoria-metrics") or "/usr/bin/victoria-metrics"
 VMAUTH = shutil.which("vmauth") or "/usr/bin/vmauth"
@@ -35,18 +36,32 @@ class LocalVictoriaError(RuntimeError):
 
 
 def _ready_wait(
-    process: subprocess.Popen[bytes], url: str, *, what: str, timeout_s: float, verify: str | bool = True
-) -> None:
+    process: subprocess.Popen[bytes],
+    url: str,
+    *,
+    what: str,
+    timeout_s: float,
+    ours: Callable[[], bool],
+    verify: str | bool = True,
+) -> bool:
+    """True once the server at `url` answers and is ours (`ours`: it names our data or config); False where another
+    one holds the port (a port found free may be taken by another test process's server before ours binds it)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise LocalVictoriaError(f"{what} exited with {process.returncode}")
         try:
             requests.get(url, timeout=1, verify=verify)
-            return  # any answer: it listens (vmauth answers 401 without credentials)
         except requests.RequestException:
+            if process.poll() is not None:
+                raise LocalVictoriaError(f"{what} exited with {process.returncode}") from None
             time.sleep(0.1)
+            continue
+        return ours()  # any answer: it listens (vmauth answers 401 without credentials)
     raise LocalVictoriaError(f"{what} did not become ready at {url}")
+
+
+def _flag_is(base: str, name: str, value: Path, *, verify: str | bool = True) -> bool:
+    """Whether the VictoriaMetrics binary at `base` runs with `-name="value"` (its /flags page)."""
+    return f'-{name}="{value}"' in requests.get(f"{base}/flags", timeout=5, verify=verify).text
 
 
 def _stop(process: subprocess.Popen[bytes] | None) -> None:
@@ -71,20 +86,27 @@ class LocalVictoria:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, *, retention: str = "100y", log: Path | None = None, timeout_s: float = 60.0) -> None:
-        with open(log, "ab") if log else contextlib.nullcontext(subprocess.DEVNULL) as out:
-            self.process = subprocess.Popen(
-                [
-                    VICTORIA_METRICS,
-                    f"-storageDataPath={self.data_dir}",
-                    f"-retentionPeriod={retention}",  # the tests' history is dated: keep it whatever the day
-                    f"-httpListenAddr=127.0.0.1:{self.port}",
-                    *VICTORIA_QUERY_FLAGS,
-                ],
-                stdout=out,
-                stderr=out,
-                start_new_session=True,
-            )
-        _ready_wait(self.process, f"{self.url}/health", what="victoria-metrics", timeout_s=timeout_s)
+        """Start it on a port of its own (another free one where another server took the one found free)."""
+        for _ in range(PORT_TRIES):
+            with open(log, "ab") if log else contextlib.nullcontext(subprocess.DEVNULL) as out:
+                self.process = subprocess.Popen(
+                    [
+                        VICTORIA_METRICS,
+                        f"-storageDataPath={self.data_dir}",
+                        f"-retentionPeriod={retention}",  # the tests' history is dated: keep it whatever the day
+                        f"-httpListenAddr=127.0.0.1:{self.port}",
+                        *VICTORIA_QUERY_FLAGS,
+                    ],
+                    stdout=out,
+                    stderr=out,
+                    start_new_session=True,
+                )
+            ours = functools.partial(_flag_is, self.url, "storageDataPath", self.data_dir)
+            if _ready_wait(self.process, f"{self.url}/health", what="victoria-metrics", timeout_s=timeout_s, ours=ours):
+                return
+            self.stop()
+            self.port = free_port()
+        raise LocalVictoriaError(f"victoria-metrics found no free port in {PORT_TRIES} tries")
 
     def history_import(self, text: Path, *, expected: WrittenSamples | None = None, timeout_s: float = 60.0) -> None:
         """Import Prometheus text exposition lines with millisecond timestamps, flush them, and, given what was
@@ -154,16 +176,25 @@ class LocalVmauth:
         return f"{scheme}://127.0.0.1:{self.port}"
 
     def start(self, *, log: Path | None = None, timeout_s: float = 30.0) -> None:
+        """Start it on a port of its own (another free one where another server took the one found free)."""
         tls = ["-tls", f"-tlsCertFile={self.tls_cert}", f"-tlsKeyFile={self.tls_key}"] if self.tls_cert else []
-        with open(log, "ab") if log else contextlib.nullcontext(subprocess.DEVNULL) as out:
-            self.process = subprocess.Popen(
-                [VMAUTH, f"-auth.config={self.config}", f"-httpListenAddr=127.0.0.1:{self.port}", *tls],
-                stdout=out,
-                stderr=out,
-                start_new_session=True,
-            )
         verify = str(self.tls_cert) if self.tls_cert else True
-        _ready_wait(self.process, f"{self.url}/health", what="vmauth", timeout_s=timeout_s, verify=verify)
+        for _ in range(PORT_TRIES):
+            with open(log, "ab") if log else contextlib.nullcontext(subprocess.DEVNULL) as out:
+                self.process = subprocess.Popen(
+                    [VMAUTH, f"-auth.config={self.config}", f"-httpListenAddr=127.0.0.1:{self.port}", *tls],
+                    stdout=out,
+                    stderr=out,
+                    start_new_session=True,
+                )
+            ours = functools.partial(_flag_is, self.url, "auth.config", self.config, verify=verify)
+            if _ready_wait(
+                self.process, f"{self.url}/health", what="vmauth", timeout_s=timeout_s, ours=ours, verify=verify
+            ):
+                return
+            self.stop()
+            self.port = free_port()
+        raise LocalVictoriaError(f"vmauth found no free port in {PORT_TRIES} tries")
 
     def stop(self) -> None:
         _stop(self.process)

@@ -74,3 +74,33 @@ def test_a_server_that_cannot_start_says_so(tmp_path: Path) -> None:
     with pytest.raises(LocalPrometheusError, match="prometheus exited with"):
         server.start(log=tmp_path / "prometheus.log", timeout_s=10)
     server.stop()
+
+
+def test_a_port_another_server_took_is_left_for_a_free_one(tmp_path: Path) -> None:
+    # given a server on a port, as another test process's server may take the port one found free
+    config_write(tmp_path / "p.yml", targets=[], scrape_interval_s=15)
+    first = LocalPrometheus(tmp_path / "first", tmp_path / "p.yml", free_port())
+    first.start(log=tmp_path / "first.log")
+    second = LocalPrometheus(tmp_path / "second", tmp_path / "p.yml", first.port)
+    try:
+        # when a second starts on the same port
+        second.start(log=tmp_path / "second.log")
+        # then it runs on another, and the one answering at its URL is itself, not the first
+        assert second.port != first.port
+        flags = requests.get(f"{second.url}/api/v1/status/flags", timeout=5).json()["data"]
+        assert flags["storage.tsdb.path"] == str(tmp_path / "second")
+    finally:
+        second.stop()
+        first.stop()
+
+
+@pytest.mark.parametrize(("worker", "first"), [("gw0", 20000), ("gw1", 22000), ("gw2", 24000)])
+def test_each_test_process_takes_its_ports_from_a_range_of_its_own(monkeypatch, worker: str, first: int) -> None:
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+    ports = {free_port() for _ in range(20)}
+    assert all(first <= p < first + 2000 for p in ports)
+
+
+def test_outside_a_test_process_of_several_the_kernel_picks(monkeypatch) -> None:
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    assert 0 < free_port() < 65536

@@ -83,3 +83,15 @@ def test_vmauth_over_tls_lets_only_its_user_through(victoria: LocalVictoria, tmp
     finally:
         proxy.stop()
     assert proxy.process is None
+
+
+def test_a_port_another_server_took_is_left_for_a_free_one(victoria: LocalVictoria, tmp_path: Path) -> None:
+    # when a second starts on the port the first holds (as another test process's server may take one found free)
+    second = LocalVictoria(tmp_path / "second", port=victoria.port)
+    try:
+        second.start(log=tmp_path / "second.log")
+        # then it runs on another port, and the one answering at its URL is itself
+        assert second.port != victoria.port
+        assert f'-storageDataPath="{tmp_path / "second"}"' in requests.get(f"{second.url}/flags", timeout=5).text
+    finally:
+        second.stop()
