@@ -171,17 +171,21 @@ def _energy_rows() -> dict[str, dict[tuple, tuple]]:
     from apps.jobs.models import JobGpuHour, JobGpuHourEnergy
 
     def keyed(rows: list[tuple], key_len: int) -> dict[tuple, tuple]:
-        return {row[:key_len]: row[key_len:] for row in rows}
+        # Each key is a row's whole unique key: a shorter one kept whichever of its rows Postgres returned last (a
+        # job's agent row and its estimated row of one GPU-hour), which depends on where earlier tests left free space.
+        found = {row[:key_len]: row[key_len:] for row in rows}
+        assert len(found) == len(rows), "two rows with one key: the key is not the table's unique key"
+        return found
 
     return {
         "jobs": keyed(list(Job.objects.values_list("job_key", "energy_j", "coverage", "gpu_hours", "start", "end")), 1),
         "job_gpu_hours": keyed(
             list(
                 JobGpuHour.objects.values_list(
-                    "job__job_key", "gpu__uuid", "hour", "energy_j", "sampled_s", "occupancy_s", "sm_s"
+                    "job__job_key", "gpu__uuid", "hour", "source", "energy_j", "sampled_s", "occupancy_s", "sm_s"
                 )
             ),
-            3,
+            4,
         ),
         "energy": keyed(
             list(JobGpuHourEnergy.objects.values_list("job__job_key", "gpu__uuid", "hour", "method", "energy_j")), 4
