@@ -108,6 +108,7 @@ class DeriveRun:
     waste_findings_before: dict[int, frozenset[tuple[object, ...]]] | None = None
     _totals: dict[int, list[JobGpuTotals]] | None = None
     _jobs: list[Job] | None = None
+    _cluster_days: set[tuple[int, date]] | None = None
 
     def jobs(self) -> list[Job]:
         """The run's jobs, loaded once (after the groups and footprints that find them): the steps update
@@ -131,7 +132,10 @@ class DeriveRun:
     def cluster_days(self) -> set[tuple[int, date]]:
         """The (cluster, UTC day) pairs whose daily sums this run may have changed: those of the rows it priced
         again, the days jobs came into or left, and every day of the jobs an admin's decision or a new group
-        moved to another team's or group's sums."""
+        moved to another team's or group's sums. Read once (by the day sums and the teams' waste days, which run
+        after everything that moves them)."""
+        if self._cluster_days is not None:
+            return self._cluster_days
         pairs = set(self.refreshed.cluster_days) if self.refreshed else set()
         pairs |= self.days_moved
         moved = set(self.regrouped_job_ids)
@@ -143,6 +147,7 @@ class DeriveRun:
                 (c, h.astimezone(UTC).date())
                 for c, h in rows.values_list("gpu__node__cluster_id", "hour").distinct().order_by()
             }
+        self._cluster_days = pairs
         return pairs
 
 
