@@ -109,3 +109,20 @@ def test_a_tokens_request_reads_no_more_than_a_sessions(db, three_a_minute) -> N
     # then the token's request reads no more than the session's: its one query found the token, its user and the
     # teams the user may see, as the session's user is loaded
     assert len(counted["token"]) == len(counted["session"]), counted
+
+
+def test_with_redis_unreachable_a_tokens_requests_go_through(db, settings, three_a_minute) -> None:
+    # given Redis gone (nothing listens where the cache points)
+    settings.CACHES = {
+        "default": {
+            **settings.CACHES["default"],
+            "LOCATION": "redis://127.0.0.1:9/0",
+            "OPTIONS": {"socket_connect_timeout": 0.2, "socket_timeout": 0.2, "retry_after_s": 0.2},
+        }
+    }
+    user = User.objects.create_user("tool", is_staff=True)
+    _, key = ApiToken.issue(user=user, name="tool")
+    # when a tool asks more often than its rate
+    answers = [_bearer(key).get("/api/").status_code for _ in range(5)]
+    # then every request is answered (the throttle fails open, as the rest of the cache does)
+    assert answers == [200] * 5
