@@ -1,7 +1,9 @@
 """Stored sums that rollups read instead of the job rows: per UTC day, a team's, a cluster's and a job group's, each
-GPU's, and a team's waste."""
+GPU's, each job's, and a team's waste."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from django.db import models
 
@@ -133,6 +135,66 @@ class TeamWasteDay(models.Model):
             facility_kwh=self.facility_kwh, operational_kg=self.operational_kg, embodied_kg=self.embodied_kg,
             cost=self.cost,
         )  # fmt: skip
+
+
+class ExactSumField(models.DecimalField):
+    """A sum of float columns kept exact: Postgres's `numeric` without precision or scale, as
+    apps.core.units.aggregates sums floats (each cast to numeric, then added), so that sums of these sums are the sums
+    of the rows themselves, to the last bit once read back as floats."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["max_digits"], kwargs["decimal_places"] = None, None
+        super().__init__(*args, **kwargs)
+
+    def check(self, **kwargs: Any) -> list[Any]:
+        return []  # (no digits nor places to check: unbounded)
+
+    def deconstruct(self) -> Any:
+        name, path, args, kwargs = super().deconstruct()
+        kwargs.pop("max_digits", None)
+        kwargs.pop("decimal_places", None)
+        return name, path, args, kwargs
+
+    def db_type(self, connection: Any) -> str:
+        return "numeric"
+
+
+class JobDay(models.Model):
+    """A job's part of one UTC day on one cluster: its job-GPU-hour rows of that day summed exactly (numeric, not
+    rounded to floats), with its team: what a team's page and its job list read for each job's part of a period of
+    whole days (apps.rollups.team_parts) instead of the period's rows of every job (a team's month is thousands of
+    jobs among the fleet's hundreds of thousands of rows). Each job's days added up in the database are its rows'
+    sums, to the last bit of each float (jobs_in_period_footprints' figures). Rebuilt with its cluster's daily sums
+    (apps.rollups.services.day_sums_refresh), so a job charged to another team or excluded from a bill moves with
+    them; the days of hour rows past retention go with those rows (apps.telemetry.partitions.hour_rows_expire),
+    their costs then read from ExpiredJobDay as before."""
+
+    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="day_parts", db_index=False)
+    # (the job's team when summed: its day sums follow a move, as TeamDay's)
+    team = models.ForeignKey("fleet.Team", on_delete=models.CASCADE, related_name="job_days", db_index=False)
+    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.CASCADE, related_name="job_days", db_index=False)
+    day = models.DateField()
+    energy_j = ExactSumField(default=0)
+    occupancy_s = ExactSumField(default=0)
+    server_kwh = ExactSumField(default=0)
+    facility_kwh = ExactSumField(default=0)
+    operational_kg = ExactSumField(null=True, blank=True)  # empty: no row of the day had a grid intensity
+    embodied_kg = ExactSumField(default=0)
+    cost = models.DecimalField(max_digits=18, decimal_places=6, default=0)
+
+    class Meta:
+        ordering = ["team_id", "day", "job_id"]
+        constraints = [
+            # (its index: the days a derivation deletes and sums again, by cluster and day)
+            models.UniqueConstraint(fields=["cluster", "day", "job"], name="jobday_unique"),
+        ]
+        indexes = [
+            # A team's page and its job list: the team's jobs' parts of a period's days.
+            models.Index(fields=["team", "day"], name="jobday_team_day"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} {self.cluster_id} {self.day}"
 
 
 class GpuDay(models.Model):

@@ -19,7 +19,7 @@ from apps.waste.models import Flag
 from apps.waste.selectors import counted_flags, period_waste
 
 from .bands import NO_BAND_METHODS, band_inputs_cte, band_of
-from .models import ClusterDay, GpuDay, JobGroupDay, TeamDay, TeamWasteDay
+from .models import ClusterDay, GpuDay, JobDay, JobGroupDay, TeamDay, TeamWasteDay
 
 # The clusters' GPUs come as arrays (`gpus`, each with its cluster), not as joins to fleet_gpu and
 # fleet_node: without statistics (a month's new partition, a fresh table) Postgres planned those joins as
@@ -79,7 +79,9 @@ WITH gpus AS (
     SELECT jh.job_id, g.cluster_id, (jh.hour AT TIME ZONE 'UTC')::date AS day, SUM(jh.energy_j::numeric) AS energy_j,
            SUM(jh.occupancy_s::numeric) AS occupancy_s, SUM(jh.facility_kwh::numeric) AS facility_kwh,
            SUM(COALESCE(jh.operational_kg, 0)::numeric) AS operational_kg,
-           SUM(jh.embodied_kg::numeric) AS embodied_kg, SUM(jh.cost) AS cost
+           SUM(jh.embodied_kg::numeric) AS embodied_kg, SUM(jh.cost) AS cost,
+           -- (each job's own day, JobDay: its server energy, and its operational CO2e unknown where every row's is)
+           SUM(jh.server_kwh::numeric) AS server_kwh, SUM(jh.operational_kg::numeric) AS operational_kg_known
     FROM jobs_jobgpuhour jh
     JOIN gpus g ON g.id = jh.gpu_id
     WHERE jh.gpu_id = ANY(%(gpus)s::bigint[]) AND (jh.hour AT TIME ZONE 'UTC')::date = ANY(%(days)s)
@@ -120,6 +122,14 @@ bands AS (  -- each job's day on shared GPUs: how far below and above its energy
     LEFT JOIN unnest(%(codes)s::text[], %(exponents)s::int[]) AS x(code, e) ON x.code = upper(trim(j.currency))
     LEFT JOIN bands b ON b.job_id = r.job_id AND b.cluster_id = r.cluster_id AND b.day = r.day
 ), rounded AS (SELECT p.*, {HALF_EVEN_QR} FROM priced p
+), job_days AS (  -- each job's day as it is, whatever its bill: what a team's page and job list add up (JobDay)
+    INSERT INTO rollups_jobday (job_id, team_id, cluster_id, day, energy_j, occupancy_s, server_kwh, facility_kwh,
+                                operational_kg, embodied_kg, cost)
+    SELECT r.job_id, j.team_id, r.cluster_id, r.day, r.energy_j, r.occupancy_s, r.server_kwh, r.facility_kwh,
+           r.operational_kg_known, r.embodied_kg, r.cost
+    FROM rows r JOIN jobs_job j ON j.id = r.job_id
+    ORDER BY j.team_id, r.day, r.job_id  -- a team's days side by side on disk: what a page of a month reads
+    RETURNING 1
 ), team_days AS (
     {_days_insert("rollups_teamday", "team_id, cluster_id", "billed")}
     RETURNING 1
@@ -200,16 +210,16 @@ def _locks_take(namespace: int, ids: list[int]) -> None:
 
 def day_sums_refresh(*, cluster_ids: Iterable[int], days: Iterable[date]) -> None:
     """Rebuild the daily sums of these clusters and days from the job-GPU-hour and GPU-hour rows: the teams'
-    (jobs excluded from their team's bill left out), the clusters', the job groups' and their GPUs', with the
-    rounded costs of the jobs within each day (`Job.first_day` and `last_day`, stored before: the derivation's
-    summaries run first)."""
+    (jobs excluded from their team's bill left out), the clusters', the job groups', their GPUs' and each job's
+    (JobDay), with the rounded costs of the jobs within each day (`Job.first_day` and `last_day`, stored before: the
+    derivation's summaries run first)."""
     clusters, wanted = sorted(set(cluster_ids)), sorted(set(days))
     if not clusters or not wanted:
         return
     # Two ingests of one cluster's hours of one day would both delete and re-insert the same rows (the second's
     # insert then breaks the unique key): one at a time per cluster, until commit.
     _locks_take(locks.DAY_SUMS, clusters)
-    for model in (TeamDay, ClusterDay, JobGroupDay):
+    for model in (TeamDay, ClusterDay, JobGroupDay, JobDay):
         model.objects.filter(cluster_id__in=clusters, day__in=wanted).delete()
     gpus = list(Gpu.objects.filter(node__cluster_id__in=clusters).values_list("pk", "node__cluster_id").order_by())
     GpuDay.objects.filter(gpu_id__any=[g for g, _ in gpus], day__in=wanted).delete()

@@ -16,7 +16,7 @@ findings a bulk rule takes) reads the same figures (`queue_triage`, `rule_matche
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
@@ -112,18 +112,41 @@ def period_waste(
     """The findings' (`flags`: on jobs) worth in [start, end), from their jobs' rows in one aggregate query;
     `counted`: the kinds whose rows make the total (default: the waste kinds; others get their own figures and
     lines only, such as low coverage in the weekly report). Days are local days in `tz`."""
-    counted_kinds = frozenset(WASTE_KINDS) if counted is None else counted
     # Only the findings of jobs whose days reach into the period can be worth something there: the audit queue's
     # 10,000 open findings over a year are a month's few hundred, their rows read by a few hundred ids.
     found = list(flags.filter(days_reach(start=start, end=end, path="job__"), job__isnull=False)
                  .order_by("job_id", "kind", "id").values_list("id", "job_id", "kind", "evidence"))  # fmt: skip
-    out = PeriodWaste()
-    if not found:
-        return out
-    rows = list(
-        JobGpuHour.objects.filter(
-            job_id__any=sorted({job_id for _, job_id, _, _ in found}), hour__gte=start, hour__lt=end
-        )
+    rows = _waste_rows(job_ids={job_id for _, job_id, _, _ in found}, start=start, end=end, tz=tz)
+    return _waste_of(found, rows, frozenset(WASTE_KINDS) if counted is None else counted)
+
+
+def period_waste_counted(
+    *, flags: QuerySet[Flag], start: datetime, end: datetime, counted: Callable[[Flag], bool]
+) -> tuple[PeriodWaste, PeriodWaste, list[Flag]]:
+    """period_waste of `flags` (on jobs, of the waste kinds), and of those of them `counted` keeps, from one read of
+    their jobs' rows: the same figures as two calls. With the findings worth something in the period, each with its
+    job, by kind and newest first."""
+    found = list(
+        flags.filter(days_reach(start=start, end=end, path="job__"), job__isnull=False)
+        .select_related("job")
+        .order_by("job_id", "kind", "id")
+    )
+    rows = _waste_rows(job_ids={f.job_id for f in found if f.job_id is not None}, start=start, end=end, tz=UTC_ZONE)
+    kinds = frozenset(WASTE_KINDS)
+    every = _waste_of([(f.pk, f.job_id, f.kind, f.evidence) for f in found], rows, kinds)
+    kept = _waste_of([(f.pk, f.job_id, f.kind, f.evidence) for f in found if counted(f)], rows, kinds)
+    worth = sorted(
+        (f for f in found if f.pk in every.per_flag), key=lambda f: (f.kind, -f.created_at.timestamp(), -f.pk)
+    )
+    return every, kept, worth
+
+
+def _waste_rows(*, job_ids: Collection[int], start: datetime, end: datetime, tz: ZoneInfo) -> dict[int, list[Any]]:
+    """The jobs' rows in [start, end) summed per GPU and local day, per job (in the order of the GPUs and days)."""
+    if not job_ids:
+        return {}
+    rows = (
+        JobGpuHour.objects.filter(job_id__any=sorted(job_ids), hour__gte=start, hour__lt=end)
         .annotate(day=TruncDay("hour", tzinfo=tz))
         .values("job_id", "gpu__uuid", "day")
         .annotate(**footprint_sums())
@@ -132,6 +155,15 @@ def period_waste(
     by_job: dict[int, list[Any]] = defaultdict(list)
     for r in rows:
         by_job[r["job_id"]].append(r)
+    return by_job
+
+
+def _waste_of(
+    found: list[tuple[int, int, str, Any]], by_job: Mapping[int, list[Any]], counted_kinds: frozenset[str]
+) -> PeriodWaste:
+    """period_waste's figures of the findings `found` (id, job, kind, evidence; by job, kind and id) from their jobs'
+    rows (_waste_rows)."""
+    out = PeriodWaste()
     wasted: dict[tuple[int, str, date], Footprint] = {}  # the union over findings: a GPU-hour is wasted once
     wasted_as: dict[tuple[int, str, date], str] = {}  # and the kind it is counted under (_kind_rank's first)
     for flag_id, job_id, kind, evidence in found:
