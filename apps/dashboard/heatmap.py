@@ -20,6 +20,7 @@ from django.urls import reverse
 from apps.core.kept import gpu_power_grid_key, kept_or_computed
 from apps.core.units.footprint import S_PER_HOUR
 from apps.fleet.models import Gpu
+from apps.rollups.ranges import whole_days
 from apps.telemetry.models import GpuHour
 
 MAX_COLUMNS = 168  # a week of hours
@@ -63,6 +64,35 @@ def _grid_sql(bucket: timedelta) -> str:
     """
 
 
+# A week of hours over whole UTC days, from each GPU's days (GpuDay: its hours of the day with their own figures), not
+# the week's GPU-hour rows: the GPUs ranked by their mean power over the period (exact, in numeric), each cell the
+# figures of one GPU-hour worked out by the same expressions as the rows' (a bucket of one hour holds one GPU-hour).
+_DAYS_SQL = """
+WITH kept AS (
+    SELECT gpu_id, count(*) OVER () AS gpus FROM rollups_gpuday WHERE day >= %(first)s AND day < %(after)s
+    GROUP BY gpu_id ORDER BY SUM(device_energy_j::numeric) / SUM(hours), gpu_id LIMIT %(max_gpus)s
+)
+SELECT d.gpu_id, k.gpus, (d.day - %(first)s) * 24 + x.h,
+       round(x.device_j / (1::bigint * 3600.0))::int,
+       round(least(100.0, 100.0 * x.occupied_s / (1::bigint * 3600.0)))::int,
+       1
+FROM kept k JOIN rollups_gpuday d ON d.gpu_id = k.gpu_id AND d.day >= %(first)s AND d.day < %(after)s
+CROSS JOIN LATERAL unnest(d.hours_of_day, d.hour_device_energy_j, d.hour_occupied_s) AS x(h, device_j, occupied_s)
+"""
+
+
+def _grid_read(start: datetime, end: datetime, bucket: timedelta) -> list[tuple[Any, ...]]:
+    """The grid's cells (GPU, GPUs in all, column, W, % held, hours): from the GPUs' days for hours over whole UTC days,
+    else from the GPU-hours."""
+    days = whole_days(start, end)
+    with connection.cursor() as cursor:
+        if days is not None and bucket == BUCKETS[0]:
+            cursor.execute(_DAYS_SQL, {"first": days[0], "after": days[1], "max_gpus": MAX_GPUS})
+        else:
+            cursor.execute(_grid_sql(bucket), {"start": start, "end": end, "max_gpus": MAX_GPUS})
+        return cursor.fetchall()
+
+
 def gpu_power_grid(*, start: datetime, end: datetime) -> dict[str, Any]:
     """The heatmap's figures for the page's script (json_script): the columns' starts, and per GPU (in the order of
     their clusters, hosts and indices) its name, its page and per column its mean power (W), the share of the time
@@ -78,9 +108,7 @@ def _grid(start: datetime, end: datetime) -> dict[str, Any]:
     while at < end:
         columns.append(at)
         at += bucket
-    with connection.cursor() as cursor:
-        cursor.execute(_grid_sql(bucket), {"start": start, "end": end, "max_gpus": MAX_GPUS})
-        found = cursor.fetchall()
+    found = _grid_read(start, end, bucket)
     cells: dict[int, dict[str, list[Any]]] = {}
     for gpu_id, _total, i, power_w, held_pct, hours in found:
         row = cells.get(gpu_id)

@@ -41,9 +41,9 @@ from apps.rollups.breakdown import NO_GROUP, Breakdowns, waste_kind_lines
 from apps.rollups.outcome_selectors import failed_run_jobs, failed_run_totals, job_group_outcomes_booked
 from apps.rollups.selectors import MixedBasisError, team_idle
 from apps.rollups.team_parts import team_period_sums
-from apps.rollups.team_selectors import team_ran_jobs_query
+from apps.rollups.team_selectors import team_period_findings
 from apps.telemetry.models import IngestedHour
-from apps.waste.kinds import GPU_HOUR_KINDS, WASTE_KINDS, FlagStatus
+from apps.waste.kinds import GPU_HOUR_KINDS, FlagStatus
 from apps.waste.models import Flag
 from apps.waste.selectors import period_waste_counted
 
@@ -257,9 +257,10 @@ def _team_waste(request: HttpRequest, team: Team, start: datetime, end: datetime
     is shown, not counted. The counted waste split by kind (every kind, a GPU-hour two kinds share under one), and per
     job with the keys of its lines in the splits by user and by job group (`waste_lines`). The findings' rows are read
     once for both."""
-    flags = Flag.objects.visible_to(request.user).filter(kind__in=WASTE_KINDS, job__in=team_ran_jobs_query(team=team,
-                                                         start=start, end=end))  # fmt: skip
-    worth, counted_worth, found = period_waste_counted(flags=flags, start=start, end=end, counted=_counted)
+    flags = team_period_findings(team=team, start=start, end=end) & Flag.objects.visible_to(request.user)
+    worth, counted_worth, found = period_waste_counted(
+        flags=flags, start=start, end=end, counted=_counted, job_fields=WASTE_JOB_FIELDS
+    )
     for f in found:
         f.worth = worth.per_flag[f.pk]  # type: ignore[attr-defined]
         f.counted = _counted(f)  # type: ignore[attr-defined]
@@ -285,6 +286,10 @@ def _team_waste(request: HttpRequest, team: Team, start: datetime, end: datetime
         "waste_not_counted": len(found) - len(counted),
         "reported_statuses": [FlagStatus(s).label for s in REPORTED_STATUSES],
     }
+
+
+# What the team page reads of a finding's job (its table, its counting and its lines; glossary.waste_window).
+WASTE_JOB_FIELDS = ("job_key", "currency", "excluded_from_bill", "start", "end", "user", "job_group")
 
 
 def _counted(flag: Flag) -> bool:

@@ -197,7 +197,7 @@ class Job(models.Model):
                 fields=["team", "last_seen"],
                 include=[
                     "id", "start", "user", "job_group", "state", "currency", "excluded_from_bill", "cost",
-                    "intensity_source",
+                    "intensity_source", "first_day", "last_day", "rows_expired",
                 ],
                 name="job_team_last_seen",
             ),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
 from apps.core.units.footprint import Footprint
@@ -161,19 +162,31 @@ class ExactSumField(models.DecimalField):
 
 class JobDay(models.Model):
     """A job's part of one UTC day on one cluster: its job-GPU-hour rows of that day summed exactly (numeric, not
-    rounded to floats), with its team: what a team's page and its job list read for each job's part of a period of
-    whole days (apps.rollups.team_parts) instead of the period's rows of every job (a team's month is thousands of
-    jobs among the fleet's hundreds of thousands of rows). Each job's days added up in the database are its rows'
-    sums, to the last bit of each float (jobs_in_period_footprints' figures). Rebuilt with its cluster's daily sums
-    (apps.rollups.services.day_sums_refresh), so a job charged to another team or excluded from a bill moves with
-    them; the days of hour rows past retention go with those rows (apps.telemetry.partitions.hour_rows_expire),
-    their costs then read from ExpiredJobDay as before."""
+    rounded to floats), with its team and its lines in the team's splits: what a team's page and its job list read
+    for each job's part of a period of whole days (apps.rollups.team_parts) instead of the period's rows of every job
+    (a team's month is thousands of jobs among the fleet's hundreds of thousands of rows). Each job's days added up in
+    the database are its rows' sums, to the last bit of each float (jobs_in_period_footprints' figures); a job within
+    one day is its day, with its booked cost, so the splits add such jobs up as rows, without summing each job first.
+    Rebuilt with its cluster's daily sums (apps.rollups.services.day_sums_refresh), so a job charged to another team
+    or group or excluded from a bill moves with them; the days of hour rows past retention go with those rows
+    (apps.telemetry.partitions.hour_rows_expire), their costs then read from ExpiredJobDay as before."""
 
     job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="day_parts", db_index=False)
     # (the job's team when summed: its day sums follow a move, as TeamDay's)
     team = models.ForeignKey("fleet.Team", on_delete=models.CASCADE, related_name="job_days", db_index=False)
     cluster = models.ForeignKey("fleet.Cluster", on_delete=models.CASCADE, related_name="job_days", db_index=False)
     day = models.DateField()
+    # The job's lines in its team's splits (by user, by job group), as they were when summed: every change of them
+    # sums its days again (a move to another team or group, an exclusion, a new currency, a user's name, its days).
+    user = models.CharField(max_length=255, blank=True)
+    job_group = models.ForeignKey(
+        "carbon.JobGroup", on_delete=models.SET_NULL, null=True, blank=True, related_name="+", db_index=False
+    )
+    billed = models.BooleanField(default=True, help_text="On its team's bill (not excluded by an admin).")
+    currency = models.CharField(max_length=3, blank=True)
+    within_day = models.BooleanField(default=False, help_text="The job's only day: all of its rows are on it.")
+    # Where within_day: the job's whole cost rounded half-even in its currency, as the bill books it.
+    cost_booked = ExactSumField(null=True, blank=True)
     energy_j = ExactSumField(default=0)
     occupancy_s = ExactSumField(default=0)
     server_kwh = ExactSumField(default=0)
@@ -214,11 +227,20 @@ class GpuDay(models.Model):
     estimated_j = models.FloatField(default=0.0)
     occupied_s = models.FloatField(default=0.0)
     estimated_s = models.FloatField(default=0.0)
+    # Each of its GPU-hours as it is: its hour of the day (UTC, 0-23) and its device energy and occupied seconds, in
+    # the order of the hours: the fleet page's heatmap of a week of hours reads these instead of the GPU-hour rows.
+    hours_of_day = ArrayField(models.SmallIntegerField(), default=list)
+    hour_device_energy_j = ArrayField(models.FloatField(), default=list)
+    hour_occupied_s = ArrayField(models.FloatField(), default=list)
 
     class Meta:
         ordering = ["gpu_id", "day"]
         # (its index: a page of the GPU list sums each GPU's days of the period)
         constraints = [models.UniqueConstraint(fields=["gpu", "day"], name="gpuday_unique")]
+        indexes = [
+            # The fleet page's heatmap: every GPU's days of a period, ranked by their mean power.
+            models.Index(fields=["day"], include=["gpu", "hours", "device_energy_j"], name="gpuday_day"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.gpu_id} {self.day}"

@@ -113,7 +113,7 @@ bands AS (  -- each job's day on shared GPUs: how far below and above its energy
     SELECT j.team_id, j.job_group_id, NOT j.excluded_from_bill AS billed, m.cluster_id, m.day, m.method, m.energy_j
     FROM methods m JOIN jobs_job j ON j.id = m.job_id
 ), priced AS (  -- each job's day with its cost in millionths (m) and its minor unit (d)
-    SELECT j.team_id, j.job_group_id, NOT j.excluded_from_bill AS billed, r.*,
+    SELECT j.team_id, j.job_group_id, NOT j.excluded_from_bill AS billed, j."user", j.currency, r.*,
            j.first_day IS NULL OR j.last_day IS NULL AS undated,
            j.first_day = r.day AND j.last_day = r.day AS within_day, COALESCE(x.e, %(default_exponent)s) AS e,
            (r.cost * 1000000)::bigint AS m, power(10, 6 - COALESCE(x.e, %(default_exponent)s))::bigint AS d,
@@ -122,13 +122,15 @@ bands AS (  -- each job's day on shared GPUs: how far below and above its energy
     LEFT JOIN unnest(%(codes)s::text[], %(exponents)s::int[]) AS x(code, e) ON x.code = upper(trim(j.currency))
     LEFT JOIN bands b ON b.job_id = r.job_id AND b.cluster_id = r.cluster_id AND b.day = r.day
 ), rounded AS (SELECT p.*, {HALF_EVEN_QR} FROM priced p
-), job_days AS (  -- each job's day as it is, whatever its bill: what a team's page and job list add up (JobDay)
-    INSERT INTO rollups_jobday (job_id, team_id, cluster_id, day, energy_j, occupancy_s, server_kwh, facility_kwh,
-                                operational_kg, embodied_kg, cost)
-    SELECT r.job_id, j.team_id, r.cluster_id, r.day, r.energy_j, r.occupancy_s, r.server_kwh, r.facility_kwh,
-           r.operational_kg_known, r.embodied_kg, r.cost
-    FROM rows r JOIN jobs_job j ON j.id = r.job_id
-    ORDER BY j.team_id, r.day, r.job_id  -- a team's days side by side on disk: what a page of a month reads
+), job_days AS (  -- each job's day as it is, whatever its bill, with its lines (JobDay): what a team's page reads
+    INSERT INTO rollups_jobday (job_id, team_id, cluster_id, day, "user", job_group_id, billed, currency,
+                                within_day, energy_j, occupancy_s, server_kwh, facility_kwh, operational_kg,
+                                embodied_kg, cost, cost_booked)
+    SELECT job_id, team_id, cluster_id, day, "user", job_group_id, billed, currency, COALESCE(within_day, FALSE),
+           energy_j, occupancy_s, server_kwh, facility_kwh, operational_kg_known, embodied_kg, cost,
+           CASE WHEN within_day THEN round(({HALF_EVEN_UNITS})::numeric / power(10::numeric, e), e) END
+    FROM rounded
+    ORDER BY team_id, day, job_id  -- a team's days side by side on disk: what a page of a month reads
     RETURNING 1
 ), team_days AS (
     {_days_insert("rollups_teamday", "team_id, cluster_id", "billed")}
@@ -138,6 +140,10 @@ bands AS (  -- each job's day on shared GPUs: how far below and above its energy
     RETURNING 1
 ), gpu_day_rows AS (  -- each GPU's day of GPU-hours, summed exactly (numeric): its own day and its cluster's
     SELECT h.gpu_id, g.cluster_id, (h.hour AT TIME ZONE 'UTC')::date AS day, count(*) AS hours,
+           -- each hour's own figures, for the fleet page's heatmap (GpuDay)
+           array_agg(extract(hour FROM h.hour AT TIME ZONE 'UTC')::smallint ORDER BY h.hour) AS hours_of_day,
+           array_agg(h.device_energy_j ORDER BY h.hour) AS hour_device_j,
+           array_agg(h.occupied_s ORDER BY h.hour) AS hour_occupied_s,
            SUM(h.device_energy_j::numeric) AS device_j, SUM(h.jobs_energy_j::numeric) AS jobs_j,
            SUM(h.idle_energy_j::numeric) AS idle_j, SUM(h.unobserved_j::numeric) AS unobserved_j,
            SUM(h.estimated_j::numeric) AS estimated_j,
@@ -156,9 +162,10 @@ bands AS (  -- each job's day on shared GPUs: how far below and above its energy
     GROUP BY h.gpu_id, g.cluster_id, day
 ), gpu_days AS (  -- what the GPU list reads (GpuDay)
     INSERT INTO rollups_gpuday (gpu_id, day, hours, device_energy_j, jobs_energy_j, idle_energy_j, unobserved_j,
-                                estimated_j, occupied_s, estimated_s)
+                                estimated_j, occupied_s, estimated_s, hours_of_day, hour_device_energy_j,
+                                hour_occupied_s)
     SELECT gpu_id, day, hours, device_j::float8, jobs_j::float8, idle_j::float8, unobserved_j::float8,
-           estimated_j::float8, occupied_s::float8, estimated_s::float8
+           estimated_j::float8, occupied_s::float8, estimated_s::float8, hours_of_day, hour_device_j, hour_occupied_s
     FROM gpu_day_rows
     RETURNING 1
 ), idle AS (  -- the GPU-hours' sums a cluster's idle line is worked out from

@@ -17,6 +17,7 @@ thousands of jobs on as many of the table's pages."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
@@ -24,8 +25,9 @@ from decimal import Decimal
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db import connection
+from django.db import connection, transaction
 
+from apps.carbon.models import JobGroup
 from apps.core.units.aggregates import HALF_EVEN_QR, HALF_EVEN_UNITS
 from apps.core.units.footprint import S_PER_HOUR, Footprint
 from apps.core.units.money import DEFAULT_EXPONENT, MINOR_EXPONENTS, split_rounded
@@ -50,12 +52,14 @@ _PARTS = f"""
 WITH rows AS (
     SELECT job_id, energy_j, occupancy_s, server_kwh, facility_kwh, operational_kg, embodied_kg, cost
     FROM rollups_jobday WHERE team_id = %(team)s AND day >= %(first)s AND day < %(after)s
+    -- cut hours:
     UNION ALL
     SELECT jh.job_id, jh.energy_j::numeric, jh.occupancy_s::numeric, jh.server_kwh::numeric,
            jh.facility_kwh::numeric, jh.operational_kg::numeric, jh.embodied_kg::numeric, jh.cost
     FROM jobs_jobgpuhour jh JOIN jobs_job j ON j.id = jh.job_id
     WHERE j.team_id = %(team)s AND ((jh.hour >= %(cut1_lo)s AND jh.hour < %(cut1_hi)s)
                                     OR (jh.hour >= %(cut2_lo)s AND jh.hour < %(cut2_hi)s))
+    -- :cut hours
     UNION ALL
     SELECT e.job_id, 0, 0, 0, 0, NULL, 0, e.cost
     FROM jobs_expiredjobday e JOIN jobs_job j ON j.id = e.job_id
@@ -90,52 +94,167 @@ WITH rows AS (
 _ROW_SUMS = ", ".join(f"SUM(r.{c})::float8" for c in _SUMS if c != "cost") + ", SUM(r.cost)"
 _NO_SUMS = ", ".join(["NULL"] * len(_SUMS))
 
-# The page's figures, one kind of row each: the lines by user and by job group (the jobs on the bill: their count and
-# booked cost, then their rows' sums), the currencies of the jobs on the bill, the intensity sources of the jobs that
-# ran, and the costliest jobs that ran (by their whole run's cost), each with its part.
-_PAGE_SQL = f"""{_PARTS}
-SELECT 'user', "user", "user", count(*), SUM(booked), {_NO_SUMS} FROM booked WHERE on_bill GROUP BY "user"
+# The rows of the jobs' parts inside the period, for some jobs only (`{jobs}`: a subquery of their ids): their whole
+# days (JobDay), their rows of the hours of a day the period cuts, their days past retention (the cost).
+_PART_ROWS = """
+    SELECT job_id, energy_j, occupancy_s, server_kwh, facility_kwh, operational_kg, embodied_kg, cost
+    FROM rollups_jobday
+    WHERE team_id = %(team)s AND day >= %(first)s AND day < %(after)s AND job_id IN ({jobs})
+    -- cut hours:
+    UNION ALL
+    SELECT jh.job_id, jh.energy_j::numeric, jh.occupancy_s::numeric, jh.server_kwh::numeric,
+           jh.facility_kwh::numeric, jh.operational_kg::numeric, jh.embodied_kg::numeric, jh.cost
+    FROM jobs_jobgpuhour jh
+    WHERE jh.job_id IN ({jobs}) AND ((jh.hour >= %(cut1_lo)s AND jh.hour < %(cut1_hi)s)
+                                     OR (jh.hour >= %(cut2_lo)s AND jh.hour < %(cut2_hi)s))
+    -- :cut hours
+    UNION ALL
+    SELECT e.job_id, 0, 0, 0, 0, NULL, 0, e.cost FROM jobs_expiredjobday e
+    WHERE e.job_id IN ({jobs}) AND e.day >= %(expired_first)s AND e.day < %(expired_after)s
+"""
+
+# The page's figures. A job within one UTC day that is a whole day of the period (its only JobDay row, kept with its
+# lines and its booked cost) is added up as that row; every other job of the period is summed first: those that ran
+# around such a day (before it, after it, across days, never with a row), those with rows across days or in the hours
+# of a day the period cuts, those with days past retention (a few per period: the jobs across its midnights). Then,
+# one kind of row each: the lines by user and by job group (the jobs on the bill: their count, their rows' sums, their
+# booked costs), the currencies of the jobs on the bill, the intensity sources of the jobs that ran, and the costliest
+# jobs that ran (by their whole run's cost), each with its part. A line's key: its user, or its group's id ("" for
+# none).
+_PAGE_SQL = f"""
+WITH ran AS (
+    SELECT id, "user", job_group_id, currency, excluded_from_bill, cost, intensity_source, first_day, last_day,
+           rows_expired
+    FROM jobs_job WHERE team_id = %(team)s AND last_seen >= %(start)s AND start < %(end)s
+    UNION ALL
+    SELECT id, "user", job_group_id, currency, excluded_from_bill, cost, intensity_source, first_day, last_day,
+           rows_expired
+    FROM jobs_job WHERE team_id = %(team)s AND last_seen IS NULL AND start < %(end)s
+), others AS (
+    SELECT id AS job_id FROM ran
+    WHERE rows_expired OR NOT COALESCE(first_day = last_day AND first_day >= %(first)s AND first_day < %(after)s, FALSE)
+    UNION
+    SELECT job_id FROM rollups_jobday
+    WHERE team_id = %(team)s AND day >= %(first)s AND day < %(after)s AND NOT within_day
+    -- cut hours:
+    UNION
+    SELECT jh.job_id FROM jobs_jobgpuhour jh JOIN jobs_job j ON j.id = jh.job_id
+    WHERE j.team_id = %(team)s AND ((jh.hour >= %(cut1_lo)s AND jh.hour < %(cut1_hi)s)
+                                    OR (jh.hour >= %(cut2_lo)s AND jh.hour < %(cut2_hi)s))
+    -- :cut hours
+    UNION
+    SELECT e.job_id FROM jobs_expiredjobday e JOIN jobs_job j ON j.id = e.job_id
+    WHERE j.team_id = %(team)s AND e.day >= %(expired_first)s AND e.day < %(expired_after)s
+), other_parts AS (
+    SELECT job_id, {", ".join(f"SUM({c}) AS {c}" for c in _SUMS)}
+    FROM ({_PART_ROWS.format(jobs="SELECT job_id FROM others")}) AS part_rows GROUP BY job_id
+), other_jobs AS (
+    SELECT o.job_id, COALESCE(r."user", j."user") AS "user",
+           COALESCE(r.job_group_id, j.job_group_id) AS job_group_id, COALESCE(r.currency, j.currency) AS currency,
+           NOT COALESCE(r.excluded_from_bill, j.excluded_from_bill) AS billed,
+           {", ".join(f"p.{c}" for c in _SUMS if c != "cost")}, COALESCE(p.cost, 0) AS cost
+    FROM others o LEFT JOIN ran r ON r.id = o.job_id LEFT JOIN jobs_job j ON j.id = o.job_id AND r.id IS NULL
+    LEFT JOIN other_parts p ON p.job_id = o.job_id
+), lined AS (
+    SELECT "user", COALESCE(job_group_id::text, '') AS group_key, currency, {", ".join(_SUMS)},
+           cost_booked AS booked
+    FROM rollups_jobday
+    WHERE team_id = %(team)s AND day >= %(first)s AND day < %(after)s AND within_day AND billed
+    UNION ALL
+    SELECT p."user", COALESCE(p.job_group_id::text, ''), p.currency, {", ".join(f"p.{c}" for c in _SUMS)},
+           ({HALF_EVEN_UNITS}) * unit
+    FROM (
+        SELECT o.*, {HALF_EVEN_QR} FROM (
+            SELECT o.*, (o.cost * 1000000)::bigint AS m, COALESCE(x.d, %(default_d)s) AS d,
+                   COALESCE(x.unit, %(default_unit)s) AS unit
+            FROM other_jobs o
+            LEFT JOIN unnest(%(codes)s::text[], %(ds)s::bigint[], %(units)s::numeric[]) AS x(code, d, unit)
+                ON x.code = upper(trim(o.currency))
+            WHERE o.billed
+        ) AS o
+    ) AS p
+), top AS (
+    SELECT id, cost FROM ran ORDER BY cost DESC, id LIMIT %(top)s
+)
+SELECT CASE WHEN GROUPING("user") = 0 THEN 'user' ELSE 'group' END, COALESCE("user", group_key), NULL,
+       count(*), SUM(booked), {", ".join(f"SUM({c})::float8" for c in _SUMS if c != "cost")}, SUM(cost)
+FROM lined GROUP BY GROUPING SETS (("user"), (group_key))
 UNION ALL
-SELECT 'user:sums', b."user", '', 0, NULL, {_ROW_SUMS}
-FROM rows r JOIN booked b ON b.id = r.job_id WHERE b.on_bill GROUP BY b."user"
+SELECT 'currency', currency, NULL, 0, NULL, {_NO_SUMS} FROM lined GROUP BY currency
 UNION ALL
-SELECT 'group', COALESCE(b.job_group_id::text, ''), COALESCE(g.name, ''), count(*), SUM(b.booked), {_NO_SUMS}
-FROM booked b LEFT JOIN carbon_jobgroup g ON g.id = b.job_group_id WHERE b.on_bill GROUP BY 2, 3
+SELECT 'source', intensity_source, NULL, 0, NULL, {_NO_SUMS} FROM ran WHERE intensity_source <> '' GROUP BY 2
 UNION ALL
-SELECT 'group:sums', COALESCE(b.job_group_id::text, ''), '', 0, NULL, {_ROW_SUMS}
-FROM rows r JOIN booked b ON b.id = r.job_id WHERE b.on_bill GROUP BY 2
-UNION ALL
-SELECT 'currency', currency, '', 0, NULL, {_NO_SUMS} FROM booked WHERE on_bill GROUP BY currency
-UNION ALL
-SELECT 'source', intensity_source, '', 0, NULL, {_NO_SUMS} FROM ran WHERE intensity_source <> '' GROUP BY 2
-UNION ALL
-SELECT 'top', t.id::text, t.rank::text, 1, NULL, {_ROW_SUMS}
-FROM (SELECT id, row_number() OVER (ORDER BY cost DESC, id) AS rank FROM ran ORDER BY cost DESC, id LIMIT %(top)s) t
-LEFT JOIN rows r ON r.job_id = t.id GROUP BY t.id, t.rank
+SELECT 'top', t.id::text, t.cost::text, 1, NULL, {_ROW_SUMS}
+FROM top t LEFT JOIN ({_PART_ROWS.format(jobs="SELECT id FROM top")}) AS r ON r.job_id = t.id
+GROUP BY t.id, t.cost
 """
 
 
-def _period_params(team: Team, start: datetime, end: datetime) -> dict[str, Any]:
-    """The query's bounds: the period, its whole UTC days (JobDay), the hours of the days it cuts (rows), and the days
-    past retention wholly inside it (as apps.jobs.selectors reads them)."""
+@dataclass(frozen=True)
+class PeriodBounds:
+    """How [start, end) is read: its whole UTC days [first, after) from the jobs' days (JobDay), the hours of the days
+    it cuts (`cuts`, at most two ranges) from the rows, and its days past retention wholly inside [expired_first,
+    expired_after) (as apps.jobs.selectors reads them)."""
+
+    first: date
+    after: date
+    cuts: tuple[tuple[datetime, datetime], ...]
+    expired_first: date
+    expired_after: date
+
+
+def team_period_bounds(*, start: datetime, end: datetime) -> PeriodBounds:
     start, end = start.astimezone(UTC), end.astimezone(UTC)
     first = start.date() if start.time() == time(0) else start.date() + timedelta(days=1)
     after = end.date()
-    first_at, after_at = _midnight(first), _midnight(after)
     if first < after:  # whole days inside; the hours before the first and after the last are rows
-        cut1, cut2 = (start, min(first_at, end)), (max(after_at, start), end)
+        cuts = ((start, _midnight(first)), (_midnight(after), end))
     else:  # within one day, or across one midnight without a whole day: rows only
         first = after = start.date()
-        cut1, cut2 = (start, end), (end, end)
+        cuts = ((start, end),)
+    return PeriodBounds(
+        first=first, after=after, cuts=tuple((lo, hi) for lo, hi in cuts if lo < hi),
+        expired_first=start.date() if start.time() == time(0) else start.date() + timedelta(days=1),
+        expired_after=end.date(),
+    )  # fmt: skip
+
+
+def _fetched(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """The rows of a page's query, not compiled: Postgres's JIT compiles a plan whose estimates pass its threshold
+    (the join of a few thousand jobs to their days, estimated at millions), which takes a second for a query of tens
+    of milliseconds."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL jit = off")
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def _query(sql: str, team: Team, start: datetime, end: datetime, **extra: Any) -> tuple[str, dict[str, Any]]:
+    """`sql` as it reads [start, end), with its parameters: the team, the period and how it is read
+    (team_period_bounds), the currencies, and `extra`."""
+    bounds = team_period_bounds(start=start, end=end)
+    return (sql if bounds.cuts else _cut(sql)), {**_period_params(team, start, end, bounds), **extra}
+
+
+def _period_params(team: Team, start: datetime, end: datetime, bounds: PeriodBounds) -> dict[str, Any]:
+    (cut1_lo, cut1_hi), (cut2_lo, cut2_hi) = (*bounds.cuts, (end, end), (end, end))[:2]
     return {
-        "team": team.pk, "start": start, "end": end, "first": first, "after": after,
-        "cut1_lo": cut1[0], "cut1_hi": cut1[1], "cut2_lo": cut2[0], "cut2_hi": cut2[1],
-        "expired_first": start.date() if start.time() == time(0) else start.date() + timedelta(days=1),
-        "expired_after": end.date(),
+        "team": team.pk, "start": start.astimezone(UTC), "end": end.astimezone(UTC), "first": bounds.first,
+        "after": bounds.after, "cut1_lo": cut1_lo, "cut1_hi": cut1_hi, "cut2_lo": cut2_lo, "cut2_hi": cut2_hi,
+        "expired_first": bounds.expired_first, "expired_after": bounds.expired_after,
         "codes": _CODES, "ds": [10 ** (6 - MINOR_EXPONENTS[c]) for c in _CODES],
         "units": [Decimal(1).scaleb(-MINOR_EXPONENTS[c]) for c in _CODES],
         "default_d": 10 ** (6 - DEFAULT_EXPONENT), "default_unit": Decimal(1).scaleb(-DEFAULT_EXPONENT),
     }  # fmt: skip
+
+
+_CUT_HOURS = re.compile(r"\n *-- cut hours:.*?-- :cut hours", re.S)
+
+
+def _cut(sql: str) -> str:
+    """`sql` without its reads of the rows of the hours of a day a period cuts: a period of whole days has none,
+    and Postgres cannot tell an empty range of hours from a partition's worth."""
+    return _CUT_HOURS.sub("", sql)
 
 
 def _midnight(day: date) -> datetime:
@@ -183,26 +302,22 @@ def team_period_sums(
     them."""
     if not _visible(user, team):
         return TeamPeriodSums(Breakdowns(by_user=[], by_group=[], total=BreakdownLine(key="", label="total")), [], [])
-    with connection.cursor() as cursor:
-        cursor.execute(_PAGE_SQL, {**_period_params(team, start, end), "top": top})
-        rows = cursor.fetchall()
+    rows = _fetched(*_query(_PAGE_SQL, team, start, end, top=top))
     lines: dict[str, dict[str, BreakdownLine]] = {"user": {}, "group": {}}
-    sums: dict[tuple[str, str], Footprint] = {}
     currencies, sources, tops = [], [], []
-    for kind, key, label, jobs, booked, *figures in rows:
+    for kind, key, run_cost, jobs, booked, *figures in rows:
         if kind in lines:
-            lines[kind][key] = BreakdownLine(key=key, label=label, jobs=jobs, cost=booked)
-        elif kind.endswith(":sums"):
-            sums[(kind.split(":")[0], key)] = _footprint(tuple(figures))
+            lines[kind][key] = BreakdownLine(key=key, label=key, jobs=jobs, footprint=_footprint(tuple(figures)),
+                                             cost=booked)  # fmt: skip
         elif kind == "currency":
             currencies.append(key)
         elif kind == "source":
             sources.append(key)
         else:
-            tops.append((int(label), int(key), _footprint(tuple(figures))))
-    for kind, by_key in lines.items():
-        for key, line in by_key.items():
-            line.footprint = sums.get((kind, key), Footprint())
+            tops.append((-Decimal(run_cost), int(key), _footprint(tuple(figures))))
+    names = dict(JobGroup.objects.filter(pk__in=[int(k) for k in lines["group"] if k]).values_list("pk", "name"))
+    for key, line in lines["group"].items():
+        line.label = names.get(int(key), "") if key else ""
     currency = ",".join(sorted(currencies))
     by_user = _lines_sorted(_waste_added(list(lines["user"].values()), waste, 0), currency)
     by_group = _lines_sorted(_waste_added(list(lines["group"].values()), waste, 1), currency)
@@ -290,10 +405,8 @@ def team_jobs_listed(
     last has no parts (its count says how many pages there are). One query."""
     if not _visible(user, team):
         return TeamJobsListed(parts=[], count=0, shown_bill=BreakdownLine(key="", label="total"))
-    params = {**_period_params(team, start, end), "user": chosen.user, "state": chosen.state, "group": chosen.group}
-    with connection.cursor() as cursor:
-        cursor.execute(_LIST_SQL, {**params, "limit": per_page, "offset": (page - 1) * per_page})
-        rows = cursor.fetchall()
+    filters = {"user": chosen.user, "state": chosen.state, "group": chosen.group}
+    rows = _fetched(*_query(_LIST_SQL, team, start, end, **filters, limit=per_page, offset=(page - 1) * per_page))
     count, billed, billed_cost, billed_s, users, states, groups, currencies = rows[0][:_SUMMARY]
     bill = BreakdownLine(key="", label="total", jobs=billed, cost=billed_cost,
                          footprint=Footprint(gpu_hours=(billed_s or 0.0) / S_PER_HOUR))  # fmt: skip
@@ -320,7 +433,5 @@ def team_parts_all(*, user: User, team: Team, start: datetime, end: datetime) ->
     """Every job of the team's list for [start, end) (no filter), in the list's order: what the export writes."""
     if not _visible(user, team):
         return []
-    params = {**_period_params(team, start, end), "user": "", "state": "", "group": "", "limit": None, "offset": 0}
-    with connection.cursor() as cursor:
-        cursor.execute(_LIST_SQL, params)
-        return [_part(r[_SUMMARY:]) for r in cursor.fetchall() if r[_SUMMARY] is not None]
+    rows = _fetched(*_query(_LIST_SQL, team, start, end, user="", state="", group="", limit=None, offset=0))
+    return [_part(r[_SUMMARY:]) for r in rows if r[_SUMMARY] is not None]

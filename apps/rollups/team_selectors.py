@@ -7,20 +7,23 @@ the bill add up to the team's rollup's `totals.cost` for the same days: the page
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from apps.core.units.footprint import Footprint
 from apps.fleet.models import Team
-from apps.jobs.models import Job
+from apps.jobs.models import Job, JobGpuHour
+from apps.waste.kinds import WASTE_KINDS
+from apps.waste.models import Flag
 
 from .breakdown import Breakdowns, JobFilter, JobPart, by_group, by_user, lines_by, lines_total
-from .team_parts import team_parts_all
+from .models import JobDay
+from .team_parts import team_parts_all, team_period_bounds
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -39,10 +42,25 @@ def team_ran_jobs(*, user: User, team: Team, start: datetime, end: datetime) -> 
     return list(jobs.values_list(*RAN_COLUMNS, named=True).order_by())
 
 
-def team_ran_jobs_query(*, team: Team, start: datetime, end: datetime) -> QuerySet[Job]:
-    """The ids of the team's jobs that ran in [start, end), as team_ran_jobs picks them: for a subquery (the team
-    page's findings are those of these jobs)."""
-    return Job.objects.filter(team=team, start__lt=end).seen_since(start).values("pk")
+def with_rows_in(*, team_ids: Collection[int], start: datetime, end: datetime) -> Q:
+    """A filter of findings (or anything with a `job`) to those of these teams' jobs with rows in [start, end): the
+    only ones that can be worth something there. Their whole days from the jobs' days (JobDay, by team and day: a
+    few thousand ids from an index), the hours of a day the period cuts from the rows; not every finding of the fleet
+    joined to its job for its days (a probe of the jobs per finding)."""
+    bounds = team_period_bounds(start=start, end=end)
+    days = JobDay.objects.filter(team_id__in=sorted(team_ids), day__gte=bounds.first, day__lt=bounds.after)
+    found = Q(job_id__in=days.values("job_id"))
+    for lo, hi in bounds.cuts:
+        found |= Q(job_id__in=JobGpuHour.objects.filter(job__team__in=sorted(team_ids), hour__gte=lo, hour__lt=hi)
+                   .values("job_id"))  # fmt: skip
+    return found
+
+
+def team_period_findings(*, team: Team, start: datetime, end: datetime) -> QuerySet[Flag]:
+    """The waste findings of the team's jobs that ran in [start, end) (as team_ran_jobs picks them) and have rows in
+    it (with_rows_in: those of jobs without are worth nothing there)."""
+    ran = Q(job__team=team, job__start__lt=end) & (Q(job__last_seen__gte=start) | Q(job__last_seen__isnull=True))
+    return Flag.objects.filter(with_rows_in(team_ids=[team.pk], start=start, end=end), ran, kind__in=WASTE_KINDS)
 
 
 def team_job_parts(

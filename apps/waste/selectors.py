@@ -121,16 +121,20 @@ def period_waste(
 
 
 def period_waste_counted(
-    *, flags: QuerySet[Flag], start: datetime, end: datetime, counted: Callable[[Flag], bool]
+    *,
+    flags: QuerySet[Flag],
+    start: datetime,
+    end: datetime,
+    counted: Callable[[Flag], bool],
+    job_fields: Collection[str] = (),
 ) -> tuple[PeriodWaste, PeriodWaste, list[Flag]]:
     """period_waste of `flags` (on jobs, of the waste kinds), and of those of them `counted` keeps, from one read of
     their jobs' rows: the same figures as two calls. With the findings worth something in the period, each with its
-    job, by kind and newest first."""
-    found = list(
-        flags.filter(days_reach(start=start, end=end, path="job__"), job__isnull=False)
-        .select_related("job")
-        .order_by("job_id", "kind", "id")
-    )
+    job (`job_fields`: the job's fields read, all where none is named), by kind and newest first."""
+    found = flags.filter(days_reach(start=start, end=end, path="job__"), job__isnull=False).select_related("job")
+    if job_fields:
+        found = found.only(*[f.name for f in Flag._meta.concrete_fields], *(f"job__{name}" for name in job_fields))
+    found = list(found.order_by("job_id", "kind", "id"))
     rows = _waste_rows(job_ids={f.job_id for f in found if f.job_id is not None}, start=start, end=end, tz=UTC_ZONE)
     kinds = frozenset(WASTE_KINDS)
     every = _waste_of([(f.pk, f.job_id, f.kind, f.evidence) for f in found], rows, kinds)

@@ -1,5 +1,6 @@
-"""The daily sums of teams, clusters, job groups, GPUs and, new in this release, each job (rollups 0009, what a team's
-page and its job list read) built again for every day there are hour rows of, with this release's refresh
+"""The daily sums of teams, clusters, job groups and GPUs built again for every day there are hour rows of, with
+what this release adds to them: each job's days (rollups 0009, what a team's page and its job list read) and each
+GPU's hours of the day (rollups 0010, what the fleet page's heatmap reads), with this release's refresh
 (apps.rollups.services.day_sums_refresh): one formula, not a copy of it here. Days whose hour rows are gone (past
 retention) are kept as they are, and have no job days (their costs are ExpiredJobDay's).
 
@@ -32,7 +33,7 @@ def days_build(apps, schema_editor):
 class Migration(migrations.Migration):
     dependencies = [
         ("telemetry", "0014_team_waste_days_build"),
-        ("rollups", "0009_jobday"),
+        ("rollups", "0010_gpuday_hours"),
         ("jobs", "0021_job_team_last_seen_covering"),
     ]
 
