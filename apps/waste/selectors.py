@@ -23,7 +23,7 @@ from decimal import Decimal
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import BooleanField, Case, Count, ExpressionWrapper, F, JSONField, Q, QuerySet, When
 from django.db.models.functions import TruncDay
 
 from apps.core.units.aggregates import footprint_sums
@@ -227,17 +227,29 @@ class QueueTriage:
 def queue_triage(*, flags: QuerySet[Flag], start: datetime, end: datetime) -> QueueTriage:
     """The audit queue's summary, per kind: its open and disputed findings among `flags` (the queue's, filtered by
     all but their status) and the money at stake in [start, end), from one period_waste over the findings that
-    count (`counted_flags`). Four queries, whatever the number of findings."""
+    count (`counted_flags`). Four queries, whatever the number of findings: the findings that count are read once
+    with their jobs' currencies and, where their jobs' days reach into the period, their evidence (a probe of its
+    job per finding: 10,000 open findings' took as long as the rest of the page)."""
     counted = counted_flags(flags)
-    waste = period_waste(flags=counted, start=start, end=end)
-    statuses: dict[str, dict[str, int]] = defaultdict(dict)
-    rows = flags.filter(status__in=COUNTED_STATUSES).values_list("kind", "status").annotate(n=Count("id")).order_by()
-    for kind, status, n in rows:
-        statuses[kind][status] = n
+    reaches = days_reach(start=start, end=end, path="job__")
+    read = counted.annotate(
+        reaches=ExpressionWrapper(reaches, output_field=BooleanField()),
+        reaching_evidence=Case(When(reaches, then=F("evidence")), default=None, output_field=JSONField()),
+    ).values_list("id", "job_id", "kind", "job__currency", "reaches", "reaching_evidence")
     currencies: dict[str, set[str]] = defaultdict(set)
-    for kind, currency in counted.values_list("kind", "job__currency").distinct().order_by():
+    found = []
+    for pk, job_id, kind, currency, reach, evidence in read.order_by():
         if currency:
             currencies[kind].add(currency)
+        if reach:
+            found.append((pk, job_id, kind, evidence))
+    found.sort(key=lambda f: (f[1], f[2], f[0]))  # (as period_waste reads them)
+    rows = _waste_rows(job_ids={job_id for _, job_id, _, _ in found}, start=start, end=end, tz=UTC_ZONE)
+    waste = _waste_of(found, rows, frozenset(WASTE_KINDS))
+    statuses: dict[str, dict[str, int]] = defaultdict(dict)
+    by_status = flags.filter(status__in=COUNTED_STATUSES).values_list("kind", "status").annotate(n=Count("id"))
+    for kind, status, n in by_status.order_by():
+        statuses[kind][status] = n
     kinds = [
         KindStake(
             kind=FlagKind(kind),
