@@ -27,7 +27,7 @@ from django.db.models import BooleanField, Case, Count, ExpressionWrapper, F, JS
 from django.db.models.functions import TruncDay
 
 from apps.core.units.aggregates import footprint_sums
-from apps.core.units.footprint import Footprint
+from apps.core.units.footprint import Footprint, FootprintSum
 from apps.fleet.models import Team
 from apps.jobs.models import Job, JobGpuHour, days_reach
 
@@ -166,36 +166,47 @@ def _waste_of(
     found: list[tuple[int, int, str, Any]], by_job: Mapping[int, list[Any]], counted_kinds: frozenset[str]
 ) -> PeriodWaste:
     """period_waste's figures of the findings `found` (id, job, kind, evidence; by job, kind and id) from their jobs'
-    rows (_waste_rows)."""
+    rows (_waste_rows), added up in place (FootprintSum: the same figures as footprints added one by one)."""
     out = PeriodWaste()
+    parts: dict[int, list[tuple[str, date, Footprint]]] = {}  # each job's rows as footprints, made once
     wasted: dict[tuple[int, str, date], Footprint] = {}  # the union over findings: a GPU-hour is wasted once
     wasted_as: dict[tuple[int, str, date], str] = {}  # and the kind it is counted under (_kind_rank's first)
+    per_kind: dict[str, FootprintSum] = defaultdict(FootprintSum)
     for flag_id, job_id, kind, evidence in found:
         gpus = flag_gpus(evidence)
-        worth = Footprint()
-        for r in by_job.get(job_id, []):
-            if gpus is not None and r["gpu__uuid"] not in gpus:
+        if job_id not in parts:
+            parts[job_id] = [(r["gpu__uuid"], r["day"].date(), Footprint.from_sums(r)) for r in by_job.get(job_id, [])]
+        worth = FootprintSum()
+        for gpu, day, part in parts[job_id]:
+            if gpus is not None and gpu not in gpus:
                 continue
-            part = Footprint.from_sums(r)
-            worth = worth + part
+            worth.add(part)
             if kind in counted_kinds:
-                cell = (job_id, r["gpu__uuid"], r["day"].date())
+                cell = (job_id, gpu, day)
                 wasted[cell] = part
                 if cell not in wasted_as or _kind_rank(kind) < _kind_rank(wasted_as[cell]):
                     wasted_as[cell] = kind
         if not worth.gpu_hours and not worth.energy_j and not worth.cost:
             continue  # nothing of it in the period: not waste here
-        out.per_flag[flag_id] = worth
-        out.per_kind[kind] = out.per_kind[kind] + worth
+        out.per_flag[flag_id] = worth.footprint()
+        per_kind[kind].add(out.per_flag[flag_id])
         out.jobs_of_kind[kind].add(job_id)
         if kind in counted_kinds:
             out.kinds_of_job[job_id].add(kind)
+    total, once = FootprintSum(), defaultdict(FootprintSum)
+    per_day: dict[date, FootprintSum] = defaultdict(FootprintSum)
+    per_job: dict[int, FootprintSum] = defaultdict(FootprintSum)
     for cell, part in wasted.items():
         job_id, _gpu, day = cell
-        out.total = out.total + part
-        out.per_kind_once[wasted_as[cell]] = out.per_kind_once[wasted_as[cell]] + part
-        out.per_day[day] = out.per_day.get(day, Footprint()) + part
-        out.per_job[job_id] = out.per_job.get(job_id, Footprint()) + part
+        total.add(part)
+        once[wasted_as[cell]].add(part)
+        per_day[day].add(part)
+        per_job[job_id].add(part)
+    out.total = total.footprint()
+    out.per_kind.update((kind, acc.footprint()) for kind, acc in per_kind.items())
+    out.per_kind_once.update((kind, acc.footprint()) for kind, acc in once.items())
+    out.per_day = {day: acc.footprint() for day, acc in per_day.items()}
+    out.per_job = {job_id: acc.footprint() for job_id, acc in per_job.items()}
     out.per_day_gpu_hours = {day: part.gpu_hours for day, part in out.per_day.items()}
     return out
 
