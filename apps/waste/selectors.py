@@ -16,11 +16,11 @@ findings a bulk rule takes) reads the same figures (`queue_triage`, `rule_matche
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, overload
 from zoneinfo import ZoneInfo
 
 from django.db.models import BooleanField, Case, Count, ExpressionWrapper, F, JSONField, Q, QuerySet, When
@@ -276,14 +276,59 @@ def queue_triage(*, flags: QuerySet[Flag], start: datetime, end: datetime) -> Qu
     return QueueTriage(kinds=kinds, waste=waste, currency=",".join(every))
 
 
-def queue_order(*, flags: QuerySet[Flag], stake: dict[int, Decimal], order: QueueOrder) -> list[int]:
+class QueueIds(Sequence[int]):
+    """The ids of the queue's findings in its order, read a page at a time (what a Paginator takes: a length and
+    slices): by money at stake, the findings with something at stake first (few: a period's), the most first, then
+    every other oldest first; or all oldest first. A page is one query of its ids, not 10,000 ids and their times
+    read to sort in Python on every ask."""
+
+    def __init__(self, *, flags: QuerySet[Flag], stake: Mapping[int, Decimal], order: QueueOrder) -> None:
+        self._oldest = flags.order_by("created_at", "id").values_list("id", flat=True)
+        self._count: int | None = None
+        self._staked: list[int] = []
+        if order == QueueOrder.MONEY and stake:
+            staked = flags.filter(pk__any=sorted(stake)).values_list("id", "created_at").order_by()
+            self._staked = money_first(list(staked), stake)
+            self._oldest = self._oldest.exclude(pk__any=self._staked)
+
+    def __len__(self) -> int:
+        if self._count is None:
+            self._count = len(self._staked) + self._oldest.count()
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        if isinstance(index, int):
+            found = self[index : index + 1] if index >= 0 else list(self)[index : index + 1 or None]
+            if not found:
+                raise IndexError(index)
+            return found[0]
+        start, stop, step = index.indices(len(self))
+        if step != 1:
+            return list(self)[index]
+        head = self._staked[start:stop]
+        rest = list(self._oldest[max(0, start - len(self._staked)) : max(0, stop - len(self._staked))])
+        return head + rest
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self[0 : len(self)])
+
+
+def queue_order(*, flags: QuerySet[Flag], stake: Mapping[int, Decimal], order: QueueOrder) -> Sequence[int]:
     """The ids of the queue's findings (`flags`, filtered) in the order asked: by money at stake (`stake`, from
-    queue_triage), or oldest first. One query of ids, oldest first (as oldest_first orders them: by when found, then
-    id), not of rows nor times: a page's rows are read by queue_rows."""
-    oldest = list(flags.order_by("created_at", "id").values_list("id", flat=True))
-    if order == QueueOrder.OLDEST:
-        return oldest
-    return money_first([(pk, rank) for rank, pk in enumerate(oldest)], stake)
+    queue_triage), or oldest first (as oldest_first orders them: by when found, then id), read a page at a time
+    (QueueIds): a page's rows are read by queue_rows."""
+    if order == QueueOrder.MONEY and any(amount <= -1 for amount in stake.values()):
+        # (money_first puts a finding worth -1 or less after those with nothing at stake: no cost is, but the order
+        # is money_first's whatever the figures)
+        oldest = list(flags.order_by("created_at", "id").values_list("id", flat=True))
+        return money_first([(pk, rank) for rank, pk in enumerate(oldest)], stake)
+    return QueueIds(flags=flags, stake=stake, order=order)
 
 
 def queue_rows(*, ids: list[int]) -> list[Flag]:

@@ -164,8 +164,9 @@ def test_the_queue_by_money_or_oldest_first_and_its_page_in_that_order() -> None
     nothing = FlagFactory(cluster=dear.cluster, job=JobFactory(cluster=dear.cluster))  # no row: nothing at stake
     stake = queue_triage(flags=Flag.objects.all(), start=T0, end=T0 + HOUR).stake()
     by_money = queue_order(flags=Flag.objects.all(), stake=stake, order=QueueOrder.MONEY)
-    assert by_money == [second.pk, first.pk, nothing.pk]
-    assert queue_order(flags=Flag.objects.all(), stake=stake, order=QueueOrder.OLDEST) == [
+    assert list(by_money) == [second.pk, first.pk, nothing.pk] and len(by_money) == 3
+    assert by_money[1:3] == [first.pk, nothing.pk] and by_money[0] == second.pk  # a page: a slice
+    assert list(queue_order(flags=Flag.objects.all(), stake=stake, order=QueueOrder.OLDEST)) == [
         first.pk, second.pk, nothing.pk
     ]  # fmt: skip
     page = queue_rows(ids=[nothing.pk, second.pk, 10**9])
