@@ -23,7 +23,7 @@ from apps.pipeline.ingest import Fetched, IngestError, hour_write
 from apps.pipeline.inputs import footprints_recompute
 from apps.rollups.cost_selectors import cluster_job_costs_minor, team_job_costs_minor, team_totals_costs_minor
 from apps.rollups.focus_selectors import focus_targets
-from apps.rollups.models import TeamDay
+from apps.rollups.models import JobDay, TeamDay
 from apps.telemetry import partitions
 from apps.telemetry.hour import HourInput
 from apps.telemetry.models import GpuHour
@@ -123,6 +123,7 @@ def test_an_expired_month_is_dropped_while_jobs_daily_sums_costs_findings_and_th
 
     before = kept()
     assert before["jobs"]["slurm/oct"][1] > Decimal(0) and len(before["days"]) == 4
+    assert JobDay.objects.filter(day__lt=NOV).count() == 2  # October's run's day, and the first of the one across
     assert len(before["booked"][0]) == 4 and len(before["booked"][1]) == 3 and before["booked"][3]
     assert len(before["booked"][4]) == 2
     # when the months before November are dropped
@@ -136,6 +137,8 @@ def test_an_expired_month_is_dropped_while_jobs_daily_sums_costs_findings_and_th
     # and the jobs that had rows there keep their totals, as do the daily sums, findings and the audit log
     assert set(Job.objects.filter(rows_expired=True).values_list("job_key", flat=True)) == {"slurm/oct", "slurm/across"}
     assert kept() == before
+    # and the jobs' days before November go with their rows (a page reads those days' kept costs), November's stay
+    assert not JobDay.objects.filter(day__lt=NOV).exists() and JobDay.objects.filter(job=november).exists()
     # even when every footprint is derived again (a new price, a new PUE)
     footprints_recompute()
     assert kept() == before
