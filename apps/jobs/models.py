@@ -218,8 +218,8 @@ class Job(models.Model):
             # The fleet's and a team's jobs under the coverage threshold (few, where agents cover the fleet): the
             # pages list them without reading every job of the period (apps.jobs.selectors.low_coverage_jobs).
             models.Index(fields=["coverage"], condition=models.Q(sampled_s__gt=0), name="job_sampled_coverage"),
-            # A team's job ids, read from the index alone: the period's rows that are the team's jobs' (its page's
-            # job list and breakdowns: apps.jobs.selectors.team_period_footprints).
+            # A team's job ids, read from the index alone: its jobs' rows of the hours of a day a period cuts and
+            # its jobs' days past retention (apps.rollups.team_parts).
             models.Index(fields=["team", "id"], name="job_team_id"),
             # A team's jobs an admin excluded from its bill (few): their part of the team's GPU-hours on a cluster
             # (its share of the idle line, apps.rollups.selectors.team_idle).

@@ -207,6 +207,7 @@ def team_period_bounds(*, start: datetime, end: datetime) -> PeriodBounds:
     start, end = start.astimezone(UTC), end.astimezone(UTC)
     first = start.date() if start.time() == time(0) else start.date() + timedelta(days=1)
     after = end.date()
+    cuts: tuple[tuple[datetime, datetime], ...]
     if first < after:  # whole days inside; the hours before the first and after the last are rows
         cuts = ((start, _midnight(first)), (_midnight(after), end))
     else:  # within one day, or across one midnight without a whole day: rows only
@@ -334,11 +335,10 @@ def _waste_added(
     """Each job's waste added to its line (`at`: its user's, 0, or its group's key, 1), the jobs in the order of
     their ids."""
     by_key = {line.key: line for line in lines}
-    for job_id in sorted(waste or {}):
-        keys = waste[job_id]  # type: ignore[index]
-        line = by_key.get(keys[at])
+    for _job_id, (user, group_key, footprint) in sorted((waste or {}).items(), key=lambda item: item[0]):
+        line = by_key.get(user if at == 0 else group_key)
         if line is not None:
-            line.waste += keys[2]
+            line.waste += footprint
     return lines
 
 

@@ -131,14 +131,14 @@ def period_waste_counted(
     """period_waste of `flags` (on jobs, of the waste kinds), and of those of them `counted` keeps, from one read of
     their jobs' rows: the same figures as two calls. With the findings worth something in the period, each with its
     job (`job_fields`: the job's fields read, all where none is named), by kind and newest first."""
-    found = flags.filter(days_reach(start=start, end=end, path="job__"), job__isnull=False).select_related("job")
+    read = flags.filter(days_reach(start=start, end=end, path="job__"), job__isnull=False).select_related("job")
     if job_fields:
-        found = found.only(*[f.name for f in Flag._meta.concrete_fields], *(f"job__{name}" for name in job_fields))
-    found = list(found.order_by("job_id", "kind", "id"))
+        read = read.only(*[f.name for f in Flag._meta.concrete_fields], *(f"job__{name}" for name in job_fields))
+    found = list(read.order_by("job_id", "kind", "id"))
     rows = _waste_rows(job_ids={f.job_id for f in found if f.job_id is not None}, start=start, end=end, tz=UTC_ZONE)
     kinds = frozenset(WASTE_KINDS)
-    every = _waste_of([(f.pk, f.job_id, f.kind, f.evidence) for f in found], rows, kinds)
-    kept = _waste_of([(f.pk, f.job_id, f.kind, f.evidence) for f in found if counted(f)], rows, kinds)
+    every = _waste_of([(f.pk, f.job_id or 0, f.kind, f.evidence) for f in found], rows, kinds)
+    kept = _waste_of([(f.pk, f.job_id or 0, f.kind, f.evidence) for f in found if counted(f)], rows, kinds)
     worth = sorted(
         (f for f in found if f.pk in every.per_flag), key=lambda f: (f.kind, -f.created_at.timestamp(), -f.pk)
     )
@@ -193,7 +193,7 @@ def _waste_of(
         out.jobs_of_kind[kind].add(job_id)
         if kind in counted_kinds:
             out.kinds_of_job[job_id].add(kind)
-    total, once = FootprintSum(), defaultdict(FootprintSum)
+    total, once = FootprintSum(), defaultdict[str, FootprintSum](FootprintSum)
     per_day: dict[date, FootprintSum] = defaultdict(FootprintSum)
     per_job: dict[int, FootprintSum] = defaultdict(FootprintSum)
     for cell, part in wasted.items():
