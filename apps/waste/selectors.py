@@ -15,6 +15,7 @@ findings a bulk rule takes) reads the same figures (`queue_triage`, `rule_matche
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,8 @@ from decimal import Decimal
 from typing import Any, overload
 from zoneinfo import ZoneInfo
 
+from django.core.exceptions import EmptyResultSet
+from django.db import connection
 from django.db.models import BooleanField, Case, Count, ExpressionWrapper, F, JSONField, Q, QuerySet, When
 from django.db.models.functions import TruncDay
 
@@ -249,10 +252,10 @@ def queue_triage(*, flags: QuerySet[Flag], start: datetime, end: datetime) -> Qu
     ).values_list("id", "job_id", "kind", "job__currency", "reaches", "reaching_evidence")
     currencies: dict[str, set[str]] = defaultdict(set)
     found = []
-    for pk, job_id, kind, currency, reach, evidence in read.order_by():
-        if currency:
+    for pk, job_id, kind, currency, evidence in _counted_read(read):
+        if pk is None:  # a kind's currency
             currencies[kind].add(currency)
-        if reach:
+        else:
             found.append((pk, job_id, kind, evidence))
     found.sort(key=lambda f: (f[1], f[2], f[0]))  # (as period_waste reads them)
     rows = _waste_rows(job_ids={job_id for _, job_id, _, _ in found}, start=start, end=end, tz=UTC_ZONE)
@@ -317,6 +320,35 @@ class QueueIds(Sequence[int]):
 
     def __iter__(self) -> Iterator[int]:
         return iter(self[0 : len(self)])
+
+
+# The findings that count, read once (the probe of each one's job is most of the read): each kind's currencies
+# (id NULL), and the findings whose jobs' days reach into the period with their evidence, as period_waste reads them.
+_COUNTED_READ = """
+WITH found AS MATERIALIZED (
+    SELECT * FROM ({read}) AS f(id, job_id, kind, currency, reaches, evidence)
+)
+SELECT NULL::bigint, NULL::bigint, kind, currency, NULL::jsonb FROM found WHERE currency <> '' GROUP BY kind, currency
+UNION ALL
+(SELECT id, job_id, kind, NULL, evidence FROM found WHERE reaches ORDER BY job_id, kind, id)
+"""
+
+
+def _counted_read(read: QuerySet[Any]) -> list[tuple[Any, ...]]:
+    """queue_triage's read of the findings that count (_COUNTED_READ), as rows of id, job, kind, currency and
+    evidence."""
+    try:
+        sql, params = read.order_by().query.sql_with_params()
+    except EmptyResultSet:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(_COUNTED_READ.format(read=sql), params)
+        return [(pk, job_id, kind, currency, _json(evidence)) for pk, job_id, kind, currency, evidence in cursor]
+
+
+def _json(value: Any) -> Any:
+    """A jsonb value as the ORM gives it (the connection reads jsonb as text)."""
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def queue_order(*, flags: QuerySet[Flag], stake: Mapping[int, Decimal], order: QueueOrder) -> Sequence[int]:

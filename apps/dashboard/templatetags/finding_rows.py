@@ -6,7 +6,7 @@ escaped or built by the filters the loops called."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django import template
@@ -101,7 +101,7 @@ def _hour_jobs(flag: Any, job_url: str) -> str:
     )
 
 
-def _queue_row(flag: Any, urls: dict[str, str], form: dict[str, str]) -> str:
+def _queue_row(flag: Any, urls: Mapping[str, str], form: Mapping[str, str]) -> str:
     e = conditional_escape
     job = flag.job if flag.job_id else None
     pk = str(flag.pk)
