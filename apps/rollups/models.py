@@ -229,9 +229,10 @@ class GpuDay(models.Model):
     estimated_s = models.FloatField(default=0.0)
     # Each of its GPU-hours as it is: its hour of the day (UTC, 0-23) and its device energy and occupied seconds, in
     # the order of the hours: the fleet page's heatmap of a week of hours reads these instead of the GPU-hour rows.
-    hours_of_day = ArrayField(models.SmallIntegerField(), default=list)
-    hour_device_energy_j = ArrayField(models.FloatField(), default=list)
-    hour_occupied_s = ArrayField(models.FloatField(), default=list)
+    # (empty by default in the database too: a worker of the release before writes days without them)
+    hours_of_day = ArrayField(models.SmallIntegerField(), default=list, db_default=[])
+    hour_device_energy_j = ArrayField(models.FloatField(), default=list, db_default=[])
+    hour_occupied_s = ArrayField(models.FloatField(), default=list, db_default=[])
 
     class Meta:
         ordering = ["gpu_id", "day"]
