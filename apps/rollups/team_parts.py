@@ -113,6 +113,17 @@ _PART_ROWS = """
     WHERE e.job_id IN ({jobs}) AND e.day >= %(expired_first)s AND e.day < %(expired_after)s
 """
 
+# The costliest jobs' rows inside the period (a few jobs: their rows by their ids, the same sums as their days'), and
+# their days past retention (the cost).
+_TOP_ROWS = """
+    SELECT jh.job_id, jh.energy_j::numeric, jh.occupancy_s::numeric, jh.server_kwh::numeric,
+           jh.facility_kwh::numeric, jh.operational_kg::numeric, jh.embodied_kg::numeric, jh.cost
+    FROM jobs_jobgpuhour jh WHERE jh.job_id IN (SELECT id FROM top) AND jh.hour >= %(start)s AND jh.hour < %(end)s
+    UNION ALL
+    SELECT e.job_id, 0, 0, 0, 0, NULL, 0, e.cost FROM jobs_expiredjobday e
+    WHERE e.job_id IN (SELECT id FROM top) AND e.day >= %(expired_first)s AND e.day < %(expired_after)s
+"""
+
 # The page's figures. A job within one UTC day that is a whole day of the period (its only JobDay row, kept with its
 # lines and its booked cost) is added up as that row; every other job of the period is summed first: those that ran
 # around such a day (before it, after it, across days, never with a row), those with rows across days or in the hours
@@ -185,7 +196,7 @@ UNION ALL
 SELECT 'source', intensity_source, NULL, 0, NULL, {_NO_SUMS} FROM ran WHERE intensity_source <> '' GROUP BY 2
 UNION ALL
 SELECT 'top', t.id::text, t.cost::text, 1, NULL, {_ROW_SUMS}
-FROM top t LEFT JOIN ({_PART_ROWS.format(jobs="SELECT id FROM top")}) AS r ON r.job_id = t.id
+FROM top t LEFT JOIN ({_TOP_ROWS}) AS r ON r.job_id = t.id
 GROUP BY t.id, t.cost
 """
 

@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ('carbon', '0006_forecasts_and_hints'),
         ('fleet', '0009_cluster_work_counters'),
-        ('jobs', '0021_job_team_last_seen_covering'),
+        ('jobs', '0021_job_page_indexes'),
         ('rollups', '0008_team_waste_day'),
     ]
 

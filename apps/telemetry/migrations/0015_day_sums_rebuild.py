@@ -34,7 +34,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ("telemetry", "0014_team_waste_days_build"),
         ("rollups", "0010_gpuday_hours"),
-        ("jobs", "0021_job_team_last_seen_covering"),
+        ("jobs", "0021_job_page_indexes"),
     ]
 
     operations = [
