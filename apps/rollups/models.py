@@ -210,6 +210,52 @@ class JobDay(models.Model):
         return f"{self.job_id} {self.cluster_id} {self.day}"
 
 
+class TeamLineDay(models.Model):
+    """A team's jobs within one UTC day on one cluster (those on its bill whose only day it is: JobDay.within_day),
+    added up per line of the team's splits (its user, its job group) and currency: how many, their booked costs (each
+    rounded on its own) and their rows' sums, exact. What a team's page adds up for such jobs of a period's whole days
+    (a month's thousands of jobs, a few hundred lines); the jobs across days, and those seen with no row, are added up
+    from their own days (apps.rollups.team_parts). Rebuilt with the jobs' days (apps.rollups.services.day_sums_refresh),
+    gone with them past retention."""
+
+    team = models.ForeignKey("fleet.Team", on_delete=models.CASCADE, related_name="line_days", db_index=False)
+    cluster = models.ForeignKey(
+        "fleet.Cluster", on_delete=models.CASCADE, related_name="team_line_days", db_index=False
+    )
+    day = models.DateField()
+    user = models.CharField(max_length=255, blank=True)
+    job_group = models.ForeignKey(
+        "carbon.JobGroup", on_delete=models.SET_NULL, null=True, blank=True, related_name="+", db_index=False
+    )
+    currency = models.CharField(max_length=3, blank=True)
+    jobs = models.IntegerField(default=0)
+    cost_booked = ExactSumField(default=0)  # the jobs' costs, each rounded half-even in its currency, added up
+    energy_j = ExactSumField(default=0)
+    occupancy_s = ExactSumField(default=0)
+    server_kwh = ExactSumField(default=0)
+    facility_kwh = ExactSumField(default=0)
+    operational_kg = ExactSumField(null=True, blank=True)
+    embodied_kg = ExactSumField(default=0)
+    cost = models.DecimalField(max_digits=18, decimal_places=6, default=0)
+
+    class Meta:
+        ordering = ["team_id", "day", "user"]
+        constraints = [
+            # (its index: the days a derivation deletes and sums again, by cluster and day)
+            models.UniqueConstraint(
+                fields=["cluster", "day", "team", "user", "job_group", "currency"], nulls_distinct=False,
+                name="teamlineday_unique",
+            ),
+        ]  # fmt: skip
+        indexes = [
+            # A team's page: its lines of a period's days.
+            models.Index(fields=["team", "day"], name="teamlineday_team_day"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team_id} {self.cluster_id} {self.day} {self.user} {self.job_group_id}"
+
+
 class GpuDay(models.Model):
     """A GPU's GPU-hours on one UTC day, summed: what the GPU list (`/api/gpus/`) reads for the whole days of its
     period instead of the GPU-hour rows (a year of 1,000 GPUs is 8.8 million rows, 365,000 days). Rebuilt with its

@@ -19,7 +19,7 @@ from apps.waste.models import Flag
 from apps.waste.selectors import counted_flags, period_waste
 
 from .bands import NO_BAND_METHODS, band_inputs_cte, band_of
-from .models import ClusterDay, GpuDay, JobDay, JobGroupDay, TeamDay, TeamWasteDay
+from .models import ClusterDay, GpuDay, JobDay, JobGroupDay, TeamDay, TeamLineDay, TeamWasteDay
 
 # The clusters' GPUs come as arrays (`gpus`, each with its cluster), not as joins to fleet_gpu and
 # fleet_node: without statistics (a month's new partition, a fresh table) Postgres planned those joins as
@@ -132,6 +132,16 @@ bands AS (  -- each job's day on shared GPUs: how far below and above its energy
     FROM rounded
     ORDER BY team_id, day, job_id  -- a team's days side by side on disk: what a page of a month reads
     RETURNING 1
+), team_line_days AS (  -- the jobs on a bill within one day, per line of their team's splits (TeamLineDay)
+    INSERT INTO rollups_teamlineday (team_id, cluster_id, day, "user", job_group_id, currency, jobs, cost_booked,
+                                     energy_j, occupancy_s, server_kwh, facility_kwh, operational_kg, embodied_kg,
+                                     cost)
+    SELECT team_id, cluster_id, day, "user", job_group_id, currency, count(*),
+           SUM(round(({HALF_EVEN_UNITS})::numeric / power(10::numeric, e), e)), SUM(energy_j), SUM(occupancy_s),
+           SUM(server_kwh), SUM(facility_kwh), SUM(operational_kg_known), SUM(embodied_kg), SUM(cost)
+    FROM rounded WHERE within_day AND billed
+    GROUP BY team_id, cluster_id, day, "user", job_group_id, currency
+    RETURNING 1
 ), team_days AS (
     {_days_insert("rollups_teamday", "team_id, cluster_id", "billed")}
     RETURNING 1
@@ -226,7 +236,7 @@ def day_sums_refresh(*, cluster_ids: Iterable[int], days: Iterable[date]) -> Non
     # Two ingests of one cluster's hours of one day would both delete and re-insert the same rows (the second's
     # insert then breaks the unique key): one at a time per cluster, until commit.
     _locks_take(locks.DAY_SUMS, clusters)
-    for model in (TeamDay, ClusterDay, JobGroupDay, JobDay):
+    for model in (TeamDay, ClusterDay, JobGroupDay, JobDay, TeamLineDay):
         model.objects.filter(cluster_id__in=clusters, day__in=wanted).delete()
     gpus = list(Gpu.objects.filter(node__cluster_id__in=clusters).values_list("pk", "node__cluster_id").order_by())
     GpuDay.objects.filter(gpu_id__any=[g for g, _ in gpus], day__in=wanted).delete()

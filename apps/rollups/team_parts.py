@@ -124,14 +124,14 @@ _TOP_ROWS = """
     WHERE e.job_id IN (SELECT id FROM top) AND e.day >= %(expired_first)s AND e.day < %(expired_after)s
 """
 
-# The page's figures. A job within one UTC day that is a whole day of the period (its only JobDay row, kept with its
-# lines and its booked cost) is added up as that row; every other job of the period is summed first: those that ran
-# around such a day (before it, after it, across days, never with a row), those with rows across days or in the hours
-# of a day the period cuts, those with days past retention (a few per period: the jobs across its midnights). Then,
-# one kind of row each: the lines by user and by job group (the jobs on the bill: their count, their rows' sums, their
-# booked costs), the currencies of the jobs on the bill, the intensity sources of the jobs that ran, and the costliest
-# jobs that ran (by their whole run's cost), each with its part. A line's key: its user, or its group's id ("" for
-# none).
+# The page's figures. The jobs within one UTC day that is a whole day of the period (their only JobDay row) are added
+# up as their lines' stored sums of that day (TeamLineDay); every other job of the period is summed first: those that
+# ran around such a day (before it, after it, across days, never with a row), those with rows across days or in the
+# hours of a day the period cuts, those with days past retention (a few per period: the jobs across its midnights).
+# Then, one kind of row each: the lines by user and by job group (the jobs on the bill: their count, their rows' sums,
+# their booked costs), the currencies of the jobs on the bill, the intensity sources of the jobs that ran, and the
+# costliest jobs that ran (by their whole run's cost), each with its part. A line's key: its user, or its group's id
+# ("" for none).
 _PAGE_SQL = f"""
 WITH ran AS (
     SELECT id, "user", job_group_id, currency, excluded_from_bill, cost, intensity_source, first_day, last_day,
@@ -167,12 +167,11 @@ WITH ran AS (
     FROM others o LEFT JOIN ran r ON r.id = o.job_id LEFT JOIN jobs_job j ON j.id = o.job_id AND r.id IS NULL
     LEFT JOIN other_parts p ON p.job_id = o.job_id
 ), lined AS (
-    SELECT "user", COALESCE(job_group_id::text, '') AS group_key, currency, {", ".join(_SUMS)},
+    SELECT "user", COALESCE(job_group_id::text, '') AS group_key, currency, jobs, {", ".join(_SUMS)},
            cost_booked AS booked
-    FROM rollups_jobday
-    WHERE team_id = %(team)s AND day >= %(first)s AND day < %(after)s AND within_day AND billed
+    FROM rollups_teamlineday WHERE team_id = %(team)s AND day >= %(first)s AND day < %(after)s
     UNION ALL
-    SELECT p."user", COALESCE(p.job_group_id::text, ''), p.currency, {", ".join(f"p.{c}" for c in _SUMS)},
+    SELECT p."user", COALESCE(p.job_group_id::text, ''), p.currency, 1, {", ".join(f"p.{c}" for c in _SUMS)},
            ({HALF_EVEN_UNITS}) * unit
     FROM (
         SELECT o.*, {HALF_EVEN_QR} FROM (
@@ -188,7 +187,7 @@ WITH ran AS (
     SELECT id, cost FROM ran ORDER BY cost DESC, id LIMIT %(top)s
 )
 SELECT CASE WHEN GROUPING("user") = 0 THEN 'user' ELSE 'group' END, COALESCE("user", group_key), NULL,
-       count(*), SUM(booked), {", ".join(f"SUM({c})::float8" for c in _SUMS if c != "cost")}, SUM(cost)
+       SUM(jobs), SUM(booked), {", ".join(f"SUM({c})::float8" for c in _SUMS if c != "cost")}, SUM(cost)
 FROM lined GROUP BY GROUPING SETS (("user"), (group_key))
 UNION ALL
 SELECT 'currency', currency, NULL, 0, NULL, {_NO_SUMS} FROM lined GROUP BY currency

@@ -136,6 +136,7 @@ def hour_rows_expire(*, horizon: date, dry_run: bool = False, using: str = "defa
             # reads a day past retention as the rows' absence and the day's kept cost, ExpiredJobDay).
             cursor.execute("DELETE FROM rollups_gpuday WHERE day < %s", [horizon])
             cursor.execute("DELETE FROM rollups_jobday WHERE day < %s", [horizon])
+            cursor.execute("DELETE FROM rollups_teamlineday WHERE day < %s", [horizon])
             cursor.execute("SELECT fleetwatt_hour_partitions_drop_before(%s)", [horizon])
             dropped = int(cursor.fetchone()[0])
     _ensured.clear()

@@ -21,7 +21,7 @@ from apps.core.units.money import round_minor
 from apps.fleet.models import Team, TeamMembership
 from apps.jobs.models import Job, JobGpuHour
 from apps.pipeline.derive import Fact, Scope, derive
-from apps.rollups.models import JobDay
+from apps.rollups.models import JobDay, TeamLineDay
 from tests.carbon.fleet_builder import HOUR, Fleet, fleet_build, intensity_set, job_run
 
 START = datetime(2026, 11, 29, 20, tzinfo=UTC)  # the runs cross two midnights
@@ -32,6 +32,7 @@ RUNS: dict[str, tuple[str, tuple[int, ...], int, int, str, str]] = {
     "slurm/long": ("vision", (0, 1), 0, 40, "sweep-long", "ada"),  # three days, in the group
     "slurm/short": ("vision", (2,), 5, 3, "sweep-short", "ada"),  # within Nov 30, in the group
     "slurm/other": ("vision", (2,), 10, 2, "train", "bob"),  # within Nov 30, in no group
+    "slurm/twin": ("vision", (1,), 14, 3, "sweep-twin", "ada"),  # within Nov 30, the short run's line
     "slurm/late": ("vision", (3,), 27, 12, "train-late", "bob"),  # across Dec 2's midnight
     "slurm/nlp": ("nlp", (3,), 2, 4, "sweep-nlp", "cy"),  # across Nov 30's midnight, the other team
 }
@@ -107,3 +108,31 @@ def days_from_rows() -> dict[tuple[int, date], tuple[Any, ...]]:
             r["operational_kg"], r["embodied_kg"], r["cost"],
         )  # fmt: skip
     return out
+
+
+def stored_lines() -> dict[tuple[Any, ...], tuple[Any, ...]]:
+    """The teams' stored lines of their jobs within one day (TeamLineDay): their counts and sums as kept."""
+    return {
+        (d.team_id, d.cluster_id, d.day, d.user, d.job_group_id, d.currency): (
+            d.jobs, d.cost_booked, d.energy_j, d.occupancy_s, d.server_kwh, d.facility_kwh, d.operational_kg,
+            d.embodied_kg, d.cost,
+        )
+        for d in TeamLineDay.objects.all()
+    }  # fmt: skip
+
+
+def lines_from_days(days: dict[tuple[int, date], tuple[Any, ...]]) -> dict[tuple[Any, ...], tuple[Any, ...]]:
+    """What the teams' lines must be: the days of the jobs on a bill within one day, added up per team, cluster,
+    day, user, job group and currency (a sum of no known value is none, as SQL's)."""
+    out: dict[tuple[Any, ...], list[Any]] = {}
+    for (_, day), v in days.items():
+        team, cluster, user, group, billed, currency, within, booked, *sums = v
+        if not (within and billed):
+            continue
+        line = out.setdefault((team, cluster, day, user, group, currency), [0, Decimal(0)] + [None] * len(sums))
+        line[0] += 1
+        line[1] += booked
+        for k, value in enumerate(sums, start=2):
+            if value is not None:
+                line[k] = value if line[k] is None else line[k] + value
+    return {key: tuple(v) for key, v in out.items()}

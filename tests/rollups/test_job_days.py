@@ -17,7 +17,15 @@ from apps.pipeline import decisions
 from apps.pipeline.derive import Fact, Scope, derive
 from apps.rollups.models import JobDay
 from tests.carbon.fleet_builder import HOUR
-from tests.rollups.job_days_world import START, JobDaysWorld, days_from_rows, job_days_world_build, stored_days
+from tests.rollups.job_days_world import (
+    START,
+    JobDaysWorld,
+    days_from_rows,
+    job_days_world_build,
+    lines_from_days,
+    stored_days,
+    stored_lines,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -45,16 +53,29 @@ def test_each_jobs_day_is_its_rows_of_that_day_summed_exactly_with_its_lines(wor
     assert float(first.energy_j) == rows.aggregate(**footprint_sums())["energy_j"]
 
 
+def test_each_teams_lines_of_a_day_are_its_jobs_within_that_day_added_up(world: JobDaysWorld) -> None:
+    lines = stored_lines()
+    # then each team's lines of its jobs on the bill within one day are those jobs' days added up, exactly
+    assert lines == lines_from_days(days_from_rows())
+    # the short run and its twin are one line (ada's, in the group, on Nov 30), with two jobs and both booked costs
+    short, twin = world.jobs["slurm/short"], world.jobs["slurm/twin"]
+    line = lines[(world.vision.pk, short.cluster_id, short.first_day, "ada", world.group.pk, "EUR")]
+    assert line[:2] == (2, round_minor(short.cost, "EUR") + round_minor(twin.cost, "EUR"))
+    # the jobs across days, and the one with no row, are on no line
+    assert sum(v[0] for v in lines.values()) == 3
+
+
 def test_an_hour_ingested_again_leaves_the_days_as_they_were(world: JobDaysWorld) -> None:
-    before = stored_days()
+    before, lines = stored_days(), stored_lines()
     job = world.jobs["slurm/long"]
     hour = START + 30 * HOUR
     # when an hour of the long run is derived again, as a re-ingest of the same answer derives it
     with transaction.atomic():
         derive(Scope.hour(cluster_id=job.cluster_id, hour=hour, job_ids=[job.pk], ingested_through=hour + HOUR),
                changed={Fact.JOB_ROWS})  # fmt: skip
-    # then its days (and every other) are as they were
+    # then its days (and every other) are as they were, and the teams' lines
     assert stored_days() == before
+    assert stored_lines() == lines
 
 
 def test_an_admins_decisions_move_a_jobs_days_to_its_new_lines(world: JobDaysWorld) -> None:
@@ -64,9 +85,20 @@ def test_an_admins_decisions_move_a_jobs_days_to_its_new_lines(world: JobDaysWor
     decisions.job_exclude(actor=world.admin, job=long, exclude=True, reason="a benchmark")
     decisions.job_reassign(actor=world.admin, job=Job.objects.get(pk=late.pk), team=world.nlp, reason="theirs")
     decisions.job_reassign(actor=world.admin, job=Job.objects.get(pk=late.pk), job_group=other, reason="its model")
-    # then every day of each follows, as the rows and the jobs now say
+    # and excludes the short run's twin (within one day) from the bill, and moves bob's run of that day to the group
+    before = stored_lines()
+    decisions.job_exclude(actor=world.admin, job=world.jobs["slurm/twin"], exclude=True, reason="a rerun")
+    decisions.job_reassign(actor=world.admin, job=world.jobs["slurm/other"], job_group=other, reason="its model")
+    # then every day of each follows, as the rows and the jobs now say, and the teams' lines
     stored = stored_days()
     assert stored == days_from_rows()
+    lines = stored_lines()
+    assert lines == lines_from_days(stored)
+    day, cluster = world.jobs["slurm/short"].first_day, long.cluster_id
+    assert lines[(world.vision.pk, cluster, day, "ada", world.group.pk, "EUR")][0] == 1
+    assert (world.vision.pk, cluster, day, "bob", None, "EUR") in before
+    assert (world.vision.pk, cluster, day, "bob", None, "EUR") not in lines
+    assert lines[(world.vision.pk, cluster, day, "bob", other.pk, "EUR")][0] == 1
     assert all(v[4] is False for (job_id, _), v in stored.items() if job_id == long)
     assert all(v[0] == world.nlp.pk and v[3] == other.pk for (job_id, _), v in stored.items() if job_id == late.pk)
 
@@ -90,3 +122,4 @@ def test_a_job_that_runs_on_past_midnight_leaves_its_first_day_as_a_day_of_a_job
         ("2026-11-30", False, None), ("2026-12-01", False, None)
     ]  # fmt: skip
     assert stored_days() == days_from_rows()
+    assert stored_lines() == lines_from_days(stored_days())

@@ -1,8 +1,8 @@
 """The daily sums of teams, clusters, job groups and GPUs built again for every day there are hour rows of, with
-what this release adds to them: each job's days (rollups 0009, what a team's page and its job list read) and each
-GPU's hours of the day (rollups 0010, what the fleet page's heatmap reads), with this release's refresh
-(apps.rollups.services.day_sums_refresh): one formula, not a copy of it here. Days whose hour rows are gone (past
-retention) are kept as they are, and have no job days (their costs are ExpiredJobDay's).
+what this release adds to them (rollups 0009): each job's days and each team's lines of its jobs within a day (what a
+team's page and its job list read), and each GPU's hours of the day (the fleet page's heatmap), with this release's
+refresh (apps.rollups.services.day_sums_refresh): one formula, not a copy of it here. Days whose hour rows are gone
+(past retention) are kept as they are, and have no job days (their costs are ExpiredJobDay's).
 
 The last migration of the days, in this app, as 0013 was before it (and for its reason: an upgrade from before the
 partitioned tables migrates the other apps first, and the refresh reads every app's tables as this release has them):
@@ -33,7 +33,7 @@ def days_build(apps, schema_editor):
 class Migration(migrations.Migration):
     dependencies = [
         ("telemetry", "0014_team_waste_days_build"),
-        ("rollups", "0010_gpuday_hours"),
+        ("rollups", "0009_page_day_sums"),
         ("jobs", "0021_job_page_indexes"),
     ]
 
@@ -41,7 +41,7 @@ class Migration(migrations.Migration):
         migrations.RunPython(days_build, migrations.RunPython.noop),
         migrations.RunSQL(
             "ANALYZE rollups_teamday; ANALYZE rollups_clusterday; ANALYZE rollups_jobgroupday; ANALYZE rollups_gpuday; "
-            "ANALYZE rollups_jobday",
+            "ANALYZE rollups_jobday; ANALYZE rollups_teamlineday",
             migrations.RunSQL.noop,
         ),
     ]
