@@ -124,6 +124,11 @@ class GpuHourSerializer(serializers.ModelSerializer):
             "sm_clock_mhz",
         ]
         read_only_fields = fields
+        extra_kwargs = {  # the columns the model leaves without a word
+            "jobs_energy_j": {"help_text": "Energy measured and attributed to jobs (J)."},
+            "idle_energy_j": {"help_text": "Energy in samples with no job (J)."},
+            "counter_resets": {"help_text": "Times the driver's energy counter went backwards in the hour."},
+        }
 
 
 class TeamSerializer(serializers.ModelSerializer):
