@@ -42,6 +42,7 @@ from apps.rollups.outcome_selectors import failed_run_jobs, failed_run_totals, j
 from apps.rollups.selectors import MixedBasisError, team_idle
 from apps.rollups.team_selectors import NO_GROUP, team_breakdowns, team_job_parts, team_ran_jobs
 from apps.telemetry.models import IngestedHour
+from apps.telemetry.selectors import gpu_settings_over
 from apps.waste.kinds import GPU_HOUR_KINDS, WASTE_KINDS, FlagStatus
 from apps.waste.models import Flag
 from apps.waste.selectors import period_waste
@@ -443,6 +444,7 @@ def gpu(request: HttpRequest, gpu_id: int) -> HttpResponse:
     context = {
         "gpu": gpu,
         "hours": hours,
+        "settings": gpu_settings_over(gpu_id=gpu.pk, start=start, end=end),
         "jobs": jobs,
         "start": start.date(),
         "end": end.date(),

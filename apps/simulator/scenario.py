@@ -76,7 +76,9 @@ class ServingSpec:
     """An inference server the job runs (apps.simulator.serving): it generates `tokens_per_s` output tokens a second
     at 100 % SM and in proportion below it (tokens follow its load), `prompt_ratio` prompt tokens per output token,
     and finishes a request every `tokens_per_request` output tokens. At each of `restarts` (seconds since the job's
-    start) the engine restarts in its pod: its counters start again from 0."""
+    start) the engine restarts in its pod: its counters start again from 0. In each span of `unscraped` ([from, to),
+    seconds since the job's start) Prometheus did not scrape the engine (its metrics port unreachable, a lost
+    target): its counters go on counting, and no sample of them is kept."""
 
     engine: str = "vllm"
     model: str = "meta-llama/Llama-3.1-8B-Instruct"
@@ -84,6 +86,7 @@ class ServingSpec:
     prompt_ratio: float = 3.0
     tokens_per_request: float = 250.0
     restarts: tuple[int, ...] = ()
+    unscraped: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -355,15 +358,27 @@ def _work(value: Any, where: str) -> WorkSpec | None:
     return WorkSpec(unit=str(value.get("unit", "step")), per_s=per_s, memory_bound=memory_bound)
 
 
+def _spans(value: Any, where: str) -> tuple[tuple[int, int], ...]:
+    """[[from, to], ...] as durations -> sorted (from, to) pairs in whole seconds, each from < to."""
+    if not isinstance(value, list) or not all(isinstance(p, list | tuple) and len(p) == 2 for p in value):
+        raise ScenarioError(f"{where}: a list of [from, to] pairs such as [[50m, 2h10m]]")
+    spans = tuple(sorted((parse_duration(a, where), parse_duration(b, where)) for a, b in value))
+    if any(a >= b for a, b in spans):
+        raise ScenarioError(f"{where}: each span's end must come after its start")
+    return spans
+
+
 def _serving(value: Any, where: str) -> ServingSpec | None:
     if value is None:
         return None
     if not isinstance(value, dict):
         raise ScenarioError(f"{where}: a mapping such as {{engine: vllm, model: ..., tokens_per_s: 2000}}")
-    unknown = set(value) - {"engine", "model", "tokens_per_s", "prompt_ratio", "tokens_per_request", "restarts"}
+    keys = {"engine", "model", "tokens_per_s", "prompt_ratio", "tokens_per_request", "restarts", "unscraped"}
+    unknown = set(value) - keys
     if unknown:
         raise ScenarioError(f"{where}: unknown keys {sorted(unknown)}")
     restarts = tuple(sorted(parse_duration(t, f"{where}.restarts") for t in value.get("restarts", [])))
+    unscraped = _spans(value.get("unscraped", []), f"{where}.unscraped")
     default = ServingSpec()
     spec = ServingSpec(
         engine=str(value.get("engine", default.engine)),
@@ -372,6 +387,7 @@ def _serving(value: Any, where: str) -> ServingSpec | None:
         prompt_ratio=float(value.get("prompt_ratio", default.prompt_ratio)),
         tokens_per_request=float(value.get("tokens_per_request", default.tokens_per_request)),
         restarts=restarts,
+        unscraped=unscraped,
     )
     if spec.engine not in SERVING_ENGINES:
         raise ScenarioError(f"{where}.engine: one of {', '.join(SERVING_ENGINES)}")

@@ -115,6 +115,8 @@ def test_a_generated_workload_is_the_same_every_time_and_valid() -> None:
         ({"jobs": [{"scheduler": "k8s", "node": "n1", "labels": ["a"]}]}, "a mapping of label names"),
         ({"jobs": [{"scheduler": "k8s", "node": "n1", "serving": {"engine": "tgi"}}]}, "engine: one of vllm"),
         ({"jobs": [{"scheduler": "k8s", "node": "n1", "serving": {"speed": 1}}]}, "unknown keys"),
+        ({"jobs": [{"scheduler": "k8s", "node": "n1", "serving": {"unscraped": ["1h"]}}]}, "list of \\[from, to\\]"),
+        ({"jobs": [{"scheduler": "k8s", "node": "n1", "serving": {"unscraped": [["2h", "1h"]]}}]}, "end must come"),
         ({"jobs": [{"scheduler": "slurm", "node": "n1", "work": {"per_s": 0}}]}, "per_s over 0"),
         ({"faults": [{"kind": "agent_down", "node": "n1", "start": "2h", "end": "1h"}]}, "end must be after start"),
         ({"faults": [{"kind": "agent_down", "node": "n9", "start": 0, "end": 9}]}, "unknown node 'n9'"),
