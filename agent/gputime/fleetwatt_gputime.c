@@ -73,8 +73,8 @@ static size_t g_batch_n[FW_MAX_DEVICES];
 static int g_named[FW_MAX_DEVICES];
 static int g_discard; /* FLEETWATT_GPUTIME_RECORDS=discard */
 
-/* Tracing in windows (see the top). Driven by the flusher thread alone; g_windowed is read by the
- * state's writer under g_lock. */
+/* Tracing in windows (see the top). Driven by the flusher thread alone (g_tracing is its own); the rest
+ * under g_lock, which the state's writer and the exit handler take too. */
 static uint64_t g_window_above = 20000; /* kernels a second */
 static uint64_t g_window_ns = 50000000ull, g_window_every_ns = 2000000000ull;
 static volatile uint64_t g_kernel_records; /* kernel records read so far (buffer_completed) */
@@ -320,7 +320,8 @@ static void estimate_until(uint64_t now) {
     g_estimated_until_ns = now;
 }
 
-/* One step of the windows, every tick of the flusher (10 ms). */
+/* One step of the windows, every tick of the flusher (10 ms). CUPTI is flushed, enabled and disabled
+ * outside g_lock: a flush hands buffers to buffer_completed in this thread, which takes it. */
 static void window_step(void) {
     uint64_t now = realtime_ns();
     if (!g_windowed) {
@@ -329,26 +330,28 @@ static void window_step(void) {
         pthread_mutex_lock(&g_lock);
         int bound = launch_bound(now);
         if (bound) { /* the 100 ms just traced are the first window */
-            trace(0);
             g_window_on_ns = now - 100000000ull;
             g_window_off_ns = g_estimated_until_ns = now;
             window_shares();
             g_windowed = 1;
         }
         pthread_mutex_unlock(&g_lock);
+        if (bound) trace(0);
         return;
     }
     if (!g_tracing) { /* between windows: count the time, open the next window when due */
+        int open = 0;
         pthread_mutex_lock(&g_lock);
         estimate_until(now);
         if (now - g_window_off_ns >= g_window_every_ns - g_window_ns) {
-            trace(1);
+            open = 1;
             g_window_on_ns = now;
             g_check_from_ns = now;
             g_check_records = g_kernel_records;
             for (unsigned d = 0; d < FW_MAX_DEVICES; d++) g_check_busy[d] = fw_busy_ns(&g_state, d);
         }
         pthread_mutex_unlock(&g_lock);
+        if (open) trace(1);
         return;
     }
     if (now - g_window_on_ns < g_window_ns) return;
@@ -357,9 +360,9 @@ static void window_step(void) {
     int bound = launch_bound(now);
     g_window_off_ns = g_estimated_until_ns = now;
     window_shares();
-    if (bound) trace(0);
-    else g_windowed = 0; /* no longer launch-bound: every kernel traced again */
+    if (!bound) g_windowed = 0; /* no longer launch-bound: every kernel traced again */
     pthread_mutex_unlock(&g_lock);
+    if (bound) trace(0);
 }
 
 static void *flusher(void *arg) {
