@@ -320,23 +320,39 @@ static void estimate_until(uint64_t now) {
     g_estimated_until_ns = now;
 }
 
+/* Tracing just stopped: every record of what it traced, delivered now. A flush without the force returns
+ * a buffer only once every record in it is complete, which for a process that keeps launching may be
+ * never within a window (its records then arrived a buffer at a time, seconds late, and a window read
+ * before they came looked idle). With nothing more being traced, the work in flight ends within the
+ * millisecond waited, and the forced flush hands back every record, complete. */
+static void flush_traced(void) {
+    struct timespec ms = {0, 1000000L};
+    nanosleep(&ms, NULL);
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+}
+
 /* One step of the windows, every tick of the flusher (10 ms). CUPTI is flushed, enabled and disabled
  * outside g_lock: a flush hands buffers to buffer_completed in this thread, which takes it. */
 static void window_step(void) {
     uint64_t now = realtime_ns();
     if (!g_windowed) {
-        if (now - g_check_from_ns < 100000000ull) return; /* decide on 100 ms of work */
+        /* Deciding, while every kernel is traced: on the records delivered so far (a flush without the
+         * force, which never cuts a buffer short; they may come a buffer at a time: a decision late). */
+        if (now - g_check_from_ns < 100000000ull) return;
         cuptiActivityFlushAll(0);
         pthread_mutex_lock(&g_lock);
         int bound = launch_bound(now);
-        if (bound) { /* the 100 ms just traced are the first window */
-            g_window_on_ns = now - 100000000ull;
-            g_window_off_ns = g_estimated_until_ns = now;
-            window_shares();
-            g_windowed = 1;
-        }
         pthread_mutex_unlock(&g_lock);
-        if (bound) trace(0);
+        if (!bound) return;
+        trace(0); /* the last 100 ms, read whole, are the first window */
+        uint64_t off = realtime_ns();
+        flush_traced();
+        pthread_mutex_lock(&g_lock);
+        g_window_on_ns = off - 100000000ull;
+        g_window_off_ns = g_estimated_until_ns = off;
+        window_shares();
+        g_windowed = 1;
+        pthread_mutex_unlock(&g_lock);
         return;
     }
     if (!g_tracing) { /* between windows: count the time, open the next window when due */
@@ -355,14 +371,16 @@ static void window_step(void) {
         return;
     }
     if (now - g_window_on_ns < g_window_ns) return;
-    cuptiActivityFlushAll(0); /* the window's records, before its shares are read */
+    trace(0); /* the window closes: its records, every one, before its pace and shares are read */
+    uint64_t off = realtime_ns();
+    flush_traced();
     pthread_mutex_lock(&g_lock);
-    int bound = launch_bound(now);
-    g_window_off_ns = g_estimated_until_ns = now;
+    int bound = launch_bound(off);
+    g_window_off_ns = g_estimated_until_ns = off;
     window_shares();
     if (!bound) g_windowed = 0; /* no longer launch-bound: every kernel traced again */
     pthread_mutex_unlock(&g_lock);
-    if (bound) trace(0);
+    if (!bound) trace(1);
 }
 
 static void *flusher(void *arg) {
