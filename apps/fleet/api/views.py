@@ -21,6 +21,7 @@ from apps.core.web.fields import MomentField
 from apps.core.web.filtersets import FilterSet, TextFilter
 from apps.core.web.pagination import GpuCursorPagination, HourCursorPagination, NameCursorPagination
 from apps.core.web.params import ID_PATTERN
+from apps.core.web.query_params import StrictQueryParamsMixin
 from apps.fleet.models import Cluster, Gpu, Team
 from apps.rollups.gpu_selectors import gpus_with_sums
 from apps.telemetry.models import GpuHour
@@ -57,7 +58,7 @@ class GpuPeriodSerializer(serializers.Serializer):
     list=extend_schema(parameters=[GpuPeriodSerializer]),
     retrieve=extend_schema(parameters=[GpuPeriodSerializer], responses=GpuDetailSerializer),
 )
-class GpuViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
+class GpuViewSet(CachedListMixin, StrictQueryParamsMixin, viewsets.ReadOnlyModelViewSet):
     """GPUs with their hours, energy, idle energy and utilisation over `?start=&end=` (ISO 8601): the whole
     fleet's, so admins and finance only. A GPU's own answer adds its power limit and SM clock over the period, and
     `/api/gpus/{id}/hours/` gives its GPU-hours one by one."""
@@ -67,6 +68,7 @@ class GpuViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = GpuSerializer
     filterset_class = GpuFilterSet
     pagination_class = GpuCursorPagination
+    extra_query_params = frozenset({"start", "end"})  # the period: GpuPeriodSerializer
 
     def _window(self) -> tuple[datetime | None, datetime | None]:
         window = GpuPeriodSerializer(data=self.request.query_params)
@@ -128,7 +130,7 @@ class GpuViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
 
 
-class TeamViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
+class TeamViewSet(CachedListMixin, StrictQueryParamsMixin, viewsets.ReadOnlyModelViewSet):
     """Teams the user may see (their rollups: apps.rollups.api)."""
 
     lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.web.params)
@@ -139,7 +141,7 @@ class TeamViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
         return Team.objects.visible_to(self.request.user).order_by("name")
 
 
-class ClusterViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
+class ClusterViewSet(CachedListMixin, StrictQueryParamsMixin, viewsets.ReadOnlyModelViewSet):
     """Clusters (admins and finance; their rollups: apps.rollups.api)."""
 
     lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.web.params)
@@ -149,7 +151,7 @@ class ClusterViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Cluster.objects.select_related("site").order_by("name")
 
 
-class JobGroupViewSet(CachedListMixin, viewsets.ReadOnlyModelViewSet):
+class JobGroupViewSet(CachedListMixin, StrictQueryParamsMixin, viewsets.ReadOnlyModelViewSet):
     """Job groups: campaigns, models (finance, admins; their rollups: apps.rollups.api)."""
 
     lookup_value_regex = ID_PATTERN  # an id in ASCII digits (apps.core.web.params)
