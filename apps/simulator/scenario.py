@@ -234,10 +234,28 @@ def scenario_load(path_or_name: str | Path, *, now: datetime | None = None) -> S
 
 
 def scenario_names() -> list[str]:
-    return sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml"))
+    """The shipped scenarios; the fleet configs beside them (docs/config.md: a `version` at the top) are not."""
+    names = []
+    for path in SCENARIO_DIR.glob("*.yaml"):
+        raw = yaml.safe_load(path.read_text())
+        if not (isinstance(raw, dict) and "version" in raw):
+            names.append(path.stem)
+    return sorted(names)
 
 
 def scenario_from_dict(raw: dict[str, Any], *, now: datetime | None = None) -> Scenario:
+    """A scenario from its parsed file. Anything not shaped as docs/simulator.md says (a list where a mapping
+    belongs, a word where a number does) is a ScenarioError, never another exception from inside."""
+    try:
+        return _scenario_from_dict(raw, now=now)
+    except ScenarioError:
+        raise
+    except (AttributeError, TypeError, KeyError, ValueError) as exc:
+        detail = f"{type(exc).__name__}: {exc}"
+        raise ScenarioError(f"a part of the scenario is not shaped as docs/simulator.md says ({detail})") from exc
+
+
+def _scenario_from_dict(raw: dict[str, Any], *, now: datetime | None) -> Scenario:
     if not isinstance(raw, dict):
         raise ScenarioError("a scenario is a mapping")
     sc = Scenario(
