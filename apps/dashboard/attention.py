@@ -16,8 +16,9 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Q
 
 from apps.core.access.policy import user_sees_all_teams
-from apps.fleet.models import Cluster
+from apps.fleet.models import Cluster, Team
 from apps.jobs.models import Job
+from apps.rollups.team_selectors import with_rows_in
 from apps.telemetry.health import ingest_lag_check
 from apps.telemetry.models import IngestWatermark
 from apps.telemetry.selectors import clusters_meterless_gpus
@@ -98,10 +99,12 @@ def fleet_attention(*, user: User, start: datetime, end: datetime, now: datetime
 
 
 def waste_at_stake(*, user: User, start: datetime, end: datetime) -> WasteAtStake:
-    """Three queries: the findings' rows in the period (period_waste's two) and their jobs' currencies."""
+    """Four queries: the teams, the findings' rows in the period (period_waste's two: the findings of jobs with rows
+    in it) and their jobs' currencies."""
+    teams = Team.objects.visible_to(user).values_list("pk", flat=True)
     flags = counted_flags(
         Flag.objects.visible_to(user)
-        .filter(job__start__lt=end)
+        .filter(with_rows_in(team_ids=list(teams), start=start, end=end), job__start__lt=end)
         .filter(Q(job__last_seen__gte=start) | Q(job__last_seen__isnull=True))
     )
     found = period_waste(flags=flags, start=start, end=end)

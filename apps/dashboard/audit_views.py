@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from decimal import Decimal
 from urllib.parse import urlencode
 
@@ -11,7 +12,9 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
+from django.utils.html import format_html_join
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST, require_safe
 
 from apps.carbon.models import JobGroup
@@ -89,6 +92,7 @@ def queue(request: HttpRequest) -> HttpResponse:
         flag.stake = stake.get(flag.pk)  # type: ignore[attr-defined]
         flag.decision = decided.get(flag.pk)  # type: ignore[attr-defined]
     waste = triage.waste
+    teams = list(Team.objects.order_by("name"))
     unpaged = request.GET.copy()
     unpaged.pop("page", None)
     unkinded = unpaged.copy()
@@ -120,13 +124,20 @@ def queue(request: HttpRequest) -> HttpResponse:
         "rule": _rule_defaults(request, triage),
         "rule_kinds": RULE_KIND_CHOICES,
         "reviews": REVIEW_CHOICES,
-        "teams": Team.objects.order_by("name"),
+        "teams": teams,
         "clusters": Cluster.objects.order_by("name"),
-        "groups": JobGroup.objects.order_by("name"),
+        # Each row's choices of team and job group, written once for the page's 50 forms.
+        "team_options": _options(teams),
+        "group_options": _options(JobGroup.objects.order_by("name")),
         "kinds": KIND_CHOICES,
         "statuses": STATUS_CHOICES,
     }
     return render(request, "dashboard/audit_queue.html", context)
+
+
+def _options(choices: Iterable[Team | JobGroup]) -> SafeString:
+    """`<option>`s of teams or job groups, by name, as the template's loop wrote them (escaped)."""
+    return format_html_join("", '<option value="{}">{}</option>', ((c.name, str(c)) for c in choices))
 
 
 def _order(request: HttpRequest) -> QueueOrder:

@@ -20,6 +20,7 @@ from django.urls import reverse
 from apps.core.kept import gpu_power_grid_key, kept_or_computed
 from apps.core.units.footprint import S_PER_HOUR
 from apps.fleet.models import Gpu
+from apps.rollups.ranges import whole_days
 from apps.telemetry.models import GpuHour
 
 MAX_COLUMNS = 168  # a week of hours
@@ -63,6 +64,57 @@ def _grid_sql(bucket: timedelta) -> str:
     """
 
 
+# A week of hours over whole UTC days, from each GPU's days (GpuDay: its hours of the day with their own figures), not
+# the week's GPU-hour rows: the GPUs ranked by their mean power over the period (exact, in numeric), then a row per GPU
+# and day with its hours' columns and figures, each worked out by the same expressions as the rows' (a bucket of one
+# hour holds one GPU-hour).
+_DAYS_SQL = """
+WITH kept AS (
+    SELECT gpu_id, count(*) OVER () AS gpus FROM rollups_gpuday WHERE day >= %(first)s AND day < %(after)s
+    GROUP BY gpu_id ORDER BY SUM(device_energy_j::numeric) / SUM(hours), gpu_id LIMIT %(max_gpus)s
+)
+SELECT d.gpu_id, k.gpus, (d.day - %(first)s) * 24, d.hours_of_day,
+       ARRAY(SELECT round(x.device_j / (1::bigint * 3600.0))::int
+             FROM unnest(d.hour_device_energy_j) WITH ORDINALITY AS x(device_j, n) ORDER BY x.n),
+       ARRAY(SELECT round(least(100.0, 100.0 * x.occupied_s / (1::bigint * 3600.0)))::int
+             FROM unnest(d.hour_occupied_s) WITH ORDINALITY AS x(occupied_s, n) ORDER BY x.n)
+FROM kept k JOIN rollups_gpuday d ON d.gpu_id = k.gpu_id AND d.day >= %(first)s AND d.day < %(after)s
+"""
+
+Cells = dict[int, dict[str, list[Any]]]
+
+
+def _cells_read(start: datetime, end: datetime, bucket: timedelta, columns: int) -> tuple[Cells, int]:
+    """Each GPU's row of the grid (its mean power, share held and hours ingested per column, None where no hour), and
+    how many GPUs had an hour in the period: from the GPUs' days for hours over whole UTC days, else from the
+    GPU-hours."""
+    cells: Cells = {}
+
+    def row_of(gpu_id: int) -> dict[str, list[Any]]:
+        row = cells.get(gpu_id)
+        if row is None:
+            row = cells[gpu_id] = {k: [None] * columns for k in ("power_w", "held_pct", "hours")}
+        return row
+
+    days = whole_days(start, end)
+    with connection.cursor() as cursor:
+        if days is not None and bucket == BUCKETS[0]:
+            cursor.execute(_DAYS_SQL, {"first": days[0], "after": days[1], "max_gpus": MAX_GPUS})
+            found = cursor.fetchall()
+            for gpu_id, _gpus, base, hours_of_day, power_w, held_pct in found:
+                row = row_of(gpu_id)
+                power, held, hours = row["power_w"], row["held_pct"], row["hours"]
+                for h, w, pct in zip(hours_of_day, power_w, held_pct, strict=True):
+                    power[base + h], held[base + h], hours[base + h] = w, pct, 1
+        else:
+            cursor.execute(_grid_sql(bucket), {"start": start, "end": end, "max_gpus": MAX_GPUS})
+            found = cursor.fetchall()
+            for gpu_id, _gpus, i, power_w, held_pct, hours_in in found:
+                row = row_of(gpu_id)
+                row["power_w"][i], row["held_pct"][i], row["hours"][i] = power_w, held_pct, hours_in
+    return cells, found[0][1] if found else 0
+
+
 def gpu_power_grid(*, start: datetime, end: datetime) -> dict[str, Any]:
     """The heatmap's figures for the page's script (json_script): the columns' starts, and per GPU (in the order of
     their clusters, hosts and indices) its name, its page and per column its mean power (W), the share of the time
@@ -78,15 +130,7 @@ def _grid(start: datetime, end: datetime) -> dict[str, Any]:
     while at < end:
         columns.append(at)
         at += bucket
-    with connection.cursor() as cursor:
-        cursor.execute(_grid_sql(bucket), {"start": start, "end": end, "max_gpus": MAX_GPUS})
-        found = cursor.fetchall()
-    cells: dict[int, dict[str, list[Any]]] = {}
-    for gpu_id, _total, i, power_w, held_pct, hours in found:
-        row = cells.get(gpu_id)
-        if row is None:
-            row = cells[gpu_id] = {k: [None] * len(columns) for k in ("power_w", "held_pct", "hours")}
-        row["power_w"][i], row["held_pct"][i], row["hours"][i] = power_w, held_pct, hours
+    cells, gpus = _cells_read(start, end, bucket, len(columns))
     period = f"?start={start.date().isoformat()}&end={end.date().isoformat()}"
     named = Gpu.objects.filter(pk__in=list(cells)).order_by("node__cluster__name", "node__hostname", "index", "pk")
     grid = {
@@ -103,7 +147,7 @@ def _grid(start: datetime, end: datetime) -> dict[str, Any]:
             )
         ],
         # Every GPU with an hour in the period; `rows` holds at most MAX_GPUS of them.
-        "gpus": found[0][1] if found else 0,
+        "gpus": gpus,
         "max_gpus": MAX_GPUS,
     }
     return grid

@@ -21,9 +21,10 @@ from apps.core.web.query import QueryError, bad_query_is_400, text_param
 from apps.core.web.renderers import csv_stream
 from apps.fleet.models import Team
 from apps.jobs.states import JobState
-from apps.rollups.breakdown import JobPart, bill_of
+from apps.rollups.breakdown import NO_GROUP, JobFilter, JobPart, bill_of
 from apps.rollups.finance import csv_quantity
-from apps.rollups.team_selectors import NO_GROUP, JobFilter, jobs_of_parts, parts_filtered, team_job_parts
+from apps.rollups.team_parts import team_jobs_listed, team_parts_all
+from apps.rollups.team_selectors import jobs_of_parts, parts_filtered
 
 from .page_cache import kept_page
 from .views import page_period
@@ -44,12 +45,10 @@ def _filter(request: HttpRequest) -> JobFilter:
     return JobFilter(user=text_param(request.GET, "user", max_length=255), state=state, group=group)
 
 
-def _team_parts(request: HttpRequest, team_id: int) -> tuple[Team, datetime, datetime, list[JobPart], JobFilter]:
+def _team_period(request: HttpRequest, team_id: int) -> tuple[Team, datetime, datetime, JobFilter]:
     team = get_object_or_404(Team.objects.visible_to(request.user), pk=team_id)
     start, end = page_period(request)
-    chosen = _filter(request)
-    parts = team_job_parts(user=request.user, team=team, start=start, end=end)
-    return team, start, end, parts, chosen
+    return team, start, end, _filter(request)
 
 
 @require_safe
@@ -57,31 +56,35 @@ def _team_parts(request: HttpRequest, team_id: int) -> tuple[Team, datetime, dat
 @login_required
 @kept_page
 def team_jobs(request: HttpRequest, team_id: int) -> HttpResponse:
-    """The team's jobs of the period, filtered, the costliest in the period first, JOBS_PER_PAGE a page."""
-    team, start, end, parts, chosen = _team_parts(request, team_id)
-    shown = parts_filtered(parts, chosen)
-    pages = max(1, -(-len(shown) // JOBS_PER_PAGE))
+    """The team's jobs of the period, filtered, the costliest in the period first, JOBS_PER_PAGE a page (summed in
+    the database: a team's month is thousands of jobs)."""
+    team, start, end, chosen = _team_period(request, team_id)
     raw_page = text_param(request.GET, "page")
+    # (the page asked for, checked against the number of pages once the count is read)
+    asked = int(raw_page) if raw_page.isascii() and raw_page.isdigit() and 0 < len(raw_page) < 10 else 1
+    listed = team_jobs_listed(
+        user=request.user, team=team, start=start, end=end, chosen=chosen, page=max(asked, 1), per_page=JOBS_PER_PAGE
+    )
+    pages = max(1, -(-listed.count // JOBS_PER_PAGE))
     page = params.whole_number(raw_page, name="page", low=1, high=pages) if raw_page else 1
     query = {"start": start.date().isoformat(), "end": end.date().isoformat()}
     query |= {k: v for k, v in (("user", chosen.user), ("state", chosen.state), ("group", chosen.group)) if v}
-    states = {p.state for p in parts}
     context = {
         "team": team,
         "start": start.date(),
         "end": end.date(),
         "chosen": chosen,
-        "jobs": jobs_of_parts(shown[(page - 1) * JOBS_PER_PAGE : page * JOBS_PER_PAGE]),
-        "count": len(shown),
+        "jobs": jobs_of_parts(listed.parts),
+        "count": listed.count,
         "page": page,
         "pages": pages,
         "query": urlencode(query),
-        "shown_bill": bill_of(shown),
-        "users": sorted({p.user for p in parts}),
-        "states": [s for s in JobState if s.value in states],
-        "groups": sorted({(str(p.group_id), p.group) for p in parts if p.group_id is not None}, key=lambda g: g[1]),
+        "shown_bill": listed.shown_bill,
+        "users": listed.users,
+        "states": [s for s in JobState if s.value in listed.states],
+        "groups": listed.groups,
         "no_group": NO_GROUP,
-        "currency": ",".join(sorted({p.currency for p in parts if p.currency})),
+        "currency": listed.currency,
     }
     return render(request, "dashboard/team_jobs.html", context)
 
@@ -100,11 +103,11 @@ CSV_COLUMNS = [
 def team_jobs_csv(request: HttpRequest, team_id: int) -> HttpResponse | StreamingHttpResponse:
     """The same jobs as CSV, every one (no pages), with their figures inside the period; last a `total` row of the
     jobs on the bill (`?totals=false` leaves it out): without a filter, the team's bill for the period."""
-    team, start, end, parts, chosen = _team_parts(request, team_id)
+    team, start, end, chosen = _team_period(request, team_id)
     totals = text_param(request.GET, "totals")
     if totals not in ("", "true", "false"):
         raise QueryError("totals", "true or false.")
-    shown = parts_filtered(parts, chosen)
+    shown = parts_filtered(team_parts_all(user=request.user, team=team, start=start, end=end), chosen)
     period = {"period_start": start.date().isoformat(), "period_end": end.date().isoformat()}
     rows = _csv_rows(shown, period, totals != "false")
     response = StreamingHttpResponse(csv_stream(rows, CSV_COLUMNS), content_type="text/csv; charset=utf-8")

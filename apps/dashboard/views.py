@@ -37,15 +37,16 @@ from apps.jobs.states import OUTCOMES
 from apps.reports.selectors import REPORTED_STATUSES
 from apps.rollups import documents
 from apps.rollups.api.serializers import MAX_ROLLUP_DAYS
-from apps.rollups.breakdown import JobPart, waste_kind_lines
+from apps.rollups.breakdown import NO_GROUP, Breakdowns, waste_kind_lines
 from apps.rollups.outcome_selectors import failed_run_jobs, failed_run_totals, job_group_outcomes_booked
 from apps.rollups.selectors import MixedBasisError, team_idle
-from apps.rollups.team_selectors import NO_GROUP, team_breakdowns, team_job_parts, team_ran_jobs
+from apps.rollups.team_parts import team_period_sums
+from apps.rollups.team_selectors import team_period_findings
 from apps.telemetry.models import IngestedHour
 from apps.telemetry.selectors import gpu_settings_over
-from apps.waste.kinds import GPU_HOUR_KINDS, WASTE_KINDS, FlagStatus
+from apps.waste.kinds import GPU_HOUR_KINDS, FlagStatus
 from apps.waste.models import Flag
-from apps.waste.selectors import period_waste
+from apps.waste.selectors import period_waste_counted
 
 from .attention import fleet_attention
 from .heatmap import gpu_power_grid
@@ -185,11 +186,13 @@ def team(request: HttpRequest, team_id: int) -> HttpResponse:
         error = ""
     except MixedBasisError as exc:
         rollup, error = None, str(exc)
-    # Jobs that ran in the period, as the API's `?start=&end=` picks them, read once for every table below.
-    ran = team_ran_jobs(user=request.user, team=team, start=start, end=end)
     threshold = settings.FLEETWATT_COVERAGE_THRESHOLD
-    waste = _team_waste(request, [j.pk for j in ran], start, end)
-    parts = team_job_parts(user=request.user, team=team, start=start, end=end, waste=waste["waste_per_job"], ran=ran)
+    waste = _team_waste(request, team, start, end)
+    # The period's jobs (those that ran in it, as the API's `?start=&end=` picks them, and any other with something in
+    # it) summed in the database: the splits with each job's counted waste, the costliest jobs, the sources.
+    sums = team_period_sums(
+        user=request.user, team=team, start=start, end=end, top=TOP_JOBS, waste=waste.pop("waste_lines")
+    )
     context = {
         "team": team,
         "start": start.date(),
@@ -197,16 +200,16 @@ def team(request: HttpRequest, team_id: int) -> HttpResponse:
         "rollup": rollup,
         "error": error,
         "totals": _billed_totals(rollup["totals"]) if rollup else {},
-        "top_jobs": _top_jobs(ran, parts),
+        "top_jobs": _top_jobs(sums.top),
         "low_coverage": [
             _with_split(job)
             for job in low_coverage_jobs(user=request.user, start=start, end=end, threshold=threshold, team=team)
         ],
         **waste,
-        **_breakdowns(parts),
+        **_breakdowns(sums.breakdowns),
         "idle": team_idle(team=team, start=start, end=end),
         "threshold_pct": round(threshold * 100),
-        "sources": sorted({j.intensity_source for j in ran} - {""}),
+        "sources": sums.sources,
         "api_query": f"start={start.date().isoformat()}&end={end.date().isoformat()}",
         "split_methods": method_legend(),
         **_failed_runs(request, start, end, team=team),
@@ -223,21 +226,20 @@ def team(request: HttpRequest, team_id: int) -> HttpResponse:
 TOP_JOBS = 10  # the costliest jobs (their whole run's cost) the team page lists
 
 
-def _top_jobs(ran: list[Any], parts: list[JobPart]) -> list[Job]:
+def _top_jobs(top: list[tuple[int, Footprint]]) -> list[Job]:
     """The costliest of the jobs that ran (their whole run's cost; then by id), each with its part inside the
     period (`period`: its GPU-hours, energy, CO2e and cost there) beside its whole run's."""
-    ids = [j.pk for j in sorted(ran, key=lambda j: (-j.cost, j.pk))[:TOP_JOBS]]
-    found = Job.objects.filter(pk__in=ids).in_bulk()
-    inside = {p.job_id: p.footprint for p in parts}
-    jobs = [_with_split(found[pk]) for pk in ids]
-    for job in jobs:
-        job.period = inside.get(job.pk, Footprint())  # type: ignore[attr-defined]
+    found = Job.objects.filter(pk__in=[pk for pk, _ in top]).in_bulk()
+    jobs = []
+    for pk, inside in top:
+        job = _with_split(found[pk])
+        job.period = inside  # type: ignore[attr-defined]
+        jobs.append(job)
     return jobs
 
 
-def _breakdowns(parts: list[JobPart]) -> dict:
+def _breakdowns(found: Breakdowns) -> dict:
     """The period's jobs on the bill by user and by job group, each table adding up to the bill."""
-    found = team_breakdowns(parts)
     return {
         "breakdowns": found,
         "breakdown_tables": [
@@ -248,22 +250,25 @@ def _breakdowns(parts: list[JobPart]) -> dict:
     }
 
 
-def _team_waste(request: HttpRequest, job_ids: list[int], start: datetime, end: datetime) -> dict:
-    """The waste findings of the team's jobs worth something in the period (apps.waste.selectors.period_waste:
-    each clipped to the period), with their status, and the waste counted: open and disputed findings of jobs on
-    the team's bill, a GPU-hour two of them share counted once, as the weekly report and the audit queue count
-    them; an acknowledged or resolved one, or one of a job an admin excluded from the bill, is shown, not
-    counted. The counted waste split by kind (every kind, a GPU-hour two kinds share under one) and per job."""
-    flags = Flag.objects.visible_to(request.user).filter(job_id__any=job_ids, kind__in=WASTE_KINDS)
-    worth = period_waste(flags=flags, start=start, end=end).per_flag
-    found = list(flags.filter(pk__in=list(worth)).select_related("job").order_by("kind", "-created_at"))
+def _team_waste(request: HttpRequest, team: Team, start: datetime, end: datetime) -> dict:
+    """The waste findings of the team's jobs that ran in the period worth something there
+    (apps.waste.selectors.period_waste: each clipped to the period), with their status, and the waste counted: open
+    and disputed findings of jobs on the team's bill, a GPU-hour two of them share counted once, as the weekly report
+    and the audit queue count them; an acknowledged or resolved one, or one of a job an admin excluded from the bill,
+    is shown, not counted. The counted waste split by kind (every kind, a GPU-hour two kinds share under one), and per
+    job with the keys of its lines in the splits by user and by job group (`waste_lines`). The findings' rows are read
+    once for both."""
+    flags = team_period_findings(team=team, start=start, end=end) & Flag.objects.visible_to(request.user)
+    worth, counted_worth, found = period_waste_counted(
+        flags=flags, start=start, end=end, counted=_counted, job_fields=WASTE_JOB_FIELDS
+    )
     for f in found:
-        f.worth = worth[f.pk]  # type: ignore[attr-defined]
-        f.counted = f.status in REPORTED_STATUSES and not f.job.excluded_from_bill  # type: ignore[attr-defined,union-attr]
+        f.worth = worth.per_flag[f.pk]  # type: ignore[attr-defined]
+        f.counted = _counted(f)  # type: ignore[attr-defined]
     counted = [f for f in found if f.counted]  # type: ignore[attr-defined]
-    counted_worth = period_waste(flags=Flag.objects.filter(pk__in=[f.pk for f in counted]), start=start, end=end)
     total = counted_worth.total
     currency = ",".join(sorted({f.job.currency for f in counted if f.job}))
+    jobs = {f.job_id: f.job for f in counted if f.job is not None}
     return {
         "waste": found,
         "waste_counted": {
@@ -275,10 +280,22 @@ def _team_waste(request: HttpRequest, job_ids: list[int], start: datetime, end: 
         },
         # Each kind at zero too, the most money first; its GPU-hours counted once, so the kinds add up to the total.
         "waste_by_kind": waste_kind_lines(Counter(f.kind for f in counted), counted_worth.per_kind_once, currency),
-        "waste_per_job": counted_worth.per_job,
+        "waste_lines": {
+            pk: (jobs[pk].user, "" if jobs[pk].job_group_id is None else str(jobs[pk].job_group_id), fp)
+            for pk, fp in counted_worth.per_job.items()
+        },
         "waste_not_counted": len(found) - len(counted),
         "reported_statuses": [FlagStatus(s).label for s in REPORTED_STATUSES],
     }
+
+
+# What the team page reads of a finding's job (its table, its counting and its lines; glossary.waste_window).
+WASTE_JOB_FIELDS = ("job_key", "currency", "excluded_from_bill", "start", "end", "user", "job_group")
+
+
+def _counted(flag: Flag) -> bool:
+    """A finding counted as waste: open or disputed, of a job on its team's bill."""
+    return flag.status in REPORTED_STATUSES and flag.job is not None and not flag.job.excluded_from_bill
 
 
 def _teams_compared(request: HttpRequest, start: datetime, end: datetime) -> dict[str, Any]:

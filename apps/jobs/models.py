@@ -190,8 +190,17 @@ class Job(models.Model):
             models.Index(fields=["start"], name="job_start"),
             # The cursor pages of a team's jobs, newest first.
             models.Index(fields=["team", "-start", "-id"], name="job_team_start_desc"),
-            # The team dashboard: jobs that ran in a period (last seen after its start, recent ones first).
-            models.Index(fields=["team", "last_seen"], name="job_team_last_seen"),
+            # The team dashboard: jobs that ran in a period (last seen after its start, recent ones first), with what
+            # its page and job list read of each (apps.rollups.team_parts) read from the index alone: a team's month is
+            # thousands of jobs on as many of the table's pages.
+            models.Index(
+                fields=["team", "last_seen"],
+                include=[
+                    "id", "start", "user", "job_group", "state", "currency", "excluded_from_bill", "cost",
+                    "intensity_source", "first_day", "last_day", "rows_expired",
+                ],
+                name="job_team_last_seen",
+            ),
             # The fleet page: jobs of every team that ran in a period.
             models.Index(fields=["last_seen"], name="job_last_seen"),
             # /api/jobs/?state= (failed runs across the fleet), newest first.
@@ -209,9 +218,12 @@ class Job(models.Model):
             # The fleet's and a team's jobs under the coverage threshold (few, where agents cover the fleet): the
             # pages list them without reading every job of the period (apps.jobs.selectors.low_coverage_jobs).
             models.Index(fields=["coverage"], condition=models.Q(sampled_s__gt=0), name="job_sampled_coverage"),
-            # A team's job ids, read from the index alone: the period's rows that are the team's jobs' (its page's
-            # job list and breakdowns: apps.jobs.selectors.team_period_footprints).
+            # A team's job ids, read from the index alone: its jobs' rows of the hours of a day a period cuts and
+            # its jobs' days past retention (apps.rollups.team_parts).
             models.Index(fields=["team", "id"], name="job_team_id"),
+            # A finding's job's currency and days, read from the index alone: the audit queue reads them for every
+            # open finding (10,000 jobs on as many of the table's pages), apps.waste.selectors.queue_triage.
+            models.Index(fields=["id"], include=["currency", "first_day", "last_day"], name="job_id_days_currency"),
             # A team's jobs an admin excluded from its bill (few): their part of the team's GPU-hours on a cluster
             # (its share of the idle line, apps.rollups.selectors.team_idle).
             models.Index(fields=["team"], condition=models.Q(excluded_from_bill=True), name="job_excluded_team"),

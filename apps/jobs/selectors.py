@@ -162,12 +162,6 @@ def jobs_in_period_footprints(
     return _period_footprints(Q(job_id__any=ids), start=start, end=end)
 
 
-def team_period_footprints(*, team: Team, start: datetime, end: datetime) -> dict[int, Footprint]:
-    """jobs_in_period_footprints of every job of the team with something in [start, end): the period's rows joined
-    to the team's job ids, which the index job_team_id gives without reading the jobs."""
-    return _period_footprints(Q(job__team=team), start=start, end=end)
-
-
 def _footprints_by_job(rows: QuerySet[JobGpuHour]) -> dict[int, Footprint]:
     """Each job's rows summed (footprint_sums), as Footprint.from_sums reads them, straight from the cursor's tuples:
     a team's month is 8,000 jobs, whose rows as dicts through the ORM's converters cost more than the query."""

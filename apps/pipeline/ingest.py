@@ -162,7 +162,7 @@ def hour_write(
         _unjoined_work_log(cluster=cluster, hour=hour, unjoined=unjoined)
         if written.new_nodes:  # before the footprints: a node's server type sets its overhead and embodied carbon
             carbon.node_server_types_apply(cluster_id=cluster.pk, only_unset=True)
-        if written.team_moved_job_ids:  # their earlier hours follow them, as after an admin's reassignment
+        if written.team_moved_job_ids:  # their earlier hours follow them (team, user), as after a reassignment
             derive(Scope.jobs(written.team_moved_job_ids), changed={Fact.BILLING})
         # Jobs an earlier, not yet derived write of this hour changed are derived with this one's.
         job_ids = set(written.job_ids) | telemetry_reads.pending_job_ids(cluster=cluster, hour=hour)

@@ -15,6 +15,8 @@ from apps.core.units.footprint import Footprint
 from apps.core.units.money import round_minor, split_rounded
 from apps.waste.kinds import WASTE_KINDS, FlagKind
 
+NO_GROUP = "none"  # the job list's group filter's value for the jobs in no group
+
 
 @dataclass(frozen=True)
 class JobPart:
@@ -55,6 +57,36 @@ class BreakdownLine:
         self.footprint += part.footprint
         self.cost += part.cost
         self.waste += part.waste
+
+
+@dataclass(frozen=True)
+class Breakdowns:
+    """A team's period split by user and by job group; `total`: every job on the bill (both splits add up to it)."""
+
+    by_user: list[BreakdownLine]
+    by_group: list[BreakdownLine]
+    total: BreakdownLine
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """The job list's filters ("" or None: any): the scheduler's user name, the state, the job group (an id as
+    text, or NO_GROUP)."""
+
+    user: str = ""
+    state: str = ""
+    group: str = ""
+
+    def keeps(self, part: JobPart) -> bool:
+        if self.user and part.user != self.user:
+            return False
+        if self.state and part.state != self.state:
+            return False
+        if self.group:
+            group = NO_GROUP if part.group_id is None else str(part.group_id)
+            if group != self.group:
+                return False
+        return True
 
 
 def lines_by(parts: Iterable[JobPart], key: Callable[[JobPart], tuple[str, str]]) -> list[BreakdownLine]:

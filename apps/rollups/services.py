@@ -19,7 +19,7 @@ from apps.waste.models import Flag
 from apps.waste.selectors import counted_flags, period_waste
 
 from .bands import NO_BAND_METHODS, band_inputs_cte, band_of
-from .models import ClusterDay, GpuDay, JobGroupDay, TeamDay, TeamWasteDay
+from .models import ClusterDay, GpuDay, JobDay, JobGroupDay, TeamDay, TeamLineDay, TeamWasteDay
 
 # The clusters' GPUs come as arrays (`gpus`, each with its cluster), not as joins to fleet_gpu and
 # fleet_node: without statistics (a month's new partition, a fresh table) Postgres planned those joins as
@@ -79,7 +79,9 @@ WITH gpus AS (
     SELECT jh.job_id, g.cluster_id, (jh.hour AT TIME ZONE 'UTC')::date AS day, SUM(jh.energy_j::numeric) AS energy_j,
            SUM(jh.occupancy_s::numeric) AS occupancy_s, SUM(jh.facility_kwh::numeric) AS facility_kwh,
            SUM(COALESCE(jh.operational_kg, 0)::numeric) AS operational_kg,
-           SUM(jh.embodied_kg::numeric) AS embodied_kg, SUM(jh.cost) AS cost
+           SUM(jh.embodied_kg::numeric) AS embodied_kg, SUM(jh.cost) AS cost,
+           -- (each job's own day, JobDay: its server energy, and its operational CO2e unknown where every row's is)
+           SUM(jh.server_kwh::numeric) AS server_kwh, SUM(jh.operational_kg::numeric) AS operational_kg_known
     FROM jobs_jobgpuhour jh
     JOIN gpus g ON g.id = jh.gpu_id
     WHERE jh.gpu_id = ANY(%(gpus)s::bigint[]) AND (jh.hour AT TIME ZONE 'UTC')::date = ANY(%(days)s)
@@ -111,7 +113,7 @@ bands AS (  -- each job's day on shared GPUs: how far below and above its energy
     SELECT j.team_id, j.job_group_id, NOT j.excluded_from_bill AS billed, m.cluster_id, m.day, m.method, m.energy_j
     FROM methods m JOIN jobs_job j ON j.id = m.job_id
 ), priced AS (  -- each job's day with its cost in millionths (m) and its minor unit (d)
-    SELECT j.team_id, j.job_group_id, NOT j.excluded_from_bill AS billed, r.*,
+    SELECT j.team_id, j.job_group_id, NOT j.excluded_from_bill AS billed, j."user", j.currency, r.*,
            j.first_day IS NULL OR j.last_day IS NULL AS undated,
            j.first_day = r.day AND j.last_day = r.day AS within_day, COALESCE(x.e, %(default_exponent)s) AS e,
            (r.cost * 1000000)::bigint AS m, power(10, 6 - COALESCE(x.e, %(default_exponent)s))::bigint AS d,
@@ -120,6 +122,26 @@ bands AS (  -- each job's day on shared GPUs: how far below and above its energy
     LEFT JOIN unnest(%(codes)s::text[], %(exponents)s::int[]) AS x(code, e) ON x.code = upper(trim(j.currency))
     LEFT JOIN bands b ON b.job_id = r.job_id AND b.cluster_id = r.cluster_id AND b.day = r.day
 ), rounded AS (SELECT p.*, {HALF_EVEN_QR} FROM priced p
+), job_days AS (  -- each job's day as it is, whatever its bill, with its lines (JobDay): what a team's page reads
+    INSERT INTO rollups_jobday (job_id, team_id, cluster_id, day, "user", job_group_id, billed, currency,
+                                within_day, energy_j, occupancy_s, server_kwh, facility_kwh, operational_kg,
+                                embodied_kg, cost, cost_booked)
+    SELECT job_id, team_id, cluster_id, day, "user", job_group_id, billed, currency, COALESCE(within_day, FALSE),
+           energy_j, occupancy_s, server_kwh, facility_kwh, operational_kg_known, embodied_kg, cost,
+           CASE WHEN within_day THEN round(({HALF_EVEN_UNITS})::numeric / power(10::numeric, e), e) END
+    FROM rounded
+    ORDER BY team_id, day, job_id  -- a team's days side by side on disk: what a page of a month reads
+    RETURNING 1
+), team_line_days AS (  -- the jobs on a bill within one day, per line of their team's splits (TeamLineDay)
+    INSERT INTO rollups_teamlineday (team_id, cluster_id, day, "user", job_group_id, currency, jobs, cost_booked,
+                                     energy_j, occupancy_s, server_kwh, facility_kwh, operational_kg, embodied_kg,
+                                     cost)
+    SELECT team_id, cluster_id, day, "user", job_group_id, currency, count(*),
+           SUM(round(({HALF_EVEN_UNITS})::numeric / power(10::numeric, e), e)), SUM(energy_j), SUM(occupancy_s),
+           SUM(server_kwh), SUM(facility_kwh), SUM(operational_kg_known), SUM(embodied_kg), SUM(cost)
+    FROM rounded WHERE within_day AND billed
+    GROUP BY team_id, cluster_id, day, "user", job_group_id, currency
+    RETURNING 1
 ), team_days AS (
     {_days_insert("rollups_teamday", "team_id, cluster_id", "billed")}
     RETURNING 1
@@ -128,6 +150,10 @@ bands AS (  -- each job's day on shared GPUs: how far below and above its energy
     RETURNING 1
 ), gpu_day_rows AS (  -- each GPU's day of GPU-hours, summed exactly (numeric): its own day and its cluster's
     SELECT h.gpu_id, g.cluster_id, (h.hour AT TIME ZONE 'UTC')::date AS day, count(*) AS hours,
+           -- each hour's own figures, for the fleet page's heatmap (GpuDay)
+           array_agg(extract(hour FROM h.hour AT TIME ZONE 'UTC')::smallint ORDER BY h.hour) AS hours_of_day,
+           array_agg(h.device_energy_j ORDER BY h.hour) AS hour_device_j,
+           array_agg(h.occupied_s ORDER BY h.hour) AS hour_occupied_s,
            SUM(h.device_energy_j::numeric) AS device_j, SUM(h.jobs_energy_j::numeric) AS jobs_j,
            SUM(h.idle_energy_j::numeric) AS idle_j, SUM(h.unobserved_j::numeric) AS unobserved_j,
            SUM(h.estimated_j::numeric) AS estimated_j,
@@ -146,9 +172,10 @@ bands AS (  -- each job's day on shared GPUs: how far below and above its energy
     GROUP BY h.gpu_id, g.cluster_id, day
 ), gpu_days AS (  -- what the GPU list reads (GpuDay)
     INSERT INTO rollups_gpuday (gpu_id, day, hours, device_energy_j, jobs_energy_j, idle_energy_j, unobserved_j,
-                                estimated_j, occupied_s, estimated_s)
+                                estimated_j, occupied_s, estimated_s, hours_of_day, hour_device_energy_j,
+                                hour_occupied_s)
     SELECT gpu_id, day, hours, device_j::float8, jobs_j::float8, idle_j::float8, unobserved_j::float8,
-           estimated_j::float8, occupied_s::float8, estimated_s::float8
+           estimated_j::float8, occupied_s::float8, estimated_s::float8, hours_of_day, hour_device_j, hour_occupied_s
     FROM gpu_day_rows
     RETURNING 1
 ), idle AS (  -- the GPU-hours' sums a cluster's idle line is worked out from
@@ -200,16 +227,16 @@ def _locks_take(namespace: int, ids: list[int]) -> None:
 
 def day_sums_refresh(*, cluster_ids: Iterable[int], days: Iterable[date]) -> None:
     """Rebuild the daily sums of these clusters and days from the job-GPU-hour and GPU-hour rows: the teams'
-    (jobs excluded from their team's bill left out), the clusters', the job groups' and their GPUs', with the
-    rounded costs of the jobs within each day (`Job.first_day` and `last_day`, stored before: the derivation's
-    summaries run first)."""
+    (jobs excluded from their team's bill left out), the clusters', the job groups', their GPUs' and each job's
+    (JobDay), with the rounded costs of the jobs within each day (`Job.first_day` and `last_day`, stored before: the
+    derivation's summaries run first)."""
     clusters, wanted = sorted(set(cluster_ids)), sorted(set(days))
     if not clusters or not wanted:
         return
     # Two ingests of one cluster's hours of one day would both delete and re-insert the same rows (the second's
     # insert then breaks the unique key): one at a time per cluster, until commit.
     _locks_take(locks.DAY_SUMS, clusters)
-    for model in (TeamDay, ClusterDay, JobGroupDay):
+    for model in (TeamDay, ClusterDay, JobGroupDay, JobDay, TeamLineDay):
         model.objects.filter(cluster_id__in=clusters, day__in=wanted).delete()
     gpus = list(Gpu.objects.filter(node__cluster_id__in=clusters).values_list("pk", "node__cluster_id").order_by())
     GpuDay.objects.filter(gpu_id__any=[g for g, _ in gpus], day__in=wanted).delete()

@@ -1,5 +1,5 @@
-"""A team's period job by job, for its page: the jobs of the period with their part inside it, split by user and by
-job group (apps.rollups.breakdown), and filtered and ordered for the page's list and its CSV export.
+"""A team's period job by job: the jobs of the period with their part inside it (summed in the database,
+apps.rollups.team_parts), split by user and by job group (apps.rollups.breakdown), and filtered for a list.
 
 Each job's part is read as `/api/jobs/?start=&end=` reads it (apps.jobs.selectors.jobs_in_period_footprints: its
 rows inside the period, with the cost of its days past retention), and rounded as the bill rounds it, so the jobs on
@@ -7,24 +7,25 @@ the bill add up to the team's rollup's `totals.cost` for the same days: the page
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import Q, QuerySet
 
 from apps.core.units.footprint import Footprint
 from apps.fleet.models import Team
-from apps.jobs.models import Job
-from apps.jobs.selectors import team_period_footprints
+from apps.jobs.models import Job, JobGpuHour
+from apps.waste.kinds import WASTE_KINDS
+from apps.waste.models import Flag
 
-from .breakdown import BreakdownLine, JobPart, by_group, by_user, lines_by, lines_total
+from .breakdown import Breakdowns, JobFilter, JobPart, by_group, by_user, lines_by, lines_total
+from .models import JobDay
+from .team_parts import team_parts_all, team_period_bounds
 
 User = AbstractBaseUser | AnonymousUser
-
-NO_GROUP = "none"  # the group filter's value for the jobs in no group
-
 
 # What the team page reads of each of the team's jobs that ran in its period (team_ran_jobs), read once.
 RAN_COLUMNS = (
@@ -41,80 +42,45 @@ def team_ran_jobs(*, user: User, team: Team, start: datetime, end: datetime) -> 
     return list(jobs.values_list(*RAN_COLUMNS, named=True).order_by())
 
 
+def with_rows_in(*, team_ids: Collection[int], start: datetime, end: datetime) -> Q:
+    """A filter of findings (or anything with a `job`) to those of these teams' jobs with rows in [start, end): the
+    only ones that can be worth something there. Their whole days from the jobs' days (JobDay, by team and day: a
+    few thousand ids from an index), the hours of a day the period cuts from the rows; not every finding of the fleet
+    joined to its job for its days (a probe of the jobs per finding)."""
+    bounds = team_period_bounds(start=start, end=end)
+    days = JobDay.objects.filter(team_id__in=sorted(team_ids), day__gte=bounds.first, day__lt=bounds.after)
+    found = Q(job_id__in=days.values("job_id"))
+    for lo, hi in bounds.cuts:
+        found |= Q(job_id__in=JobGpuHour.objects.filter(job__team__in=sorted(team_ids), hour__gte=lo, hour__lt=hi)
+                   .values("job_id"))  # fmt: skip
+    return found
+
+
+def team_period_findings(*, team: Team, start: datetime, end: datetime) -> QuerySet[Flag]:
+    """The waste findings of the team's jobs that ran in [start, end) (as team_ran_jobs picks them) and have rows in
+    it (with_rows_in: those of jobs without are worth nothing there)."""
+    ran = Q(job__team=team, job__start__lt=end) & (Q(job__last_seen__gte=start) | Q(job__last_seen__isnull=True))
+    return Flag.objects.filter(with_rows_in(team_ids=[team.pk], start=start, end=end), ran, kind__in=WASTE_KINDS)
+
+
 def team_job_parts(
-    *,
-    user: User,
-    team: Team,
-    start: datetime,
-    end: datetime,
-    waste: Mapping[int, Footprint] | None = None,
-    ran: list[Any] | None = None,
+    *, user: User, team: Team, start: datetime, end: datetime, waste: Mapping[int, Footprint] | None = None
 ) -> list[JobPart]:
     """Each of the team's jobs of [start, end) the user may see, with its part inside it, the costliest in the period
     first (then the newest); `waste`: each job's counted waste there (apps.waste.selectors.period_waste's
-    `per_job`); `ran`: team_ran_jobs, where the caller read them. The jobs: those that ran in the period and any
-    other with rows or days past retention inside it (a scheduler's estimate after the job was last seen, read by
-    its id), so that every job the bill counts is listed. A job's part as jobs_in_period_footprints reads it (its
-    rows there summed, with the cost of its days past retention wholly inside), for the whole team at once
-    (apps.jobs.selectors.team_period_footprints)."""
-    if ran is None:
-        ran = team_ran_jobs(user=user, team=team, start=start, end=end)
-    jobs = {j.pk: j for j in ran}
-    inside = team_period_footprints(team=team, start=start, end=end)
-    others = sorted(set(inside) - set(jobs))
-    if others:
-        visible = Job.objects.visible_to(user).filter(team=team, pk__any=others)
-        jobs |= {j.pk: j for j in visible.values_list(*RAN_COLUMNS, named=True).order_by()}
-    waste = waste or {}
-    parts = [
-        JobPart(
-            job_id=j.pk, user=j.user, group_id=j.job_group_id, group=j.job_group__name or "", state=j.state,
-            currency=j.currency, on_bill=not j.excluded_from_bill, footprint=inside.get(j.pk, Footprint()),
-            waste=waste.get(j.pk, Footprint()),
-        )
-        for j in sorted(jobs.values(), key=_newest_first)
-    ]  # fmt: skip
-    return sorted(parts, key=lambda p: -p.cost)  # (stable: the newest first among equal costs)
-
-
-def _newest_first(job: Any) -> tuple[bool, float, int]:
-    """As ORDER BY start DESC, pk DESC (a job without a start first, as Postgres puts NULLs first going down)."""
-    return (job.start is not None, -job.start.timestamp() if job.start is not None else 0.0, -job.pk)
-
-
-@dataclass(frozen=True)
-class Breakdowns:
-    """A team's period split by user and by job group; `total`: every job on the bill (both splits add up to it)."""
-
-    by_user: list[BreakdownLine]
-    by_group: list[BreakdownLine]
-    total: BreakdownLine
+    `per_job`). The jobs: those that ran in the period and any other with rows or days past retention inside it (a
+    scheduler's estimate after the job was last seen), so that every job the bill counts is listed. A job's part as
+    jobs_in_period_footprints reads it (its rows there summed, with the cost of its days past retention wholly
+    inside), for the whole team at once (apps.rollups.team_parts)."""
+    parts = team_parts_all(user=user, team=team, start=start, end=end)
+    if not waste:
+        return parts
+    return [replace(p, waste=waste[p.job_id]) if p.job_id in waste else p for p in parts]
 
 
 def team_breakdowns(parts: list[JobPart]) -> Breakdowns:
     by_user_lines = lines_by(parts, by_user)
     return Breakdowns(by_user=by_user_lines, by_group=lines_by(parts, by_group), total=lines_total(by_user_lines))
-
-
-@dataclass(frozen=True)
-class JobFilter:
-    """The job list's filters ("" or None: any): the scheduler's user name, the state, the job group (an id as
-    text, or NO_GROUP)."""
-
-    user: str = ""
-    state: str = ""
-    group: str = ""
-
-    def keeps(self, part: JobPart) -> bool:
-        if self.user and part.user != self.user:
-            return False
-        if self.state and part.state != self.state:
-            return False
-        if self.group:
-            group = NO_GROUP if part.group_id is None else str(part.group_id)
-            if group != self.group:
-                return False
-        return True
 
 
 def parts_filtered(parts: list[JobPart], chosen: JobFilter) -> list[JobPart]:

@@ -132,8 +132,11 @@ def hour_rows_expire(*, horizon: date, dry_run: bool = False, using: str = "defa
             cursor.execute(_EXPIRED_JOB_DAYS_SQL, [cutoff])
             # The work jobs counted in those hours goes with them (a table of its own, not partitioned: small).
             cursor.execute("DELETE FROM jobs_jobworkhour WHERE hour < %s", [cutoff])
-            # So do the GPUs' days (the GPU list's sums start at the horizon, as their rows).
+            # So do the GPUs' days (the GPU list's sums start at the horizon, as their rows), and the jobs' (a page
+            # reads a day past retention as the rows' absence and the day's kept cost, ExpiredJobDay).
             cursor.execute("DELETE FROM rollups_gpuday WHERE day < %s", [horizon])
+            cursor.execute("DELETE FROM rollups_jobday WHERE day < %s", [horizon])
+            cursor.execute("DELETE FROM rollups_teamlineday WHERE day < %s", [horizon])
             cursor.execute("SELECT fleetwatt_hour_partitions_drop_before(%s)", [horizon])
             dropped = int(cursor.fetchone()[0])
     _ensured.clear()

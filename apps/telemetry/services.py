@@ -125,7 +125,8 @@ def _jobs_upsert(
     cluster: Cluster, metas: Iterable[JobMeta], sources: dict[str, str], teams: TeamResolver
 ) -> tuple[dict[str, Job], set[int]]:
     """Create the jobs first seen in this hour, update the metadata of those whose labels changed. Also: the
-    jobs whose team this changed (their rule or their identity moved them)."""
+    jobs whose team or user this changed (their rule or their identity moved them; a team's splits by user read
+    each job's days under its user, apps.rollups.models.JobDay)."""
     metas = list(metas)
     fields = ["scheduler", "job_id", "user", "account", "namespace", "pod", "name", "team", "source"]
     # Only what is compared and written here: a job has some sixty columns, and the hour's hundreds of jobs
@@ -160,7 +161,7 @@ def _jobs_upsert(
         if job is None:
             new.append({"cluster_id": cluster.pk, "job_key": m.job_key, **values})
         elif any(getattr(job, k) != v for k, v in values.items()):
-            if job.team_id != values["team_id"]:
+            if job.team_id != values["team_id"] or job.user != values["user"]:
                 moved.add(job.pk)
             for k, v in values.items():
                 setattr(job, k, v)
@@ -192,7 +193,7 @@ class HourWrite:
     ingested_through: datetime  # the end of the latest hour ingested for the cluster, this one included
     new_nodes: bool
     rows: dict[str, int] = field(default_factory=dict)  # rows written (inserted or updated), per table
-    team_moved_job_ids: set[int] = field(default_factory=set)  # jobs this write charged to another team
+    team_moved_job_ids: set[int] = field(default_factory=set)  # jobs this write charged to another team or user
     work_without_job: list[WorkRow] = field(default_factory=list)  # work of jobs the cluster does not have
 
 

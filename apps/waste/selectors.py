@@ -15,19 +15,23 @@ findings a bulk rule takes) reads the same figures (`queue_triage`, `rule_matche
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
-from typing import Any
+from operator import itemgetter
+from typing import Any, overload
 from zoneinfo import ZoneInfo
 
-from django.db.models import Count, Q, QuerySet
+from django.core.exceptions import EmptyResultSet
+from django.db import connection
+from django.db.models import BooleanField, Case, Count, ExpressionWrapper, F, JSONField, Q, QuerySet, When
 from django.db.models.functions import TruncDay
 
 from apps.core.units.aggregates import footprint_sums
-from apps.core.units.footprint import Footprint
+from apps.core.units.footprint import FOOTPRINT_COLUMNS, S_PER_HOUR, Footprint, FootprintSum
 from apps.fleet.models import Team
 from apps.jobs.models import Job, JobGpuHour, days_reach
 
@@ -112,54 +116,117 @@ def period_waste(
     """The findings' (`flags`: on jobs) worth in [start, end), from their jobs' rows in one aggregate query;
     `counted`: the kinds whose rows make the total (default: the waste kinds; others get their own figures and
     lines only, such as low coverage in the weekly report). Days are local days in `tz`."""
-    counted_kinds = frozenset(WASTE_KINDS) if counted is None else counted
     # Only the findings of jobs whose days reach into the period can be worth something there: the audit queue's
     # 10,000 open findings over a year are a month's few hundred, their rows read by a few hundred ids.
     found = list(flags.filter(days_reach(start=start, end=end, path="job__"), job__isnull=False)
                  .order_by("job_id", "kind", "id").values_list("id", "job_id", "kind", "evidence"))  # fmt: skip
-    out = PeriodWaste()
-    if not found:
-        return out
-    rows = list(
-        JobGpuHour.objects.filter(
-            job_id__any=sorted({job_id for _, job_id, _, _ in found}), hour__gte=start, hour__lt=end
-        )
+    rows = _waste_rows(job_ids={job_id for _, job_id, _, _ in found}, start=start, end=end, tz=tz)
+    return _waste_of(found, rows, frozenset(WASTE_KINDS) if counted is None else counted)
+
+
+def period_waste_counted(
+    *,
+    flags: QuerySet[Flag],
+    start: datetime,
+    end: datetime,
+    counted: Callable[[Flag], bool],
+    job_fields: Collection[str] = (),
+) -> tuple[PeriodWaste, PeriodWaste, list[Flag]]:
+    """period_waste of `flags` (on jobs, of the waste kinds), and of those of them `counted` keeps, from one read of
+    their jobs' rows: the same figures as two calls. With the findings worth something in the period, each with its
+    job (`job_fields`: the job's fields read, all where none is named), by kind and newest first."""
+    read = flags.filter(days_reach(start=start, end=end, path="job__"), job__isnull=False).select_related("job")
+    if job_fields:
+        read = read.only(*[f.name for f in Flag._meta.concrete_fields], *(f"job__{name}" for name in job_fields))
+    found = list(read.order_by("job_id", "kind", "id"))
+    rows = _waste_rows(job_ids={f.job_id for f in found if f.job_id is not None}, start=start, end=end, tz=UTC_ZONE)
+    kinds = frozenset(WASTE_KINDS)
+    every = _waste_of([(f.pk, f.job_id or 0, f.kind, f.evidence) for f in found], rows, kinds)
+    kept = _waste_of([(f.pk, f.job_id or 0, f.kind, f.evidence) for f in found if counted(f)], rows, kinds)
+    worth = sorted(
+        (f for f in found if f.pk in every.per_flag), key=lambda f: (f.kind, -f.created_at.timestamp(), -f.pk)
+    )
+    return every, kept, worth
+
+
+def _waste_rows(
+    *, job_ids: Collection[int], start: datetime, end: datetime, tz: ZoneInfo
+) -> dict[int, list[tuple[str, date, Footprint]]]:
+    """The jobs' rows in [start, end) summed per GPU and local day, per job (in the order of the GPUs and days): each
+    GPU's uuid, the day and the footprint (Footprint.from_sums' figures), from the cursor's tuples (a month's
+    hundreds of findings' rows as dicts through the ORM's converters cost more than the query)."""
+    if not job_ids:
+        return {}
+    rows = (
+        JobGpuHour.objects.filter(job_id__any=sorted(job_ids), hour__gte=start, hour__lt=end)
         .annotate(day=TruncDay("hour", tzinfo=tz))
         .values("job_id", "gpu__uuid", "day")
         .annotate(**footprint_sums())
         .order_by("job_id", "gpu__uuid", "day")
     )
-    by_job: dict[int, list[Any]] = defaultdict(list)
-    for r in rows:
-        by_job[r["job_id"]].append(r)
+    by_job: dict[int, list[tuple[str, date, Footprint]]] = defaultdict(list)
+    sql, params = rows.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        names = [c.name for c in cursor.description or ()]
+        columns = itemgetter(*[names.index(name) for name in ("job_id", "gpu__uuid", "day", *FOOTPRINT_COLUMNS)])
+        for row in cursor:
+            job_id, uuid, day, energy_j, occupancy_s, server_kwh, facility_kwh, operational_kg, embodied_kg, cost = (
+                columns(row)
+            )
+            by_job[job_id].append((uuid, day.date(), Footprint(
+                energy_j=float(energy_j or 0.0), gpu_hours=float(occupancy_s or 0.0) / S_PER_HOUR,
+                server_kwh=float(server_kwh or 0.0), facility_kwh=float(facility_kwh or 0.0),
+                operational_kg=None if operational_kg is None else float(operational_kg),
+                embodied_kg=float(embodied_kg or 0.0), cost=Decimal(cost or 0),
+            )))  # fmt: skip
+    return by_job
+
+
+def _waste_of(
+    found: list[tuple[int, int, str, Any]],
+    by_job: Mapping[int, list[tuple[str, date, Footprint]]],
+    counted_kinds: frozenset[str],
+) -> PeriodWaste:
+    """period_waste's figures of the findings `found` (id, job, kind, evidence; by job, kind and id) from their jobs'
+    rows (_waste_rows), added up in place (FootprintSum: the same figures as footprints added one by one)."""
+    out = PeriodWaste()
     wasted: dict[tuple[int, str, date], Footprint] = {}  # the union over findings: a GPU-hour is wasted once
     wasted_as: dict[tuple[int, str, date], str] = {}  # and the kind it is counted under (_kind_rank's first)
+    per_kind: dict[str, FootprintSum] = defaultdict(FootprintSum)
     for flag_id, job_id, kind, evidence in found:
         gpus = flag_gpus(evidence)
-        worth = Footprint()
-        for r in by_job.get(job_id, []):
-            if gpus is not None and r["gpu__uuid"] not in gpus:
+        worth = FootprintSum()
+        for gpu, day, part in by_job.get(job_id, []):
+            if gpus is not None and gpu not in gpus:
                 continue
-            part = Footprint.from_sums(r)
-            worth = worth + part
+            worth.add(part)
             if kind in counted_kinds:
-                cell = (job_id, r["gpu__uuid"], r["day"].date())
+                cell = (job_id, gpu, day)
                 wasted[cell] = part
                 if cell not in wasted_as or _kind_rank(kind) < _kind_rank(wasted_as[cell]):
                     wasted_as[cell] = kind
         if not worth.gpu_hours and not worth.energy_j and not worth.cost:
             continue  # nothing of it in the period: not waste here
-        out.per_flag[flag_id] = worth
-        out.per_kind[kind] = out.per_kind[kind] + worth
+        out.per_flag[flag_id] = worth.footprint()
+        per_kind[kind].add(out.per_flag[flag_id])
         out.jobs_of_kind[kind].add(job_id)
         if kind in counted_kinds:
             out.kinds_of_job[job_id].add(kind)
+    total, once = FootprintSum(), defaultdict[str, FootprintSum](FootprintSum)
+    per_day: dict[date, FootprintSum] = defaultdict(FootprintSum)
+    per_job: dict[int, FootprintSum] = defaultdict(FootprintSum)
     for cell, part in wasted.items():
         job_id, _gpu, day = cell
-        out.total = out.total + part
-        out.per_kind_once[wasted_as[cell]] = out.per_kind_once[wasted_as[cell]] + part
-        out.per_day[day] = out.per_day.get(day, Footprint()) + part
-        out.per_job[job_id] = out.per_job.get(job_id, Footprint()) + part
+        total.add(part)
+        once[wasted_as[cell]].add(part)
+        per_day[day].add(part)
+        per_job[job_id].add(part)
+    out.total = total.footprint()
+    out.per_kind.update((kind, acc.footprint()) for kind, acc in per_kind.items())
+    out.per_kind_once.update((kind, acc.footprint()) for kind, acc in once.items())
+    out.per_day = {day: acc.footprint() for day, acc in per_day.items()}
+    out.per_job = {job_id: acc.footprint() for job_id, acc in per_job.items()}
     out.per_day_gpu_hours = {day: part.gpu_hours for day, part in out.per_day.items()}
     return out
 
@@ -191,17 +258,29 @@ class QueueTriage:
 def queue_triage(*, flags: QuerySet[Flag], start: datetime, end: datetime) -> QueueTriage:
     """The audit queue's summary, per kind: its open and disputed findings among `flags` (the queue's, filtered by
     all but their status) and the money at stake in [start, end), from one period_waste over the findings that
-    count (`counted_flags`). Four queries, whatever the number of findings."""
+    count (`counted_flags`). Four queries, whatever the number of findings: the findings that count are read once
+    with their jobs' currencies and, where their jobs' days reach into the period, their evidence (a probe of its
+    job per finding: 10,000 open findings' took as long as the rest of the page)."""
     counted = counted_flags(flags)
-    waste = period_waste(flags=counted, start=start, end=end)
-    statuses: dict[str, dict[str, int]] = defaultdict(dict)
-    rows = flags.filter(status__in=COUNTED_STATUSES).values_list("kind", "status").annotate(n=Count("id")).order_by()
-    for kind, status, n in rows:
-        statuses[kind][status] = n
+    reaches = days_reach(start=start, end=end, path="job__")
+    read = counted.annotate(
+        reaches=ExpressionWrapper(reaches, output_field=BooleanField()),
+        reaching_evidence=Case(When(reaches, then=F("evidence")), default=None, output_field=JSONField()),
+    ).values_list("id", "job_id", "kind", "job__currency", "reaches", "reaching_evidence")
     currencies: dict[str, set[str]] = defaultdict(set)
-    for kind, currency in counted.values_list("kind", "job__currency").distinct().order_by():
-        if currency:
+    found = []
+    for pk, job_id, kind, currency, evidence in _counted_read(read):
+        if pk is None:  # a kind's currency
             currencies[kind].add(currency)
+        else:
+            found.append((pk, job_id, kind, evidence))
+    found.sort(key=lambda f: (f[1], f[2], f[0]))  # (as period_waste reads them)
+    rows = _waste_rows(job_ids={job_id for _, job_id, _, _ in found}, start=start, end=end, tz=UTC_ZONE)
+    waste = _waste_of(found, rows, frozenset(WASTE_KINDS))
+    statuses: dict[str, dict[str, int]] = defaultdict(dict)
+    by_status = flags.filter(status__in=COUNTED_STATUSES).values_list("kind", "status").annotate(n=Count("id"))
+    for kind, status, n in by_status.order_by():
+        statuses[kind][status] = n
     kinds = [
         KindStake(
             kind=FlagKind(kind),
@@ -217,14 +296,88 @@ def queue_triage(*, flags: QuerySet[Flag], start: datetime, end: datetime) -> Qu
     return QueueTriage(kinds=kinds, waste=waste, currency=",".join(every))
 
 
-def queue_order(*, flags: QuerySet[Flag], stake: dict[int, Decimal], order: QueueOrder) -> list[int]:
+class QueueIds(Sequence[int]):
+    """The ids of the queue's findings in its order, read a page at a time (what a Paginator takes: a length and
+    slices): by money at stake, the findings with something at stake first (few: a period's), the most first, then
+    every other oldest first; or all oldest first. A page is one query of its ids, not 10,000 ids and their times
+    read to sort in Python on every ask."""
+
+    def __init__(self, *, flags: QuerySet[Flag], stake: Mapping[int, Decimal], order: QueueOrder) -> None:
+        self._oldest = flags.order_by("created_at", "id").values_list("id", flat=True)
+        self._count: int | None = None
+        self._staked: list[int] = []
+        if order == QueueOrder.MONEY and stake:
+            staked = flags.filter(pk__any=sorted(stake)).values_list("id", "created_at").order_by()
+            self._staked = money_first(list(staked), stake)
+            self._oldest = self._oldest.exclude(pk__any=self._staked)
+
+    def __len__(self) -> int:
+        if self._count is None:
+            self._count = len(self._staked) + self._oldest.count()
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        if isinstance(index, int):
+            found = self[index : index + 1] if index >= 0 else list(self)[index : index + 1 or None]
+            if not found:
+                raise IndexError(index)
+            return found[0]
+        start, stop, step = index.indices(len(self))
+        if step != 1:
+            return list(self)[index]
+        head = self._staked[start:stop]
+        rest = list(self._oldest[max(0, start - len(self._staked)) : max(0, stop - len(self._staked))])
+        return head + rest
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self[0 : len(self)])
+
+
+# The findings that count, read once (the probe of each one's job is most of the read): each kind's currencies
+# (id NULL), and the findings whose jobs' days reach into the period with their evidence, as period_waste reads them.
+_COUNTED_READ = """
+WITH found AS MATERIALIZED (
+    SELECT * FROM ({read}) AS f(id, job_id, kind, currency, reaches, evidence)
+)
+SELECT NULL::bigint, NULL::bigint, kind, currency, NULL::jsonb FROM found WHERE currency <> '' GROUP BY kind, currency
+UNION ALL
+(SELECT id, job_id, kind, NULL, evidence FROM found WHERE reaches ORDER BY job_id, kind, id)
+"""
+
+
+def _counted_read(read: QuerySet[Any]) -> list[tuple[Any, ...]]:
+    """queue_triage's read of the findings that count (_COUNTED_READ), as rows of id, job, kind, currency and
+    evidence."""
+    try:
+        sql, params = read.order_by().query.sql_with_params()
+    except EmptyResultSet:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(_COUNTED_READ.format(read=sql), params)
+        return [(pk, job_id, kind, currency, _json(evidence)) for pk, job_id, kind, currency, evidence in cursor]
+
+
+def _json(value: Any) -> Any:
+    """A jsonb value as the ORM gives it (the connection reads jsonb as text)."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def queue_order(*, flags: QuerySet[Flag], stake: Mapping[int, Decimal], order: QueueOrder) -> Sequence[int]:
     """The ids of the queue's findings (`flags`, filtered) in the order asked: by money at stake (`stake`, from
-    queue_triage), or oldest first. One query of ids, oldest first (as oldest_first orders them: by when found, then
-    id), not of rows nor times: a page's rows are read by queue_rows."""
-    oldest = list(flags.order_by("created_at", "id").values_list("id", flat=True))
-    if order == QueueOrder.OLDEST:
-        return oldest
-    return money_first([(pk, rank) for rank, pk in enumerate(oldest)], stake)
+    queue_triage), or oldest first (as oldest_first orders them: by when found, then id), read a page at a time
+    (QueueIds): a page's rows are read by queue_rows."""
+    if order == QueueOrder.MONEY and any(amount <= -1 for amount in stake.values()):
+        # (money_first puts a finding worth -1 or less after those with nothing at stake: no cost is, but the order
+        # is money_first's whatever the figures)
+        oldest = list(flags.order_by("created_at", "id").values_list("id", flat=True))
+        return money_first([(pk, rank) for rank, pk in enumerate(oldest)], stake)
+    return QueueIds(flags=flags, stake=stake, order=order)
 
 
 def queue_rows(*, ids: list[int]) -> list[Flag]:

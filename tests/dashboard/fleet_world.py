@@ -5,7 +5,8 @@ meter, and each role.
 c1 (site, EUR): GPU 0 runs vision's job A (2 h, 500 W), GPU 1 nlp's job B (2 h, 500 W), GPU 2 vision's job C (1 h at
 300 W, half seen: coverage 50 %, its GPU held half the hour), GPU 3 idles (2 h, 75 W). Each job-GPU-hour costs
 2.50 EUR. Findings: a memory hog on A (open), an idle allocation on B (open), a memory hog on B acknowledged (not
-counted). c1 is ingested through T0 + 2 h; c2 never, and its Slurm accounting fails."""
+counted). c1 is ingested through T0 + 2 h; c2 never, and its Slurm accounting fails. The daily sums are built from
+the rows, as the derivation builds them."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from django.db import transaction
 from apps.core.access.policy import FINANCE_GROUP
 from apps.fleet.models import Cluster, Gpu, Team, TeamMembership
 from apps.jobs.models import Job, JobGpuHour
+from apps.rollups.services import day_sums_refresh
 from apps.telemetry.models import GpuHour, IngestedHour, IngestWatermark
 from apps.waste.models import Flag
 from tests.carbon.fleet_builder import T0, fleet_build, idle_hours, job_run
@@ -84,6 +86,9 @@ def fleet_world_build() -> FleetWorld:
     finance.groups.add(Group.objects.get_or_create(name=FINANCE_GROUP)[0])
     member = User.objects.create_user("member", password="pw")
     TeamMembership.objects.create(user=member, team=vision, role="member")
+    # The jobs' days and the daily sums, as the derivation leaves them (the pages read the jobs' and the GPUs' days).
+    Job.objects.update(first_day=T0.date(), last_day=T0.date())
+    day_sums_refresh(cluster_ids=[fleet.cluster.pk], days=[T0.date()])
     for job in jobs.values():
         job.refresh_from_db()
     return FleetWorld(

@@ -4,6 +4,7 @@ query, at most MAX_GPUS rows (the least-drawing), each row linked to its GPU's p
 from __future__ import annotations
 
 import json
+import random
 import re
 from collections.abc import Iterator
 from datetime import timedelta
@@ -16,8 +17,10 @@ from django.test.utils import CaptureQueriesContext
 
 from apps.dashboard import heatmap
 from apps.dashboard.heatmap import MAX_COLUMNS, gpu_power_grid, heatmap_bucket
+from apps.rollups.services import day_sums_refresh
 from tests.carbon.fleet_builder import T0
 from tests.dashboard.fleet_world import HOUR, PERIOD, FleetWorld, fleet_world_build, module_world
+from tests.factories import ClusterFactory, GpuFactory, GpuHourFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -85,3 +88,28 @@ def test_the_page_draws_it_for_admins_and_finance_only(world: FleetWorld) -> Non
             # the rows' links, listed for the keyboard too
             for row in data["rows"]:
                 assert f'<a href="{row["url"].replace("&", "&amp;")}">' in html
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_week_of_hours_is_read_from_the_gpus_days_as_from_the_gpu_hours(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given GPUs of random power and occupancy at random hours of a week, their days summed as the derivation sums them
+    rng = random.Random(seed)
+    cluster = ClusterFactory()
+    for _ in range(7):
+        gpu = GpuFactory(node__cluster=cluster)
+        for hour in sorted(rng.sample(range(7 * 24), rng.randint(0, 60))):
+            GpuHourFactory(gpu=gpu, hour=T0 + hour * HOUR, device_energy_j=rng.uniform(0, 2.6e6),
+                           occupied_s=rng.choice([0.0, 1800.0, rng.uniform(0, 3600)]))  # fmt: skip
+    day_sums_refresh(cluster_ids=[cluster.pk], days=[T0.date() + timedelta(days=d) for d in range(7)])
+    for days, cap in ((1, 128), (7, 128), (7, 3)):
+        monkeypatch.setattr(heatmap, "MAX_GPUS", cap)
+        # when the grid of whole days of hours is read from the GPUs' days, and from the GPU-hours
+        from_days = heatmap._grid(T0, T0 + days * DAY)
+        monkeypatch.setattr(heatmap, "whole_days", lambda start, end: None)
+        from_rows = heatmap._grid(T0, T0 + days * DAY)
+        monkeypatch.undo()
+        # then they are the same grid, cell for cell, the same GPUs ranked by their mean power
+        assert from_days == from_rows
+        assert from_days["gpus"] == len({r["name"] for r in from_rows["rows"]}) or cap < from_days["gpus"]

@@ -20,7 +20,6 @@ from apps.jobs.selectors import (
     low_coverage_jobs,
     scheduler_hours,
     serving_jobs,
-    team_period_footprints,
 )
 from tests.factories import (
     HOUR,
@@ -103,7 +102,7 @@ def test_a_span_ending_on_the_hour_ends_there_and_no_span_is_none() -> None:
     assert scheduler_hours(job_ids=[]) is None
 
 
-# jobs_in_period_footprints, team_period_footprints
+# jobs_in_period_footprints
 
 
 def test_a_jobs_part_of_a_period_with_its_expired_days_wholly_inside() -> None:
@@ -127,15 +126,6 @@ def test_a_job_with_nothing_in_the_period_is_absent() -> None:
     job = JobGpuHourFactory(hour=T0).job
     assert jobs_in_period_footprints(job_ids=[job.pk], start=T0 + HOUR, end=T0 + 2 * HOUR) == {}
     assert jobs_in_period_footprints(job_ids=[], start=None, end=None) == {}
-
-
-def test_a_teams_period_is_its_jobs_own_rows() -> None:
-    mine = JobGpuHourFactory(hour=T0, energy_j=10.0).job
-    JobGpuHourFactory(job=JobFactory(team=mine.team, cluster=mine.cluster), hour=T0 + HOUR, energy_j=5.0)
-    JobGpuHourFactory(hour=T0, energy_j=99.0)  # another team's
-    found = team_period_footprints(team=mine.team, start=T0, end=T0 + 2 * HOUR)
-    assert sorted(fp.energy_j for fp in found.values()) == [5.0, 10.0]
-    assert team_period_footprints(team=mine.team, start=T0, end=T0 + HOUR).keys() == {mine.pk}
 
 
 # serving_jobs, job_work_units

@@ -179,6 +179,21 @@ def test_the_derivation_keeps_each_gpu_s_days() -> None:
     assert _listed(None, None) == _approx(_from_rows(None, None))
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_each_gpu_s_day_keeps_its_hours_as_its_rows_have_them(seed: int) -> None:
+    # given a random fleet whose days are summed (some GPUs with hours missing, some days without any)
+    _random_fleet(random.Random(seed))
+    days = list(GpuDay.objects.all())
+    assert days
+    for day in days:
+        # then each day has its GPU-hours' hours of the day and own figures, in their order (the heatmap's cells)
+        midnight = datetime.combine(day.day, datetime.min.time(), tzinfo=UTC)
+        rows = GpuHour.objects.filter(gpu_id=day.gpu_id, hour__gte=midnight, hour__lt=midnight + 24 * HOUR)
+        hours = list(rows.order_by("hour").values_list("hour", "device_energy_j", "occupied_s"))
+        assert day.hours_of_day == [h.hour for h, _, _ in hours] and day.hours == len(hours)
+        assert (day.hour_device_energy_j, day.hour_occupied_s) == ([d for _, d, _ in hours], [o for _, _, o in hours])
+
+
 def test_the_gpus_days_of_months_past_retention_go_with_their_rows() -> None:
     # given GPU-hours in October and November, their days summed
     fleet = fleet_build(servers=1)

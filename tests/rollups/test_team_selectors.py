@@ -13,11 +13,9 @@ import pytest
 
 from apps.core.units.footprint import Footprint
 from apps.jobs.models import Job
-from apps.rollups.breakdown import bill_of
+from apps.rollups.breakdown import NO_GROUP, JobFilter, bill_of
 from apps.rollups.cost_selectors import team_job_costs_minor
 from apps.rollups.team_selectors import (
-    NO_GROUP,
-    JobFilter,
     jobs_of_parts,
     parts_filtered,
     team_breakdowns,

@@ -14,16 +14,17 @@ import psycopg
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
-from django.db import connection
+from django.db import connection, transaction
 from django.test import Client
 
 from apps.jobs.models import Job, JobGpuHour, JobGpuHourEnergy
 from apps.pipeline import decisions
+from apps.pipeline.derive import Fact, Scope, derive
 from apps.pipeline.ingest import Fetched, IngestError, hour_write
 from apps.pipeline.inputs import footprints_recompute
 from apps.rollups.cost_selectors import cluster_job_costs_minor, team_job_costs_minor, team_totals_costs_minor
 from apps.rollups.focus_selectors import focus_targets
-from apps.rollups.models import TeamDay
+from apps.rollups.models import JobDay, TeamDay, TeamLineDay
 from apps.telemetry import partitions
 from apps.telemetry.hour import HourInput
 from apps.telemetry.models import GpuHour
@@ -94,7 +95,8 @@ def test_an_expired_month_is_dropped_while_jobs_daily_sums_costs_findings_and_th
     november = job_run(fleet, key="slurm/nov", gpus=fleet.gpus[4:6], hours=3, power_w=600,
                        start=datetime(2026, 11, 2, tzinfo=UTC))  # fmt: skip
     partitions_ensure(OCT, NOV)
-    footprints_recompute()
+    with transaction.atomic():  # as the ingest leaves them: footprints, each job's days, the daily sums
+        derive(Scope(), changed={Fact.FACTORS, Fact.SCHEDULER})
     admin = User.objects.create_user("boss", is_staff=True)
     flag, _ = Flag.objects.get_or_create(kind=FlagKind.IDLE_ALLOCATION, cluster=fleet.cluster, job=october)
     decisions.flag_review(actor=admin, flag=flag, action="acknowledge", reason="expected")
@@ -123,6 +125,8 @@ def test_an_expired_month_is_dropped_while_jobs_daily_sums_costs_findings_and_th
 
     before = kept()
     assert before["jobs"]["slurm/oct"][1] > Decimal(0) and len(before["days"]) == 4
+    assert JobDay.objects.filter(day__lt=NOV).count() == 2  # October's run's day, and the first of the one across
+    assert TeamLineDay.objects.filter(day__lt=NOV).count() == 1  # October's run, within its day
     assert len(before["booked"][0]) == 4 and len(before["booked"][1]) == 3 and before["booked"][3]
     assert len(before["booked"][4]) == 2
     # when the months before November are dropped
@@ -136,6 +140,9 @@ def test_an_expired_month_is_dropped_while_jobs_daily_sums_costs_findings_and_th
     # and the jobs that had rows there keep their totals, as do the daily sums, findings and the audit log
     assert set(Job.objects.filter(rows_expired=True).values_list("job_key", flat=True)) == {"slurm/oct", "slurm/across"}
     assert kept() == before
+    # and the jobs' days before November go with their rows (a page reads those days' kept costs), November's stay
+    assert not JobDay.objects.filter(day__lt=NOV).exists() and JobDay.objects.filter(job=november).exists()
+    assert not TeamLineDay.objects.filter(day__lt=NOV).exists() and TeamLineDay.objects.filter(day__gte=NOV).exists()
     # even when every footprint is derived again (a new price, a new PUE)
     footprints_recompute()
     assert kept() == before

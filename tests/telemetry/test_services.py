@@ -202,6 +202,20 @@ def test_a_jobs_team_follows_the_rules_unless_an_admin_set_it() -> None:
     assert written.team_moved_job_ids == {Job.objects.get(job_key="slurm/1").pk}
 
 
+def test_a_job_whose_user_changes_is_said_to_move_as_one_whose_team_does() -> None:
+    # given a job written with the user its scheduler gave
+    cluster = ClusterFactory()
+    meta = JobMeta(job_key="slurm/1", scheduler="slurm", job_id="1", user="ada")
+    first = _write(cluster, _result({"slurm/1": {"whole_gpu": 1e6}}, metas={"slurm/1": meta}))
+    assert first.team_moved_job_ids == set()
+    # when the hour is written again under another user's name
+    renamed = JobMeta(job_key="slurm/1", scheduler="slurm", job_id="1", user="bob")
+    written = _write(cluster, _result({"slurm/1": {"whole_gpu": 1e6}}, metas={"slurm/1": renamed}))
+    # then the job is among those whose earlier days are summed again (a team's split by user reads them)
+    assert written.team_moved_job_ids == {Job.objects.get(job_key="slurm/1").pk}
+    assert Job.objects.get().user == "bob"
+
+
 def test_work_of_a_job_the_cluster_has_is_stored_and_of_one_it_has_not_is_returned() -> None:
     # given a job seen in an earlier hour, and one in this hour
     cluster = ClusterFactory()

@@ -19,6 +19,7 @@ from apps.waste.selectors import (
     flag_gpus,
     latest_decisions,
     period_waste,
+    period_waste_counted,
     queue_order,
     queue_rows,
     queue_triage,
@@ -101,6 +102,30 @@ def test_days_are_local_days() -> None:
     assert list(found.per_day) == [(T0 + timedelta(hours=14)).date()]  # UTC+14: already the 3rd
 
 
+def test_the_findings_and_those_counted_worth_as_two_reads_would_give_them() -> None:
+    # given a failed run also an idle allocation on one GPU, a memory hog acknowledged, and another job's open hog
+    job, gpus = _job_on_two_gpus(hours=3, cost="1.234567")
+    other, _ = _job_on_two_gpus(hours=2, cost="0.5")
+    FlagFactory(cluster=job.cluster, job=job, kind="failed_run")
+    FlagFactory(cluster=job.cluster, job=job, kind="idle_allocation", evidence={"gpus": [gpus[1].uuid]})
+    FlagFactory(cluster=job.cluster, job=job, kind="memory_hog", status="acknowledged")
+    FlagFactory(cluster=other.cluster, job=other, kind="memory_hog")
+    start, end = T0 + HOUR, T0 + 3 * HOUR
+
+    def counted(flag: Flag) -> bool:
+        return flag.status == "open"
+
+    # when the findings' worth and the counted ones' are read together
+    every, kept, found = period_waste_counted(flags=Flag.objects.all(), start=start, end=end, counted=counted,
+                                              job_fields=("job_key", "currency"))  # fmt: skip
+    # then each is what period_waste gives of them, to the last bit
+    assert every == period_waste(flags=Flag.objects.all(), start=start, end=end)
+    assert kept == period_waste(flags=Flag.objects.filter(status="open"), start=start, end=end)
+    # with the findings worth something, by kind then newest first, each with its job's fields read
+    assert [f.pk for f in found] == [f.pk for f in sorted(Flag.objects.all(), key=lambda f: (f.kind, -f.pk))]
+    assert found[0].job.job_key == job.job_key
+
+
 # counted_flags, team_counted_flags, flag_gpus
 
 
@@ -164,8 +189,9 @@ def test_the_queue_by_money_or_oldest_first_and_its_page_in_that_order() -> None
     nothing = FlagFactory(cluster=dear.cluster, job=JobFactory(cluster=dear.cluster))  # no row: nothing at stake
     stake = queue_triage(flags=Flag.objects.all(), start=T0, end=T0 + HOUR).stake()
     by_money = queue_order(flags=Flag.objects.all(), stake=stake, order=QueueOrder.MONEY)
-    assert by_money == [second.pk, first.pk, nothing.pk]
-    assert queue_order(flags=Flag.objects.all(), stake=stake, order=QueueOrder.OLDEST) == [
+    assert list(by_money) == [second.pk, first.pk, nothing.pk] and len(by_money) == 3
+    assert by_money[1:3] == [first.pk, nothing.pk] and by_money[0] == second.pk  # a page: a slice
+    assert list(queue_order(flags=Flag.objects.all(), stake=stake, order=QueueOrder.OLDEST)) == [
         first.pk, second.pk, nothing.pk
     ]  # fmt: skip
     page = queue_rows(ids=[nothing.pk, second.pk, 10**9])

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from apps.core.units.footprint import J_PER_KWH, Footprint, kwh
+from apps.core.units.footprint import J_PER_KWH, Footprint, FootprintSum, kwh
 
 UNITS = {
     "energy_j", "gpu_hours", "server_kwh", "facility_kwh", "operational_kg", "embodied_kg", "cost", "energy_kwh",
@@ -245,3 +245,17 @@ def test_as_dict_round_trips_through_from_sums(fp: Footprint) -> None:
     assert out["energy_kwh"] == kwh(fp.energy_j)
     assert out["co2e_kg"] == fp.co2e_kg
     assert Footprint.from_sums(out) == fp
+
+
+@given(st.lists(footprints, max_size=12))
+@settings(max_examples=200)
+def test_a_sum_in_place_is_repeated_addition_to_the_last_bit(fps: list[Footprint]) -> None:
+    # when footprints are added up in place, one after the other
+    added = FootprintSum()
+    for fp in fps:
+        added.add(fp)
+    # then the figures are those of adding them with `+` from the empty footprint, bit for bit
+    by_hand = Footprint()
+    for fp in fps:
+        by_hand = by_hand + fp
+    assert added.footprint() == by_hand

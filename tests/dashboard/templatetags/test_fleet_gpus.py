@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 from django.template import Context, Template
+from django.utils.html import json_script
 
-from apps.dashboard.templatetags.fleet_gpus import cluster_gpu_links, hottest_gpu
+from apps.dashboard.templatetags.fleet_gpus import cluster_gpu_links, grid_json_script, hottest_gpu
 from apps.fleet.models import Cluster, Gpu, Node
 
 
@@ -78,3 +79,10 @@ def test_a_cluster_s_gpu_links_are_those_the_template_loop_wrote() -> None:
         expected = Template(_TEMPLATE_LOOP).render(Context({"nodes": nodes, "start": start, "end": end}))
         assert cluster_gpu_links(c, start, end) == expected
     assert "n0&lt;&amp;&gt;/0</a>, " in cluster_gpu_links(cluster, start, end)
+
+
+def test_the_heatmap_s_figures_are_written_as_json_script_writes_them() -> None:
+    grid = {"columns": ["2026-11-02T00:00:00+00:00"], "rows": [{"name": "c1 · n0</script><&>/0", "url": "/gpus/1/?a&b",
+            "power_w": [75, None], "held_pct": [0.5, 100]}], "gpus": 1, "max_gpus": 128}  # fmt: skip
+    assert grid_json_script(grid, "gpu-heatmap-data") == json_script(grid, "gpu-heatmap-data")
+    assert "</script><" not in grid_json_script(grid, "gpu-heatmap-data").removesuffix("</script>")
