@@ -46,7 +46,10 @@ FUTURE_SLACK_NS = 10_000_000_000
 class GpuCounters:
     """One process's counters on one GPU: busy ns (the union of its work), its busiest kernels' ns, and
     its busy time per bin of the clock over the last seconds (µs per `bin_ns` from bin `bins_from`), as
-    of `written_ns` (CLOCK_REALTIME); no bins from an older library."""
+    of `written_ns` (CLOCK_REALTIME); no bins from an older library. `bins_short_us`: of each bin's time,
+    what lay in stretches too short to have held another context's time slice (empty from an older
+    library: none known). `estimated_ns`: of `busy_ns`, the time not traced and counted at the busy share
+    of the windows around it (a launch-bound process traced in windows; 0 where every kernel was)."""
 
     busy_ns: int
     kernels_ns: tuple[tuple[str, int], ...] = ()
@@ -54,6 +57,8 @@ class GpuCounters:
     bin_ns: int = 0
     bins_from: int = 0
     bins_us: tuple[int, ...] = ()
+    bins_short_us: tuple[int, ...] = ()
+    estimated_ns: int = 0
 
 
 @dataclass(frozen=True)
@@ -197,11 +202,16 @@ def parse_state(raw: bytes, ident: ProcessIdentity | None = None) -> dict[str, G
             if not isinstance(k, list) or len(k) < 2 or not isinstance(k[0], str) or not _count(k[1]):
                 return None
             kernels.append((k[0][:32], int(k[1])))
-        bins = g.get("bins_us", [])
+        bins, short = g.get("bins_us", []), g.get("bins_short_us", [])
         bin_ns, bins_from, written = g.get("bin_ns", 0), g.get("bins_from", 0), doc.get("written_ns", 0)
-        if not isinstance(bins, list) or not all(_count(x) for x in [*bins, bin_ns, bins_from, written]):
+        estimated = g.get("estimated_ns", 0)
+        if not isinstance(bins, list) or not isinstance(short, list) or (short and len(short) != len(bins)):
             return None
-        out[uuid] = GpuCounters(int(busy), tuple(kernels), int(written), int(bin_ns), int(bins_from), tuple(bins))
+        if not all(_count(x) for x in [*bins, *short, bin_ns, bins_from, written, estimated]) or estimated > busy:
+            return None
+        out[uuid] = GpuCounters(
+            int(busy), tuple(kernels), int(written), int(bin_ns), int(bins_from), tuple(bins), tuple(short), estimated
+        )
     return out
 
 
@@ -239,12 +249,29 @@ RATIO_BINS = 100
 MAX_WALK_BINS = 300
 
 
-def share_bin(busy_us: list[int], bin_us: int) -> list[int]:
+def share_bin(busy_us: list[int], bin_us: int, short_us: list[int] | None = None) -> list[int]:
     """Busy time of several processes in one bin of the clock, shared where they add up to more than
     the bin: without MPS one context runs at a time, so time that two processes' kernels both cover
-    (time slicing puts one's kernel on hold while the other's runs) was one's or the other's. The
-    excess is taken from each in equal parts, none below 0 (water-filling): the time a process alone
-    covered stays its own, time covered by several is split among them."""
+    (time slicing puts one's kernel on hold while the other's runs) was one's or the other's.
+
+    Time in stretches too short to have held another context's slice (`short_us`, of each `busy_us`:
+    a launch-bound process's microsecond kernels) was run by its process, so it stays whole, and the
+    stretches that cover it (the other's kernel on hold) give way. What is left of the bin is shared
+    among the longer claims, the excess taken from each in equal parts, none below 0: the time a
+    process alone covered stays its own, time covered by several is split among them."""
+    if sum(busy_us) <= bin_us:
+        return list(busy_us)
+    if not short_us:
+        return _equal_excess(busy_us, bin_us)
+    short = [min(s, b) for s, b in zip(short_us, busy_us, strict=True)]
+    kept = _equal_excess(short, bin_us)
+    rest = _equal_excess([b - s for b, s in zip(busy_us, short, strict=True)], bin_us - sum(kept))
+    return [k + r for k, r in zip(kept, rest, strict=True)]
+
+
+def _equal_excess(busy_us: list[int], bin_us: int) -> list[int]:
+    """`busy_us` cut to add up to at most `bin_us`, the excess taken from each in equal parts, none
+    below 0 (water-filling)."""
     if sum(busy_us) <= bin_us:
         return list(busy_us)
     # the level x with sum(max(v - x, 0)) = bin_us: over the m largest values, x = (their sum - bin_us) / m
@@ -361,7 +388,8 @@ class SharedTime:
         bin_us = bin_ns // 1000
         for b in range(self.done_bin + 1, final_bin + 1):
             claimed = [_claimed_us(c, b, bin_us) for c in files]
-            shares = share_bin(claimed, bin_us)[: len(pids)]  # the processes present first, then those gone
+            short = [_claimed_us(c, b, bin_us, short=True) for c in files]
+            shares = share_bin(claimed, bin_us, short)[: len(pids)]  # the processes present first, then those gone
             for pid, got, want in zip(pids, shares, claimed[: len(pids)], strict=True):
                 acct = self.accounts[pid]
                 acct.settled_ns += got * 1000
@@ -372,9 +400,10 @@ class SharedTime:
             del self.gone[pid]  # every bin it claimed is shared
 
 
-def _claimed_us(c: GpuCounters, b: int, bin_us: int) -> int:
+def _claimed_us(c: GpuCounters, b: int, bin_us: int, *, short: bool = False) -> int:
+    bins = c.bins_short_us if short else c.bins_us
     i = b - c.bins_from
-    return min(c.bins_us[i], bin_us) if 0 <= i < len(c.bins_us) else 0
+    return min(bins[i], bin_us) if 0 <= i < len(bins) else 0
 
 
 def _unshared_ns(c: GpuCounters, done_bin: int | None, bin_ns: int) -> int:
@@ -450,6 +479,7 @@ def with_gpu_time(
                     gpu_busy_ns=(busy[p.pid] if busy is not None else c.busy_ns) if c else None,
                     gpu_kernels_ns=c.kernels_ns if c else None,
                     gpu_busy_raw_ns=c.busy_ns if c else None,
+                    gpu_busy_estimated_ns=c.estimated_ns if c else None,
                 )
             )
         gpus.append(replace(g, processes=tuple(procs)))

@@ -30,6 +30,7 @@ class JobGpuLedger:
     sm_s: float = 0.0
     gpu_time_s: float = 0.0  # exact GPU time over the samples that had it (gpu_time_samples)
     gpu_time_samples: int = 0
+    gpu_time_estimated_s: float = 0.0  # of gpu_time_s, counted from windows rather than traced
     memory_bytes: int = 0
     last_seen: float = 0.0  # Unix seconds: end of the last sample in which the job was present
     present: bool = True
@@ -67,6 +68,7 @@ class GpuLedger:
     # Exact GPU time: each listed process's counter at the last tick, and who was listed then.
     prev_gpu_busy_ns: dict[int, int] = field(default_factory=dict)
     prev_gpu_kernels_ns: dict[int, dict[str, int]] = field(default_factory=dict)
+    prev_gpu_estimated_ns: dict[int, tuple[int, int]] = field(default_factory=dict)  # pid -> (raw, estimated)
     sample_kernels_ns: dict[int, dict[str, int]] = field(default_factory=dict)  # pid -> kernel -> ns, this sample
     prev_listed: frozenset[int] = frozenset()
     idle_power_w: float | None = None  # moving mean of the samples with no process (the gpu_time split's p0)
@@ -121,6 +123,7 @@ class GpuLedger:
             if load.gpu_time_pct is not None:
                 led.gpu_time_s += load.gpu_time_pct / 100.0 * dt_s
                 led.gpu_time_samples += 1
+                led.gpu_time_estimated_s += (load.gpu_time_estimated_pct or 0.0) / 100.0 * dt_s
             led.last_seen = wall
         residual = charged - energy_j
         self.max_residual_j = max(self.max_residual_j, abs(residual))

@@ -52,9 +52,15 @@ class ProcessReading:
     # The union of its work alone, before the time it claims together with other processes on the GPU
     # is shared (gputime.SharedTime): `gpu_busy_ns` is what the split uses. Recorded for analysis.
     gpu_busy_raw_ns: int | None = None
+    # Of its union, the time the library did not trace and counted at the busy share of the windows
+    # around it (a launch-bound process traced in windows: gputime.GpuCounters.estimated_ns), so far, in
+    # ns; 0 where every kernel was traced, None where it keeps no counter. Recorded in traces.
+    gpu_busy_estimated_ns: int | None = None
     # Its busy time during the sample in percent of the sample's length, worked out by the sampler
     # from two readings of that counter; None where it is not known for this sample.
     gpu_time_pct: float | None = None
+    # Of gpu_time_pct, the part counted from windows rather than traced (0 where all was traced).
+    gpu_time_estimated_pct: float | None = None
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ Then one line per tick:
              "processes": [[pid, memory_bytes, activity_pct or null, mem_activity_pct or null
                             (, gpu_busy_ns: the process's exact GPU time counter, where it keeps one
                              (, {kernel id: ns}: its busiest kernels' counters
-                             (, the union of its work, where gpu_busy_ns shares what it claimed with others)))],
+                             (, the union of its work, where gpu_busy_ns shares what it claimed with others
+                              (, of that union, the ns counted from the library's windows, not traced))))],
                             ...],
              "util": {"since_us", "samples": [[pid, driver µs, SM %, memory %], ...]} (NVML: the raw
              per-process samples the activity came from; absent when none were asked for)}],
@@ -22,7 +23,8 @@ Then one line per tick:
 Version 1 traces have three fields per process (no memory activity); the replay reads both versions.
 "util" was added within version 2 (readers that do not know it ignore it; the processes' activity is
 what the agent computed from it), and so were a process's fifth field, its GPU-time counter, and sixth,
-its kernels' (gputime.py; older readers ignore them, and a trace without them replays as before), and a
+its kernels' (gputime.py; older readers ignore them, and a trace without them replays as before), and its
+eighth, the part of its union counted from windows (absent: every kernel traced), and a
 GPU's "power_limit_w" and "sm_clock_mhz" (a trace without them replays with both unknown).
 The replay backend reads "t", "mono", "gpus" and "jobs"; "split" is what the agent computed, kept so
 that a replay can be checked against the recording and the invariant checked on every sample.
@@ -88,11 +90,14 @@ def tick_record(reading: TickReading, new_jobs: dict[int, JobInfo], outputs: lis
 def _process(p: ProcessReading) -> list[Any]:
     row: list[Any] = [p.pid, p.memory_bytes, p.activity_pct, p.mem_activity_pct]
     if p.gpu_busy_ns is not None:
+        estimated = bool(p.gpu_busy_estimated_ns)
         row.append(p.gpu_busy_ns)
-        if p.gpu_kernels_ns or p.gpu_busy_raw_ns not in (None, p.gpu_busy_ns):
+        if p.gpu_kernels_ns or p.gpu_busy_raw_ns not in (None, p.gpu_busy_ns) or estimated:
             row.append(dict(p.gpu_kernels_ns or ()))
-        if p.gpu_busy_raw_ns not in (None, p.gpu_busy_ns):
-            row.append(p.gpu_busy_raw_ns)
+        if p.gpu_busy_raw_ns not in (None, p.gpu_busy_ns) or estimated:
+            row.append(p.gpu_busy_raw_ns if p.gpu_busy_raw_ns is not None else p.gpu_busy_ns)
+        if estimated:
+            row.append(p.gpu_busy_estimated_ns)
     return row
 
 

@@ -327,7 +327,12 @@ class Sampler:
         baseline here (unknown for this sample). Before the GPU's first sample nothing is known."""
         listed = frozenset(p.pid for p in procs)
         previous, was_listed = led.prev_gpu_busy_ns, led.prev_listed
-        prev_kernels = led.prev_gpu_kernels_ns
+        prev_kernels, prev_estimated = led.prev_gpu_kernels_ns, led.prev_gpu_estimated_ns
+        led.prev_gpu_estimated_ns = {
+            p.pid: (p.gpu_busy_raw_ns, p.gpu_busy_estimated_ns)
+            for p in procs
+            if p.gpu_busy_raw_ns is not None and p.gpu_busy_estimated_ns is not None
+        }
         led.prev_gpu_busy_ns = {p.pid: p.gpu_busy_ns for p in procs if p.gpu_busy_ns is not None}
         led.prev_gpu_kernels_ns = {p.pid: dict(p.gpu_kernels_ns) for p in procs if p.gpu_kernels_ns}
         led.prev_listed = listed
@@ -345,7 +350,7 @@ class Sampler:
                 out.append(p)
                 continue
             pct = min((busy - before) / 1e9 / dt * 100.0, MAX_GPU_TIME_PCT)
-            out.append(replace(p, gpu_time_pct=pct))
+            out.append(replace(p, gpu_time_pct=pct, gpu_time_estimated_pct=pct * _estimated_part(p, prev_estimated)))
             if p.gpu_kernels_ns:
                 led.sample_kernels_ns[p.pid] = kernel_deltas(
                     dict(p.gpu_kernels_ns), prev_kernels.get(p.pid, {}), new=p.pid not in was_listed, dt_s=dt
@@ -551,3 +556,15 @@ def _merge_start(known: JobInfo, new: JobInfo) -> None:
         known.start_time, known.scheduler_start = new.start_time, True
     elif new.start_time is not None and (known.start_time is None or new.start_time < known.start_time):
         known.start_time = new.start_time
+
+
+def _estimated_part(p: ProcessReading, before: Mapping[int, tuple[int, int]]) -> float:
+    """Of a process's rise of its union counter since the last sample, the part the library counted from
+    its windows rather than traced (0 where it traced every kernel, or keeps no such counter)."""
+    if p.gpu_busy_raw_ns is None or p.gpu_busy_estimated_ns is None:
+        return 0.0
+    raw0, est0 = before.get(p.pid, (0, 0))
+    rise, est_rise = p.gpu_busy_raw_ns - raw0, p.gpu_busy_estimated_ns - est0
+    if rise <= 0 or est_rise <= 0:
+        return 0.0
+    return min(est_rise / rise, 1.0)

@@ -125,6 +125,9 @@ def jobs_document(snap: Snapshot) -> dict[str, Any]:
                     # for a job that never reported it
                     "gpu_time_s": job.gpu_time_s if job.gpu_time_samples else None,
                     "gpu_time_samples": job.gpu_time_samples,
+                    # of gpu_time_s, the seconds counted from the library's windows (a launch-bound job
+                    # traced in windows), not traced kernel by kernel; 0 where every kernel was
+                    "gpu_time_estimated_s": job.gpu_time_estimated_s if job.gpu_time_samples else None,
                 }
             )
     jobs = []

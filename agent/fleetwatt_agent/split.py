@@ -45,6 +45,8 @@ class JobLoad:
     # Exact GPU time in the sample, percent of its length, summed over the job's processes; None unless
     # every one of them reported it (ProcessReading.gpu_time_pct).
     gpu_time_pct: float | None = None
+    # Of gpu_time_pct, the part counted from the library's windows rather than traced.
+    gpu_time_estimated_pct: float | None = None
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,7 @@ def job_loads(processes: Iterable[ProcessReading], job_of: Mapping[int, str]) ->
     act: dict[str, float] = {}
     mem_act: dict[str, float] = {}
     gpu_time: dict[str, float | None] = {}
+    estimated: dict[str, float] = {}
     pids: dict[str, list[int]] = {}
     for proc in processes:
         key = job_of.get(proc.pid)
@@ -85,8 +88,19 @@ def job_loads(processes: Iterable[ProcessReading], job_of: Mapping[int, str]) ->
             mem_act[key] = mem_act.get(key, 0.0) + max(proc.mem_activity_pct, 0.0)
         known = gpu_time.get(key, 0.0)
         gpu_time[key] = None if known is None or proc.gpu_time_pct is None else known + max(proc.gpu_time_pct, 0.0)
+        estimated[key] = estimated.get(key, 0.0) + max(proc.gpu_time_estimated_pct or 0.0, 0.0)
         pids.setdefault(key, []).append(proc.pid)
-    return {k: JobLoad(mem[k], act[k], tuple(pids[k]), mem_act.get(k), gpu_time[k]) for k in mem}
+    return {
+        k: JobLoad(
+            mem[k],
+            act[k],
+            tuple(pids[k]),
+            mem_act.get(k),
+            gpu_time[k],
+            estimated[k] if gpu_time[k] is not None else None,
+        )
+        for k in mem
+    }
 
 
 def split_sample(

@@ -14,6 +14,14 @@
  * FLEETWATT_GPUTIME_RECORDS=discard: CUPTI traces, the records are thrown away unread - the overhead runs'
  * measure of CUPTI's own cost, never for production (the state file then says nothing).
  *
+ * A launch-bound process (more than FLEETWATT_GPUTIME_WINDOW_ABOVE kernels a second, 20,000, while its
+ * work keeps the GPU busy less than half the time) pays for CUPTI's record of every kernel in its own
+ * pace: about a microsecond a kernel on Hopper. Its work is then traced in windows instead,
+ * FLEETWATT_GPUTIME_WINDOW_MS (50) of every FLEETWATT_GPUTIME_WINDOW_EVERY_MS (2000): between two windows
+ * its time is counted at the busy share of the window before (fw_estimate), and its state file says so
+ * ("windowed", each GPU's "estimated_ns"). It goes back to tracing everything when a window sees it no
+ * longer launch-bound. FLEETWATT_GPUTIME_WINDOW_ABOVE=0: every kernel traced, always.
+ *
  * Anything that fails (no CUPTI, no folder) is said once on stderr and the process runs on untouched.
  */
 #define _GNU_SOURCE
@@ -64,6 +72,17 @@ static fw_interval g_batch[FW_MAX_DEVICES][256];
 static size_t g_batch_n[FW_MAX_DEVICES];
 static int g_named[FW_MAX_DEVICES];
 static int g_discard; /* FLEETWATT_GPUTIME_RECORDS=discard */
+
+/* Tracing in windows (see the top). Driven by the flusher thread alone (g_tracing is its own); the rest
+ * under g_lock, which the state's writer and the exit handler take too. */
+static uint64_t g_window_above = 20000; /* kernels a second */
+static uint64_t g_window_ns = 50000000ull, g_window_every_ns = 2000000000ull;
+static volatile uint64_t g_kernel_records; /* kernel records read so far (buffer_completed) */
+static int g_windowed;                     /* tracing in windows now */
+static int g_tracing = 1;                  /* the activity kinds enabled now */
+static uint64_t g_check_from_ns, g_check_records, g_check_busy[FW_MAX_DEVICES];
+static uint64_t g_window_on_ns, g_window_off_ns, g_estimated_until_ns;
+static double g_share[FW_MAX_DEVICES], g_short_share[FW_MAX_DEVICES];
 
 static void say(const char *what) { fprintf(stderr, "fleetwatt-gputime: %s\n", what); }
 
@@ -211,6 +230,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
         case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
         case CUPTI_ACTIVITY_KIND_KERNEL: {
             const FW_KERNEL_T *k = (const FW_KERNEL_T *)rec;
+            g_kernel_records++;
             add(k->deviceId, k->start, k->end, kernel_id(k->name));
             break;
         }
@@ -238,13 +258,13 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 }
 
 static void write_state(int final) {
-    static char buf[FW_MAX_DEVICES * (320 + FW_KERNELS_SHOWN * 64 + FW_BINS_SHOWN * 11) + 512]; /* under the lock */
+    static char buf[FW_MAX_DEVICES * (400 + FW_KERNELS_SHOWN * 64 + FW_BINS_SHOWN * 22) + 512]; /* under the lock */
     if (g_discard) return; /* no file: the agent splits the process as one without the library, never as idle */
     /* Under the lock: the flusher and the exit handler may both write. A new file renamed over the
      * old: the agent reads a whole state or the one before, never half. */
     pthread_mutex_lock(&g_lock);
-    int n = fw_format(&g_state, buf, sizeof(buf), (long)g_pid, g_pidns, g_start_ticks, realtime_ns(), final,
-                      g_dropped);
+    int n = fw_format_windowed(&g_state, buf, sizeof(buf), (long)g_pid, g_pidns, g_start_ticks, realtime_ns(), final,
+                               g_dropped, g_windowed);
     int fd = n < 0 ? -1 : open(g_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd >= 0) {
         ssize_t w = write(fd, buf, (size_t)n);
@@ -255,12 +275,126 @@ static void write_state(int final) {
     pthread_mutex_unlock(&g_lock);
 }
 
+/* The three kinds on or off together: a process's copies are traced when its kernels are. */
+static void trace(int on) {
+    if (on == g_tracing) return;
+    CUpti_ActivityKind kinds[3] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                   CUPTI_ACTIVITY_KIND_MEMSET};
+    for (int i = 0; i < 3; i++) on ? cuptiActivityEnable(kinds[i]) : cuptiActivityDisable(kinds[i]);
+    g_tracing = on;
+}
+
+/* Whether the work read since the last check is launch-bound: many kernels a second, the GPU busy with
+ * them less than half the time on every device. Starts the next check. Under g_lock. */
+static int launch_bound(uint64_t now) {
+    uint64_t span = now - g_check_from_ns, kernels = g_kernel_records - g_check_records;
+    int many = span > 0 && (double)kernels * 1e9 / (double)span > (double)g_window_above, busy = 0;
+    for (unsigned d = 0; d < FW_MAX_DEVICES; d++) {
+        if (!g_state.devices[d].used) continue;
+        uint64_t b = fw_busy_ns(&g_state, d);
+        if (span > 0 && (double)(b - g_check_busy[d]) > 0.5 * (double)span) busy = 1;
+        g_check_busy[d] = b;
+    }
+    g_check_from_ns = now;
+    g_check_records = g_kernel_records;
+    return many && !busy;
+}
+
+/* Each device's busy share of the window just traced [g_window_on_ns, g_window_off_ns). Under g_lock. */
+static void window_shares(void) {
+    double span = (double)(g_window_off_ns - g_window_on_ns);
+    for (unsigned d = 0; d < FW_MAX_DEVICES; d++) {
+        uint64_t busy = 0, short_ns = 0;
+        if (g_state.devices[d].used) fw_busy_between(&g_state, d, g_window_on_ns, g_window_off_ns, &busy, &short_ns);
+        g_share[d] = span > 0 ? (double)busy / span : 0.0;
+        g_short_share[d] = span > 0 ? (double)short_ns / span : 0.0;
+    }
+}
+
+/* Count the time not traced up to `now` at the last window's shares. Under g_lock. */
+static void estimate_until(uint64_t now) {
+    if (now <= g_estimated_until_ns) return;
+    for (unsigned d = 0; d < FW_MAX_DEVICES; d++)
+        if (g_state.devices[d].used && g_share[d] > 0)
+            fw_estimate(&g_state, d, g_estimated_until_ns, now, g_share[d], g_short_share[d]);
+    g_estimated_until_ns = now;
+}
+
+/* Tracing just stopped: every record of what it traced, delivered now. A flush without the force returns
+ * a buffer only once every record in it is complete, which for a process that keeps launching may be
+ * never within a window (its records then arrived a buffer at a time, seconds late, and a window read
+ * before they came looked idle). With nothing more being traced, the work in flight ends within the
+ * millisecond waited, and the forced flush hands back every record, complete. */
+static void flush_traced(void) {
+    struct timespec ms = {0, 1000000L};
+    nanosleep(&ms, NULL);
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+}
+
+/* One step of the windows, every tick of the flusher (10 ms). CUPTI is flushed, enabled and disabled
+ * outside g_lock: a flush hands buffers to buffer_completed in this thread, which takes it. */
+static void window_step(void) {
+    uint64_t now = realtime_ns();
+    if (!g_windowed) {
+        /* Deciding, while every kernel is traced: on the records delivered so far (a flush without the
+         * force, which never cuts a buffer short; they may come a buffer at a time: a decision late). */
+        if (now - g_check_from_ns < 100000000ull) return;
+        cuptiActivityFlushAll(0);
+        pthread_mutex_lock(&g_lock);
+        int bound = launch_bound(now);
+        pthread_mutex_unlock(&g_lock);
+        if (!bound) return;
+        trace(0); /* the last 100 ms, read whole, are the first window */
+        uint64_t off = realtime_ns();
+        flush_traced();
+        pthread_mutex_lock(&g_lock);
+        g_window_on_ns = off - 100000000ull;
+        g_window_off_ns = g_estimated_until_ns = off;
+        window_shares();
+        g_windowed = 1;
+        pthread_mutex_unlock(&g_lock);
+        return;
+    }
+    if (!g_tracing) { /* between windows: count the time, open the next window when due */
+        int open = 0;
+        pthread_mutex_lock(&g_lock);
+        estimate_until(now);
+        if (now - g_window_off_ns >= g_window_every_ns - g_window_ns) {
+            open = 1;
+            g_window_on_ns = now;
+            g_check_from_ns = now;
+            g_check_records = g_kernel_records;
+            for (unsigned d = 0; d < FW_MAX_DEVICES; d++) g_check_busy[d] = fw_busy_ns(&g_state, d);
+        }
+        pthread_mutex_unlock(&g_lock);
+        if (open) trace(1);
+        return;
+    }
+    if (now - g_window_on_ns < g_window_ns) return;
+    trace(0); /* the window closes: its records, every one, before its pace and shares are read */
+    uint64_t off = realtime_ns();
+    flush_traced();
+    pthread_mutex_lock(&g_lock);
+    int bound = launch_bound(off);
+    g_window_off_ns = g_estimated_until_ns = off;
+    window_shares();
+    if (!bound) g_windowed = 0; /* no longer launch-bound: every kernel traced again */
+    pthread_mutex_unlock(&g_lock);
+    if (!bound) trace(1);
+}
+
 static void *flusher(void *arg) {
     (void)arg;
-    struct timespec ts = {g_flush_ms / 1000, (long)(g_flush_ms % 1000) * 1000000L};
+    const unsigned tick_ms = 10;
+    struct timespec ts = {0, (long)tick_ms * 1000000L};
+    unsigned since_flush = 0;
     while (!g_stop) {
         nanosleep(&ts, NULL);
         if (g_stop) break;
+        if (g_window_above) window_step();
+        since_flush += tick_ms;
+        if (since_flush < g_flush_ms) continue;
+        since_flush = 0;
         cuptiActivityFlushAll(0);
         write_state(0);
     }
@@ -271,6 +405,11 @@ static void at_exit(void) {
     if (!g_enabled || getpid() != g_pid) return;
     g_stop = 1;
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    if (g_windowed && !g_tracing) { /* the time since the last window, as the windows count it */
+        pthread_mutex_lock(&g_lock);
+        estimate_until(realtime_ns());
+        pthread_mutex_unlock(&g_lock);
+    }
     write_state(1);
     if (g_dump) fflush(g_dump);
 }
@@ -314,6 +453,13 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
     uint8_t zeroed = 1; /* buffers come zeroed (buffer_requested): CUPTI need not zero them in the launching thread */
     size_t zeroed_size = sizeof(zeroed);
     cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &zeroed_size, &zeroed);
+    const char *above = getenv("FLEETWATT_GPUTIME_WINDOW_ABOVE");
+    if (above && *above) g_window_above = strtoull(above, NULL, 10);
+    const char *window_ms = getenv("FLEETWATT_GPUTIME_WINDOW_MS");
+    if (window_ms && atoi(window_ms) >= 10 && atoi(window_ms) <= 10000) g_window_ns = (uint64_t)atoi(window_ms) * 1000000ull;
+    const char *every_ms = getenv("FLEETWATT_GPUTIME_WINDOW_EVERY_MS");
+    if (every_ms && atoi(every_ms) >= 20 && atoi(every_ms) <= 60000) g_window_every_ns = (uint64_t)atoi(every_ms) * 1000000ull;
+    if (g_window_every_ns <= g_window_ns) g_window_above = 0; /* windows as long as their period: trace all */
     const char *records = getenv("FLEETWATT_GPUTIME_RECORDS");
     g_discard = records && strcmp(records, "discard") == 0;
     const char *per_thread = getenv("FLEETWATT_GPUTIME_PER_THREAD_BUFFERS");
@@ -345,6 +491,7 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
     }
     sync_clocks();
     find_driver();
+    g_check_from_ns = realtime_ns();
     g_enabled = 1;
     write_state(0);
     atexit(at_exit);

@@ -20,8 +20,9 @@ void fw_state_free(fw_state *s) {
 
 void fw_set_bins(fw_state *s, uint64_t bin_ns) { s->bin_ns = bin_ns; }
 
-/* Add [a, b) of committed busy time to its bins. */
-static void bins_add(const fw_state *s, fw_device *d, uint64_t a, uint64_t b) {
+/* Add [a, b) of committed busy time to its bins, at `share` of it (1 where traced); `short_share` of it
+ * in stretches shorter than FW_SHORT_NS. */
+static void bins_add_share(const fw_state *s, fw_device *d, uint64_t a, uint64_t b, double share, double short_share) {
     if (!s->bin_ns) return;
     while (a < b) {
         uint64_t bin = a / s->bin_ns, edge = (bin + 1) * s->bin_ns;
@@ -30,10 +31,17 @@ static void bins_add(const fw_state *s, fw_device *d, uint64_t a, uint64_t b) {
         if (d->ring_bin[slot] != bin) { /* a slot of an older bin: it is this one's now */
             d->ring_bin[slot] = bin;
             d->ring_us[slot] = 0;
+            d->ring_short_us[slot] = 0;
         }
-        d->ring_us[slot] += (uint32_t)((upto - a) / 1000);
+        double us = (double)(upto - a) / 1000.0;
+        d->ring_us[slot] += (uint32_t)(us * share);
+        d->ring_short_us[slot] += (uint32_t)(us * short_share);
         a = upto;
     }
+}
+
+static void bins_add(const fw_state *s, fw_device *d, uint64_t a, uint64_t b) {
+    bins_add_share(s, d, a, b, 1.0, b - a < FW_SHORT_NS ? 1.0 : 0.0);
 }
 
 static int by_start(const void *a, const void *b) {
@@ -151,10 +159,48 @@ int fw_add(fw_state *s, unsigned device, const fw_interval *batch, size_t n) {
 uint64_t fw_busy_ns(const fw_state *s, unsigned device) {
     if (device >= FW_MAX_DEVICES) return 0;
     const fw_device *d = &s->devices[device];
-    uint64_t t = d->committed_ns;
+    uint64_t t = d->committed_ns + d->estimated_ns;
     const fw_interval *open = d->open + d->open_off;
     for (size_t i = 0; i < d->n_open; i++) t += open[i].end - open[i].start;
     return t;
+}
+
+void fw_busy_between(const fw_state *s, unsigned device, uint64_t a, uint64_t b, uint64_t *busy, uint64_t *short_ns) {
+    *busy = 0;
+    *short_ns = 0;
+    if (device >= FW_MAX_DEVICES || b <= a) return;
+    const fw_device *d = &s->devices[device];
+    const fw_interval *open = d->open + d->open_off;
+    for (size_t i = 0; i < d->n_open; i++) {
+        uint64_t x = open[i].start > a ? open[i].start : a, y = open[i].end < b ? open[i].end : b;
+        if (y <= x) continue;
+        *busy += y - x;
+        if (open[i].end - open[i].start < FW_SHORT_NS) *short_ns += y - x;
+    }
+    /* committed time: only in bins, counted where its bin overlaps [a, min(b, committed_until)) */
+    uint64_t upto = b < d->committed_until ? b : d->committed_until;
+    if (!s->bin_ns || upto <= a) return;
+    for (uint64_t bin = a / s->bin_ns; bin * s->bin_ns < upto; bin++) {
+        unsigned slot = (unsigned)(bin % FW_RING);
+        if (d->ring_bin[slot] != bin) continue;
+        uint64_t lo = bin * s->bin_ns, hi = lo + s->bin_ns;
+        uint64_t x = lo > a ? lo : a, y = hi < upto ? hi : upto;
+        double part = (double)(y - x) / (double)s->bin_ns;
+        *busy += (uint64_t)(d->ring_us[slot] * 1000.0 * part);
+        *short_ns += (uint64_t)(d->ring_short_us[slot] * 1000.0 * part);
+    }
+}
+
+void fw_estimate(fw_state *s, unsigned device, uint64_t a, uint64_t b, double share, double short_share) {
+    if (device >= FW_MAX_DEVICES || b <= a) return;
+    if (share < 0.0) share = 0.0;
+    if (share > 1.0) share = 1.0;
+    if (short_share < 0.0) short_share = 0.0;
+    if (short_share > share) short_share = share;
+    fw_device *d = &s->devices[device];
+    d->used = 1;
+    d->estimated_ns += (uint64_t)((double)(b - a) * share);
+    bins_add_share(s, d, a, b, share, short_share);
 }
 
 uint64_t fw_kernel_id(const char *name) {
@@ -196,12 +242,48 @@ void fw_set_uuid(fw_state *s, unsigned device, const char *uuid) {
 
 int fw_format(const fw_state *s, char *buf, size_t len, long pid, uint64_t pidns, uint64_t start_ticks,
               uint64_t now_ns, int final, uint64_t dropped_records) {
+    return fw_format_windowed(s, buf, len, pid, pidns, start_ticks, now_ns, final, dropped_records, 0);
+}
+
+/* Append `",name":[v...]` of one device's bins from `first` to `last` (committed + open, or their short
+ * part). -1 where buf is too small. */
+static int format_bins(const fw_state *s, const fw_device *d, char *buf, size_t len, size_t *off, const char *name,
+                       uint64_t first, uint64_t last, int short_only) {
+    int w = snprintf(buf + *off, len - *off, ",\"%s\":[", name);
+    if (w < 0 || (size_t)w >= len - *off) return -1;
+    *off += (size_t)w;
+    const fw_interval *open = d->open + d->open_off;
+    size_t next_open = 0;
+    for (uint64_t bin = first; bin <= last; bin++) {
+        unsigned slot = (unsigned)(bin % FW_RING);
+        uint64_t us = d->ring_bin[slot] == bin ? (short_only ? d->ring_short_us[slot] : d->ring_us[slot]) : 0;
+        uint64_t lo = bin * s->bin_ns, hi = lo + s->bin_ns;
+        while (next_open < d->n_open && open[next_open].end <= lo) next_open++;
+        for (size_t j = next_open; j < d->n_open && open[j].start < hi; j++) {
+            if (short_only && open[j].end - open[j].start >= FW_SHORT_NS) continue;
+            uint64_t a = open[j].start > lo ? open[j].start : lo;
+            uint64_t b = open[j].end < hi ? open[j].end : hi;
+            if (b > a) us += (b - a) / 1000;
+        }
+        w = snprintf(buf + *off, len - *off, "%s%llu", bin == first ? "" : ",", (unsigned long long)us);
+        if (w < 0 || (size_t)w >= len - *off) return -1;
+        *off += (size_t)w;
+    }
+    w = snprintf(buf + *off, len - *off, "]");
+    if (w < 0 || (size_t)w >= len - *off) return -1;
+    *off += (size_t)w;
+    return 0;
+}
+
+int fw_format_windowed(const fw_state *s, char *buf, size_t len, long pid, uint64_t pidns, uint64_t start_ticks,
+                       uint64_t now_ns, int final, uint64_t dropped_records, int windowed) {
     size_t off = 0;
     int w = snprintf(buf, len,
                      "{\"format\":\"fleetwatt-gputime\",\"version\":1,\"pid\":%ld,\"pidns\":%llu,"
-                     "\"start_ticks\":%llu,\"written_ns\":%llu,\"final\":%s,\"dropped_records\":%llu,\"gpus\":[",
+                     "\"start_ticks\":%llu,\"written_ns\":%llu,\"final\":%s,\"dropped_records\":%llu,"
+                     "\"windowed\":%s,\"gpus\":[",
                      pid, (unsigned long long)pidns, (unsigned long long)start_ticks, (unsigned long long)now_ns,
-                     final ? "true" : "false", (unsigned long long)dropped_records);
+                     final ? "true" : "false", (unsigned long long)dropped_records, windowed ? "true" : "false");
     if (w < 0 || (size_t)w >= len) return -1;
     off = (size_t)w;
     int first = 1;
@@ -209,10 +291,11 @@ int fw_format(const fw_state *s, char *buf, size_t len, long pid, uint64_t pidns
         const fw_device *d = &s->devices[i];
         if (!d->used) continue;
         w = snprintf(buf + off, len - off,
-                     "%s{\"device\":%u,\"uuid\":\"%s\",\"busy_ns\":%llu,\"records\":%llu,\"other_kernels_ns\":%llu,"
-                     "\"kernels\":[",
+                     "%s{\"device\":%u,\"uuid\":\"%s\",\"busy_ns\":%llu,\"estimated_ns\":%llu,\"records\":%llu,"
+                     "\"other_kernels_ns\":%llu,\"kernels\":[",
                      first ? "" : ",", i, d->uuid, (unsigned long long)fw_busy_ns(s, i),
-                     (unsigned long long)d->records, (unsigned long long)d->other_kernels_ns);
+                     (unsigned long long)d->estimated_ns, (unsigned long long)d->records,
+                     (unsigned long long)d->other_kernels_ns);
         if (w < 0 || (size_t)w >= len - off) return -1;
         off += (size_t)w;
         first = 0;
@@ -247,29 +330,12 @@ int fw_format(const fw_state *s, char *buf, size_t len, long pid, uint64_t pidns
         if (s->bin_ns && now_ns >= FW_BINS_SHOWN * s->bin_ns) {
             /* the last FW_BINS_SHOWN bins up to the one holding now_ns: committed time + open intervals */
             uint64_t last = now_ns / s->bin_ns, first = last + 1 - FW_BINS_SHOWN;
-            w = snprintf(buf + off, len - off, ",\"bin_ns\":%llu,\"bins_from\":%llu,\"bins_us\":[",
-                         (unsigned long long)s->bin_ns, (unsigned long long)first);
+            w = snprintf(buf + off, len - off, ",\"bin_ns\":%llu,\"bins_from\":%llu,\"short_ns\":%llu",
+                         (unsigned long long)s->bin_ns, (unsigned long long)first, (unsigned long long)FW_SHORT_NS);
             if (w < 0 || (size_t)w >= len - off) return -1;
             off += (size_t)w;
-            const fw_interval *open = d->open + d->open_off;
-            size_t next_open = 0;
-            for (uint64_t bin = first; bin <= last; bin++) {
-                unsigned slot = (unsigned)(bin % FW_RING);
-                uint64_t us = d->ring_bin[slot] == bin ? d->ring_us[slot] : 0;
-                uint64_t lo = bin * s->bin_ns, hi = lo + s->bin_ns;
-                while (next_open < d->n_open && open[next_open].end <= lo) next_open++;
-                for (size_t j = next_open; j < d->n_open && open[j].start < hi; j++) {
-                    uint64_t a = open[j].start > lo ? open[j].start : lo;
-                    uint64_t b = open[j].end < hi ? open[j].end : hi;
-                    if (b > a) us += (b - a) / 1000;
-                }
-                w = snprintf(buf + off, len - off, "%s%llu", bin == first ? "" : ",", (unsigned long long)us);
-                if (w < 0 || (size_t)w >= len - off) return -1;
-                off += (size_t)w;
-            }
-            w = snprintf(buf + off, len - off, "]");
-            if (w < 0 || (size_t)w >= len - off) return -1;
-            off += (size_t)w;
+            if (format_bins(s, d, buf, len, &off, "bins_us", first, last, 0) != 0) return -1;
+            if (format_bins(s, d, buf, len, &off, "bins_short_us", first, last, 1) != 0) return -1;
         }
         w = snprintf(buf + off, len - off, "}");
         if (w < 0 || (size_t)w >= len - off) return -1;

@@ -13,6 +13,9 @@
 #define FW_KERNELS_SHOWN 16 /* the busiest, in the state file */
 #define FW_RING 512          /* bins of busy time kept per device (5.12 s of 10 ms bins) */
 #define FW_BINS_SHOWN 300    /* the last bins, in the state file (3 s of 10 ms bins) */
+/* A stretch of busy time shorter than this cannot have held another context's time slice (a switch out
+ * and back alone takes longer): the agent keeps such time whole where processes' claims overlap. */
+#define FW_SHORT_NS 20000ull
 
 typedef struct {
     uint64_t start;
@@ -53,7 +56,11 @@ typedef struct {
      * number (ring_bin says which bin a slot holds). The open intervals are added when the bins are
      * written. Several processes' bins line up, so the agent can share time they all claim. */
     uint32_t ring_us[FW_RING];
+    uint32_t ring_short_us[FW_RING]; /* of which in stretches shorter than FW_SHORT_NS */
     uint64_t ring_bin[FW_RING];
+    /* Time not traced (fw_estimate: a launch-bound process traced in windows), counted at the busy
+     * share of the window before it: in busy_ns and the bins, and said apart. */
+    uint64_t estimated_ns;
 } fw_device;
 
 typedef struct {
@@ -76,6 +83,14 @@ int fw_add(fw_state *s, unsigned device, const fw_interval *batch, size_t n);
 /* Busy nanoseconds of a device so far: committed + the open intervals' lengths. */
 uint64_t fw_busy_ns(const fw_state *s, unsigned device);
 
+/* Busy ns (and of them in stretches shorter than FW_SHORT_NS) of a device within [a, b) of the clock:
+ * the open intervals exactly, committed time from its bins (pro rata where a bin is cut). */
+void fw_busy_between(const fw_state *s, unsigned device, uint64_t a, uint64_t b, uint64_t *busy, uint64_t *short_ns);
+
+/* Count [a, b) of the clock, not traced, as busy at `share` (0..1) of it, `short_share` of it in short
+ * stretches: added to busy_ns, to estimated_ns and to the bins. */
+void fw_estimate(fw_state *s, unsigned device, uint64_t a, uint64_t b, double share, double short_share);
+
 /* 64-bit FNV-1a of a kernel's name (never 0). */
 uint64_t fw_kernel_id(const char *name);
 
@@ -90,5 +105,9 @@ void fw_set_uuid(fw_state *s, unsigned device, const char *uuid);
  * the agent can tell a reused PID); now_ns: CLOCK_REALTIME; final: the process is exiting. */
 int fw_format(const fw_state *s, char *buf, size_t len, long pid, uint64_t pidns, uint64_t start_ticks,
               uint64_t now_ns, int final, uint64_t dropped_records);
+
+/* The same, saying whether the process's kernels are traced in windows now (fw_format: no). */
+int fw_format_windowed(const fw_state *s, char *buf, size_t len, long pid, uint64_t pidns, uint64_t start_ticks,
+                       uint64_t now_ns, int final, uint64_t dropped_records, int windowed);
 
 #endif

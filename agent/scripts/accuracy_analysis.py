@@ -308,11 +308,15 @@ def shared_busy_s(run: dict[str, Any]) -> dict[int, float] | None:
     if not per_pid or any(v is None for v in per_pid):
         return None
     bins = [v["bins_ms"] for v in per_pid if v is not None]
+    # time in stretches too short to hold another's slice (kept whole); none known in older campaigns
+    shorts = [v.get("short_bins_ms") for v in per_pid if v is not None]
     bin_us = int(float(reduced["bin_s"]) * 1e6)
     busy = dict.fromkeys(pids, 0.0)
     for i in range(max(len(b) for b in bins)):
         claimed = [int(b[i] * 1000) if i < len(b) else 0 for b in bins]
-        for pid, us in zip(pids, share_bin(claimed, bin_us), strict=True):
+        short = [int(b[i] * 1000) if b is not None and i < len(b) else 0 for b in shorts]
+        shares = share_bin(claimed, bin_us, short if any(b is not None for b in shorts) else None)
+        for pid, us in zip(pids, shares, strict=True):
             busy[pid] += us / 1e6
     return busy
 

@@ -362,9 +362,12 @@ class Campaign:
 # its cost lies. `cupti`: CUPTI traces every kernel and the library throws the records away unread (the cost of
 # CUPTI's tracing alone; its state file says nothing). `per-thread`: CUPTI fills a buffer per launching thread
 # and makes its device buffers larger, so the thread that launches never waits on the one that reads.
+# `every-kernel`: the library tracing every kernel whatever the process's pace (no windows: as it was before
+# a launch-bound process was traced in windows).
 VARIANTS: dict[str, dict[str, str] | None] = {
     "plain": None,
     "gputime": {},
+    "every-kernel": {"FLEETWATT_GPUTIME_WINDOW_ABOVE": "0"},
     "cupti": {"FLEETWATT_GPUTIME_RECORDS": "discard"},
     "per-thread": {"FLEETWATT_GPUTIME_PER_THREAD_BUFFERS": "1", "FLEETWATT_GPUTIME_DEVICE_BUFFER_MB": "32"},
 }
@@ -419,6 +422,7 @@ def overhead(c: Campaign, kinds: list[str], iters: dict[str, int], burst: int) -
                     "gputime": variant != "plain",
                     "work_s": report["t_end"] - report["t_ready"],
                     "start_s": report["t_ready"] - report["t_go"],
+                    **library_said(c.gputime_dir, child.proc.pid),
                 }
             )
     for pid in held:
@@ -443,6 +447,25 @@ def overhead(c: Campaign, kinds: list[str], iters: dict[str, int], burst: int) -
         del summary[kind]["runs"]
         c.log(f"overhead {kind}: {summary[kind]}")
     return {"runs": runs, "kinds": summary, "cpus": sorted(cpus) if cpus else None, "variants": variants}
+
+
+def library_said(directory: Path, pid: int) -> dict[str, Any]:
+    """What the library's last state file of a process says of its GPU time: busy seconds, of them those
+    counted from windows, and whether it was tracing in windows (empty where it kept no file)."""
+    state = next(iter(directory.glob(f"*-{pid}.json")), None) if directory.is_dir() else None
+    if state is None:
+        return {}
+    try:
+        doc = json.loads(state.read_text())
+        gpus = doc.get("gpus") or []
+        return {
+            "busy_s": sum(g.get("busy_ns", 0) for g in gpus) / 1e9,
+            "estimated_s": sum(g.get("estimated_ns", 0) for g in gpus) / 1e9,
+            "records": sum(g.get("records", 0) for g in gpus),
+            "windowed": bool(doc.get("windowed")),
+        }
+    except (OSError, ValueError, AttributeError):
+        return {}
 
 
 def variant_cost(plain: list[dict[str, Any]], runs: list[dict[str, Any]], iters: int) -> dict[str, Any]:
@@ -561,25 +584,16 @@ def gputime_reduce(
         busy = int((u_end - u_start).sum())
         t0_ns = int(t_go * 1e9)
         nbins = int(max(((u_end.max() - t0_ns) / 1e9) / bin_s + 1, 1)) if len(u_end) else 0
-        bins = np.zeros(max(nbins, 0), dtype=np.float64)
-        bin_ns = int(bin_s * 1e9)
-        a_all, b_all = np.maximum(u_start, t0_ns), np.maximum(u_end, t0_ns)
-        ka, kb = (a_all - t0_ns) // bin_ns, (np.maximum(b_all - 1, a_all) - t0_ns) // bin_ns
-        same = ka == kb
-        np.add.at(bins, ka[same], (b_all - a_all)[same])
-        for a, b in zip(a_all[~same].tolist(), b_all[~same].tolist(), strict=True):  # across bin edges
-            while a < b:
-                k = (a - t0_ns) // bin_ns
-                edge = t0_ns + (k + 1) * bin_ns
-                if k < len(bins):
-                    bins[k] += min(b, edge) - a
-                a = min(b, edge)
+        bins = _binned(u_start, u_end, t0_ns, int(bin_s * 1e9), nbins)
+        short = (u_end - u_start) < SHORT_NS  # too short to have held another context's slice (share_bin)
+        short_bins = _binned(u_start[short], u_end[short], t0_ns, int(bin_s * 1e9), nbins)
         out["pids"][str(pid)] = {
             "busy_s": busy / 1e9,
             "intervals": len(starts),
             "first": (int(u_start[0]) / 1e9) if len(u_start) else None,
             "last": (int(u_end[-1]) / 1e9) if len(u_end) else None,
             "bins_ms": [round(x / 1e6, 3) for x in bins.tolist()],
+            "short_bins_ms": [round(x / 1e6, 3) for x in short_bins.tolist()],
         }
     for pid in pids:
         state = next(iter(states.glob(f"*-{pid}.json")), None) if states is not None else None
@@ -593,6 +607,28 @@ def gputime_reduce(
             overlap += _overlap_ns(unions[a], unions[b])
     out["overlap_s"] = overlap / 1e9
     return out
+
+
+SHORT_NS = 20_000  # agent/gputime/gputime_core.h: FW_SHORT_NS
+
+
+def _binned(starts: Any, ends: Any, t0_ns: int, bin_ns: int, nbins: int) -> Any:
+    """Busy ns per bin of `bin_ns` from t0_ns of sorted disjoint intervals (none before t0 counted)."""
+    import numpy as np
+
+    bins = np.zeros(max(nbins, 0), dtype=np.float64)
+    a_all, b_all = np.maximum(starts, t0_ns), np.maximum(ends, t0_ns)
+    ka, kb = (a_all - t0_ns) // bin_ns, (np.maximum(b_all - 1, a_all) - t0_ns) // bin_ns
+    same = (ka == kb) & (ka < len(bins))
+    np.add.at(bins, ka[same], (b_all - a_all)[same])
+    for a, b in zip(a_all[ka != kb].tolist(), b_all[ka != kb].tolist(), strict=True):  # across bin edges
+        while a < b:
+            k = (a - t0_ns) // bin_ns
+            edge = t0_ns + (k + 1) * bin_ns
+            if k < len(bins):
+                bins[k] += min(b, edge) - a
+            a = min(b, edge)
+    return bins
 
 
 def _overlap_ns(x: Any, y: Any) -> int:

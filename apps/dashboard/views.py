@@ -43,6 +43,7 @@ from apps.rollups.selectors import MixedBasisError, team_idle
 from apps.rollups.team_parts import team_period_sums
 from apps.rollups.team_selectors import team_period_findings
 from apps.telemetry.models import IngestedHour
+from apps.telemetry.selectors import gpu_settings_over
 from apps.waste.kinds import GPU_HOUR_KINDS, FlagStatus
 from apps.waste.models import Flag
 from apps.waste.selectors import period_waste_counted
@@ -460,6 +461,7 @@ def gpu(request: HttpRequest, gpu_id: int) -> HttpResponse:
     context = {
         "gpu": gpu,
         "hours": hours,
+        "settings": gpu_settings_over(gpu_id=gpu.pk, start=start, end=end),
         "jobs": jobs,
         "start": start.date(),
         "end": end.date(),

@@ -26,11 +26,11 @@ Z_90 = 1.645  # the normal quantile of a two-sided 90 % interval, for the hour's
 
 # Half-width of a job's share, in parts of the GPU's energy, per split method: calibrate's output on the H200
 # and H100 fixtures, as the agent now replays them (tests/jobs/test_uncertainty.py checks that it still is).
-# gpu_time's from seven runs, three of them the H200 with the agent as it is now (held out: 91.0 %).
+# gpu_time's from nine runs, five of them recorded by the agent as it is now (held out: 93.0 %).
 SHARE_HALF_WIDTH: dict[str, float] = {
-    Method.SM_TIME: 0.1435,
-    Method.SM_MEM: 0.1471,
-    Method.GPU_TIME: 0.0547,
+    Method.SM_TIME: 0.1393,
+    Method.SM_MEM: 0.1414,
+    Method.GPU_TIME: 0.0538,
 }
 # One job on the GPU: all its energy, no band. Estimated: time nobody saw, flagged apart (its own line).
 NO_BAND = frozenset({Method.WHOLE_GPU, Method.ESTIMATED})

@@ -76,7 +76,9 @@ class ServingSpec:
     """An inference server the job runs (apps.simulator.serving): it generates `tokens_per_s` output tokens a second
     at 100 % SM and in proportion below it (tokens follow its load), `prompt_ratio` prompt tokens per output token,
     and finishes a request every `tokens_per_request` output tokens. At each of `restarts` (seconds since the job's
-    start) the engine restarts in its pod: its counters start again from 0."""
+    start) the engine restarts in its pod: its counters start again from 0. In each span of `unscraped` ([from, to),
+    seconds since the job's start) Prometheus did not scrape the engine (its metrics port unreachable, a lost
+    target): its counters go on counting, and no sample of them is kept."""
 
     engine: str = "vllm"
     model: str = "meta-llama/Llama-3.1-8B-Instruct"
@@ -84,6 +86,7 @@ class ServingSpec:
     prompt_ratio: float = 3.0
     tokens_per_request: float = 250.0
     restarts: tuple[int, ...] = ()
+    unscraped: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -231,10 +234,28 @@ def scenario_load(path_or_name: str | Path, *, now: datetime | None = None) -> S
 
 
 def scenario_names() -> list[str]:
-    return sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml"))
+    """The shipped scenarios; the fleet configs beside them (docs/config.md: a `version` at the top) are not."""
+    names = []
+    for path in SCENARIO_DIR.glob("*.yaml"):
+        raw = yaml.safe_load(path.read_text())
+        if not (isinstance(raw, dict) and "version" in raw):
+            names.append(path.stem)
+    return sorted(names)
 
 
 def scenario_from_dict(raw: dict[str, Any], *, now: datetime | None = None) -> Scenario:
+    """A scenario from its parsed file. Anything not shaped as docs/simulator.md says (a list where a mapping
+    belongs, a word where a number does) is a ScenarioError, never another exception from inside."""
+    try:
+        return _scenario_from_dict(raw, now=now)
+    except ScenarioError:
+        raise
+    except (AttributeError, TypeError, KeyError, ValueError) as exc:
+        detail = f"{type(exc).__name__}: {exc}"
+        raise ScenarioError(f"a part of the scenario is not shaped as docs/simulator.md says ({detail})") from exc
+
+
+def _scenario_from_dict(raw: dict[str, Any], *, now: datetime | None) -> Scenario:
     if not isinstance(raw, dict):
         raise ScenarioError("a scenario is a mapping")
     sc = Scenario(
@@ -355,15 +376,27 @@ def _work(value: Any, where: str) -> WorkSpec | None:
     return WorkSpec(unit=str(value.get("unit", "step")), per_s=per_s, memory_bound=memory_bound)
 
 
+def _spans(value: Any, where: str) -> tuple[tuple[int, int], ...]:
+    """[[from, to], ...] as durations -> sorted (from, to) pairs in whole seconds, each from < to."""
+    if not isinstance(value, list) or not all(isinstance(p, list | tuple) and len(p) == 2 for p in value):
+        raise ScenarioError(f"{where}: a list of [from, to] pairs such as [[50m, 2h10m]]")
+    spans = tuple(sorted((parse_duration(a, where), parse_duration(b, where)) for a, b in value))
+    if any(a >= b for a, b in spans):
+        raise ScenarioError(f"{where}: each span's end must come after its start")
+    return spans
+
+
 def _serving(value: Any, where: str) -> ServingSpec | None:
     if value is None:
         return None
     if not isinstance(value, dict):
         raise ScenarioError(f"{where}: a mapping such as {{engine: vllm, model: ..., tokens_per_s: 2000}}")
-    unknown = set(value) - {"engine", "model", "tokens_per_s", "prompt_ratio", "tokens_per_request", "restarts"}
+    keys = {"engine", "model", "tokens_per_s", "prompt_ratio", "tokens_per_request", "restarts", "unscraped"}
+    unknown = set(value) - keys
     if unknown:
         raise ScenarioError(f"{where}: unknown keys {sorted(unknown)}")
     restarts = tuple(sorted(parse_duration(t, f"{where}.restarts") for t in value.get("restarts", [])))
+    unscraped = _spans(value.get("unscraped", []), f"{where}.unscraped")
     default = ServingSpec()
     spec = ServingSpec(
         engine=str(value.get("engine", default.engine)),
@@ -372,6 +405,7 @@ def _serving(value: Any, where: str) -> ServingSpec | None:
         prompt_ratio=float(value.get("prompt_ratio", default.prompt_ratio)),
         tokens_per_request=float(value.get("tokens_per_request", default.tokens_per_request)),
         restarts=restarts,
+        unscraped=unscraped,
     )
     if spec.engine not in SERVING_ENGINES:
         raise ScenarioError(f"{where}.engine: one of {', '.join(SERVING_ENGINES)}")

@@ -2,7 +2,8 @@
 job), labelled as Prometheus labels a pod's scrape. Tokens follow the job's load: `tokens_per_s` output tokens a
 second at 100 % SM, in proportion below it; `prompt_ratio` prompt tokens per output token; a request finished
 every `tokens_per_request` output tokens. The counters run from the server's start; after its load ends they
-stay flat while the server drains (`linger_s`), so that their final values are scraped, as the agent's are.
+stay flat while the server drains (`linger_s`), so that their final values are scraped, as the agent's are. In a
+span of its `unscraped` no sample is kept (a scrape gap, which may span whole hours).
 
 A training job with `work` exports its own counter, `fleetwatt_job_work_units_total{unit}` (docs/metrics.md, "Work
 counters"): `per_s` units a second at full load, in proportion below it, and slower under a power limit below its draw
@@ -138,6 +139,8 @@ def _series(sc: Scenario, times: np.ndarray) -> Iterator[tuple[JobSpec, str, dic
         if spec is None:
             continue
         t = times[(times >= job.start_s + 1) & (times < job.end_s + sc.linger_s) & (times < sc.duration_s)]
+        for lo, hi in spec.unscraped:  # no scrape kept: the first one after counts what the gap's seconds made
+            t = t[(t < job.start_s + lo) | (t >= job.start_s + hi)]
         if not len(t):
             continue
         since_start = t - job.start_s

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import DatabaseError, connection
-from django.db.models import Max, OuterRef, Subquery, Sum
+from django.db.models import Avg, Count, Max, Min, OuterRef, Subquery, Sum
 
 from apps.core.metrics import ClusterIngest
 from apps.fleet.models import Cluster
@@ -176,3 +177,46 @@ def ingested_through(cluster: Cluster, hour: datetime) -> datetime:
     """The end of the latest hour ingested for the cluster, `hour` included."""
     latest = IngestedHour.objects.filter(cluster=cluster).order_by("-hour").values_list("hour", flat=True).first()
     return max(hour, latest) + HOUR if latest else hour + HOUR
+
+
+@dataclass(frozen=True)
+class PeriodSettings:
+    """A GPU's power limit and SM clock over a period (docs/arithmetic.md, "A GPU's settings over a period"): the
+    mean of its GPU-hours' means where known (each GPU-hour alike: a limit is a setting held over the hour), the
+    least of their least and most of their most, and how many GPU-hours knew each; None where none did."""
+
+    hours: int
+    power_limit_w: float | None
+    power_limit_min_w: float | None
+    power_limit_max_w: float | None
+    power_limit_hours: int
+    sm_clock_mhz: float | None
+    sm_clock_hours: int
+
+
+def gpu_settings_over(*, gpu_id: int, start: datetime | None, end: datetime | None) -> PeriodSettings:
+    """The GPU's settings over its GPU-hours in [start, end) (either open), in one aggregate query."""
+    rows = GpuHour.objects.filter(gpu_id=gpu_id)
+    if start is not None:
+        rows = rows.filter(hour__gte=start)
+    if end is not None:
+        rows = rows.filter(hour__lt=end)
+    # Named apart from the columns: Count("power_limit_w") would read an aggregate named power_limit_w.
+    got = rows.aggregate(
+        n=Count("pk"),
+        limit_mean=Avg("power_limit_w"),
+        limit_least=Min("power_limit_min_w"),
+        limit_most=Max("power_limit_max_w"),
+        limit_n=Count("power_limit_w"),
+        clock_mean=Avg("sm_clock_mhz"),
+        clock_n=Count("sm_clock_mhz"),
+    )
+    return PeriodSettings(
+        hours=got["n"],
+        power_limit_w=got["limit_mean"],
+        power_limit_min_w=got["limit_least"],
+        power_limit_max_w=got["limit_most"],
+        power_limit_hours=got["limit_n"],
+        sm_clock_mhz=got["clock_mean"],
+        sm_clock_hours=got["clock_n"],
+    )

@@ -8,13 +8,16 @@ import json
 import math
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from fleetwatt_agent.backends.replay import ReplayBackend, read_trace
+from fleetwatt_agent.backends.replay import _process as replay_process
 from fleetwatt_agent.errors import TraceFormatError
 from fleetwatt_agent.gputime import GpuCounters, GpuTimeBackend, GpuTimeReader, SharedTime, parse_state, share_bin
 from fleetwatt_agent.model import BackendInfo, GpuReading, JobInfo, ProcessReading
+from fleetwatt_agent.recorder import _process as recorder_process
 from fleetwatt_agent.sampler import Sampler, SamplerSettings
 from fleetwatt_agent.server import jobs_document
 from fleetwatt_agent.split import GpuTimePower, JobLoad, gpu_time_fractions, split_sample
@@ -136,10 +139,26 @@ def test_a_link_is_not_followed(proc: FakeProc, folder: Path, tmp_path: Path) ->
         b'{"format": "fleetwatt-gputime", "version": 1, "gpus": [{"uuid": "GPU-1", "busy_ns": 1.5}]}',
         b'{"format": "fleetwatt-gputime", "version": 1, "gpus": [{"uuid": "GPU-1", "busy_ns": true}]}',
         b'{"format": "fleetwatt-gputime", "version": 1, "gpus": "x"}',
+        # short time per bin of another length than the bins; an estimate past the busy time
+        b'{"format": "fleetwatt-gputime", "version": 1, "gpus": [{"uuid": "GPU-1", "busy_ns": 5, "bin_ns": 10,'
+        b' "bins_from": 1, "bins_us": [1, 2], "bins_short_us": [1]}]}',
+        b'{"format": "fleetwatt-gputime", "version": 1, "gpus": [{"uuid": "GPU-1", "busy_ns": 5, "estimated_ns": 6}]}',
+        b'{"format": "fleetwatt-gputime", "version": 1, "gpus": [{"uuid": "GPU-1", "busy_ns": 5, "estimated_ns": -1}]}',
     ],
 )
 def test_a_file_that_is_not_a_valid_state_reads_as_none(raw: bytes) -> None:
     assert parse_state(raw) is None
+
+
+def test_a_windowed_state_says_its_short_time_and_its_estimate() -> None:
+    raw = (
+        b'{"format": "fleetwatt-gputime", "version": 1, "windowed": true, "written_ns": 9, "gpus": [{"uuid": "GPU-1",'
+        b' "busy_ns": 50, "estimated_ns": 30, "bin_ns": 10, "bins_from": 1, "bins_us": [4, 2],'
+        b' "bins_short_us": [4, 0]}]}'
+    )
+    got = parse_state(raw)
+    assert got is not None
+    assert got["GPU-1"].bins_short_us == (4, 0) and got["GPU-1"].estimated_ns == 30
 
 
 def test_stale_and_final_files_are_swept(proc: FakeProc, folder: Path) -> None:
@@ -201,6 +220,28 @@ def test_two_jobs_with_gpu_time_are_split_by_it() -> None:
     doc = {j["job_key"]: j["gpus"][0] for j in jobs_document(sampler.snapshot())["jobs"]}
     assert (doc["slurm/1"]["gpu_time_s"], doc["slurm/1"]["gpu_time_samples"]) == (pytest.approx(3.0), 4)
     assert doc["slurm/2"]["gpu_time_s"] == pytest.approx(1.0)
+
+
+def test_jobs_says_how_much_of_a_windowed_job_s_gpu_time_was_counted_rather_than_traced(tmp_path: Path) -> None:
+    # B is launch-bound and traced in windows: of its 0.1 s a second, 0.095 s counted from its windows
+    def pw(pid: int, i: int, per_s: int, estimated_per_s: int) -> ProcessReading:
+        busy = i * per_s
+        return ProcessReading(
+            pid, 2**30, 50.0, 10.0, gpu_busy_ns=busy, gpu_busy_raw_ns=busy, gpu_busy_estimated_ns=i * estimated_per_s
+        )
+
+    ticks = [tick(i, [g(pw(1, i, 900_000_000, 0), pw(2, i, 100_000_000, 95_000_000))]) for i in range(5)]
+    sampler, _ = make_sampler(ticks, jobs={1: "slurm/1", 2: "slurm/2"})
+    run_all(sampler)
+    doc = {j["job_key"]: j["gpus"][0] for j in jobs_document(sampler.snapshot())["jobs"]}
+    assert doc["slurm/2"]["gpu_time_s"] == pytest.approx(0.4)
+    assert doc["slurm/2"]["gpu_time_estimated_s"] == pytest.approx(0.38)
+    assert doc["slurm/1"]["gpu_time_estimated_s"] == 0.0
+    # the estimated counter goes through a trace and its replay
+    recorded = ProcessReading(2, 1, 5.0, 1.0, gpu_busy_ns=7, gpu_busy_raw_ns=7, gpu_busy_estimated_ns=5)
+    row = recorder_process(recorded)
+    assert replay_process(row).gpu_busy_estimated_ns == 5
+    assert replay_process(recorder_process(replace(recorded, gpu_busy_estimated_ns=0))).gpu_busy_estimated_ns == 0
 
 
 def test_jobs_says_none_for_a_job_that_never_reported_gpu_time() -> None:
@@ -515,6 +556,29 @@ def test_shared_bins_never_exceed_the_bin_nor_what_each_claimed(busy: list[int])
     assert min(sum(busy), 10_000) - len(busy) <= sum(got) <= min(sum(busy), 10_000)
 
 
+def test_time_too_short_to_hold_a_slice_stays_whole_and_the_stretch_covering_it_gives_way() -> None:
+    # a launch-bound process's 750 µs of microsecond kernels inside the other's 10 ms kernel (on hold)
+    assert share_bin([10_000, 750], 10_000, [0, 750]) == [9_250, 750]
+    assert share_bin([10_000, 750], 10_000) == [9_625, 375]  # not known short: halved, as before
+    assert share_bin([10_000, 10_000], 10_000, [0, 0]) == [5_000, 5_000]  # two long claims: as before
+    assert share_bin([8_000, 3_000], 10_000, [0, 1_000]) == [7_500, 2_500]  # 1 ms short kept, 1 ms excess halved
+    assert share_bin([6_000, 6_000], 10_000, [6_000, 6_000]) == [5_000, 5_000]  # short claims past the bin
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 10_000)), min_size=1, max_size=5),
+)
+def test_shared_bins_with_short_time_never_exceed_the_bin_nor_a_claim(claims: list[tuple[int, int]]) -> None:
+    busy = [b for b, _ in claims]
+    short = [min(s, b) for b, s in claims]
+    got = share_bin(busy, 10_000, short)
+    assert all(0 <= g <= b for g, b in zip(got, busy, strict=True))
+    assert sum(got) <= 10_000
+    assert min(sum(busy), 10_000) - 2 * len(busy) <= sum(got)
+    if sum(short) <= 10_000:
+        assert all(g >= s - 1 for g, s in zip(got, short, strict=True))  # short time kept whole
+
+
 BIN = 10_000_000  # 10 ms
 
 
@@ -627,6 +691,15 @@ def test_a_process_that_claims_less_keeps_what_only_it_ran() -> None:
     a, b = [10_000] * 300, [10_000 if i % 2 else 0 for i in range(300)]
     shared.counters({1: counters(4.0, 100, a, busy=0), 2: counters(4.0, 100, b, busy=0)})
     assert shared.ratio(1) == pytest.approx(0.75, abs=0.01) and shared.ratio(2) == pytest.approx(0.5)
+
+
+def test_a_launch_bound_process_keeps_its_short_time_beside_a_busy_one() -> None:
+    # 1 busy all along; 2 launches microsecond kernels, 0.75 ms of every 10 ms: its time stays its own
+    shared = SharedTime()
+    a = GpuCounters(0, (), int(4e9), BIN, 100, (10_000,) * 300)
+    b = GpuCounters(0, (), int(4e9), BIN, 100, (750,) * 300, (750,) * 300)
+    shared.counters({1: a, 2: b})
+    assert shared.ratio(2) == 1.0 and shared.ratio(1) == pytest.approx(0.925)
 
 
 def test_an_older_library_leaves_every_union_counter_as_it_is() -> None:

@@ -46,6 +46,13 @@ def core(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
     dll.fw_kernel_id.restype = ctypes.c_uint64
     dll.fw_kernel_add.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint64, ctypes.c_uint64]
     dll.fw_set_bins.argtypes = [ctypes.c_void_p, ctypes.c_uint64]
+    dll.fw_estimate.argtypes = [
+        ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_double, ctypes.c_double,
+    ]  # fmt: skip
+    dll.fw_busy_between.argtypes = [
+        ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint64, ctypes.c_uint64,
+        ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64),
+    ]  # fmt: skip
     return dll
 
 
@@ -274,3 +281,68 @@ def test_busy_time_per_bin_committed_and_open(core: ctypes.CDLL) -> None:
 def test_without_bins_the_state_has_none(state: State) -> None:
     state.add(0, [(0, 10)])
     assert "bins_us" not in state.json()["gpus"][0]  # type: ignore[index]
+
+
+US = 1_000
+
+
+def test_stretches_too_short_to_hold_a_slice_are_binned_apart(core: ctypes.CDLL) -> None:
+    """A launch-bound process's microsecond kernels are short stretches (the agent keeps them whole where
+    claims overlap); a kernel of milliseconds, or short kernels run back to back, are not."""
+    s = State(core, horizon_ns=100 * MS)
+    core.fw_set_bins(s.buf, 10 * MS)
+    try:
+        t0 = 10_000 * 10 * MS
+        tiny = [(t0 + i * 10 * US, t0 + i * 10 * US + 2 * US) for i in range(100)]  # 100 x 2 µs in bin 10,000
+        s.add(0, tiny)
+        s.add(0, [(t0 + 12 * MS, t0 + 18 * MS)])  # 6 ms in bin 10,001
+        s.add(0, [(t0 + 25 * MS + i * 5 * US, t0 + 25 * MS + (i + 1) * 5 * US) for i in range(10)])  # 50 µs joined
+        s.add(0, [(t0 + 500 * MS, t0 + 501 * MS)])  # commits the rest
+        (gpu,) = s.json(now=t0 + 501 * MS)["gpus"]  # type: ignore[misc]
+        first = gpu["bins_from"]
+        bins = dict(enumerate(gpu["bins_us"], start=first))
+        short = dict(enumerate(gpu["bins_short_us"], start=first))
+        assert gpu["short_ns"] == 20 * US
+        assert (bins[10_000], short[10_000]) == (200, 200)
+        assert (bins[10_001], short[10_001]) == (6_000, 0)
+        assert (bins[10_002], short[10_002]) == (50, 0)
+        assert len(gpu["bins_short_us"]) == len(gpu["bins_us"])
+    finally:
+        s.close()
+
+
+def test_time_not_traced_is_counted_at_the_window_share_and_said_apart(core: ctypes.CDLL) -> None:
+    s = State(core, horizon_ns=100 * MS)
+    core.fw_set_bins(s.buf, 10 * MS)
+    try:
+        t0 = 10_000 * 10 * MS
+        window = [(t0 + i * 10 * US, t0 + i * 10 * US + 1 * US) for i in range(5_000)]  # 50 ms at 10 % busy
+        s.add(0, window)
+        busy, short = ctypes.c_uint64(), ctypes.c_uint64()
+        core.fw_busy_between(s.buf, 0, t0, t0 + 50 * MS, ctypes.byref(busy), ctypes.byref(short))
+        assert busy.value == short.value == 5 * MS
+        share = busy.value / (50 * MS)
+        core.fw_estimate(s.buf, 0, t0 + 50 * MS, t0 + 2_000 * MS, share, short.value / (50 * MS))
+        assert s.busy() == 5 * MS + 195 * MS  # the window traced, 1.95 s counted at 10 %
+        (gpu,) = s.json(now=t0 + 2_000 * MS)["gpus"]  # type: ignore[misc]
+        assert gpu["estimated_ns"] == 195 * MS
+        bins = dict(enumerate(gpu["bins_us"], start=gpu["bins_from"]))
+        short_bins = dict(enumerate(gpu["bins_short_us"], start=gpu["bins_from"]))
+        assert bins[10_100] == short_bins[10_100] == 1_000  # a bin not traced: 10 % of 10 ms, all short
+        assert sum(gpu["bins_us"]) * 1000 == s.busy() - 0  # every ns of busy time is in a bin shown
+    finally:
+        s.close()
+
+
+def test_an_estimate_is_clamped_to_the_bin(core: ctypes.CDLL) -> None:
+    s = State(core, horizon_ns=100 * MS)
+    core.fw_set_bins(s.buf, 10 * MS)
+    try:
+        t0 = 10_000 * 10 * MS
+        core.fw_estimate(s.buf, 0, t0, t0 + 10 * MS, 3.0, 5.0)  # shares past 1 (a clock step): at most all
+        core.fw_set_uuid(s.buf, 0, b"GPU-x")
+        (gpu,) = s.json(now=t0 + 10 * MS)["gpus"]  # type: ignore[misc]
+        assert gpu["estimated_ns"] == 10 * MS
+        assert max(gpu["bins_us"]) == 10_000
+    finally:
+        s.close()

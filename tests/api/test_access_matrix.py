@@ -87,6 +87,7 @@ RULES: dict[str, Rule] = {
     "job-group-outcomes": Rule(get=API_ALL, query=P),
     "gpu-list": Rule(get=API_FLEET, other=API_NO_METHOD_FLEET),
     "gpu-detail": Rule(get=API_FLEET, other=API_NO_METHOD_FLEET),
+    "gpu-hours": Rule(get=API_FLEET, other=API_NO_METHOD_FLEET),
     "flag-list": Rule(get=API_ALL),
     "flag-detail": Rule(get=API_TEAM_B),
     "flag-acknowledge": Rule(get=API_GET_NO_METHOD, post="401 404 404 403 201 404", body={"reason": "m"}),

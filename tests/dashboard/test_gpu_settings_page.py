@@ -30,3 +30,11 @@ def test_the_gpu_page_shows_each_hours_limit_and_clock_and_a_dash_for_unknown() 
     rows = re.findall(r"<tr><td>(2026-11-02 \d\d:00)</td>(.*?)</tr>", table, re.S)
     cells = {hour: re.findall(r'<td class="num">(.*?)</td>', rest) for hour, rest in rows}
     assert cells == {"2026-11-02 00:00": ["575", "450–700", "1,980"], "2026-11-02 01:00": ["—", "—", "—"]}
+    # and the period's summary above the table (docs/arithmetic.md, "A GPU's settings over a period")
+    summary = re.sub(r"\s+", " ", re.search(r'id="gpu-settings-period">(.*?)</p>', page, re.S).group(1))
+    assert summary == (
+        "Over the period: power limit 450–700 W, mean 575 W (1 of 2 hours known); "
+        "SM clock mean 1,980 MHz (1 of 2 hours known)."
+    )
+    none = client.get(f"/gpus/{fleet.gpus[0].pk}/", {"start": "2026-11-03", "end": "2026-11-04"}).content.decode()
+    assert "power limit unknown; SM clock unknown." in re.sub(r"\s+", " ", none)

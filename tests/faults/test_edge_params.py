@@ -46,7 +46,7 @@ def _cursor(querystring: str) -> str:
 
 
 CURSOR_LISTS = ["/api/jobs/", "/api/flags/", "/api/reports/", "/api/audit-log/", "/api/gpus/", "/api/teams/",
-                "/api/clusters/", "/api/job-groups/"]  # fmt: skip
+                "/api/clusters/", "/api/job-groups/", "/api/gpus/{gpu}/hours/"]  # fmt: skip
 BAD_POSITIONS = {
     "/api/jobs/": ["p=garbage", "p=NaN", "p=9999-99-99", "p=" + "9" * 672, "p=a\x00b", "p=10000-01-01"],
     "/api/flags/": ["p=garbage", "p=NaN", "p=" + "9" * 672, "p=a\x00b"],
@@ -56,24 +56,25 @@ BAD_POSITIONS = {
     "/api/teams/": ["p=a\x00b"],
     "/api/clusters/": ["p=a\x00b"],
     "/api/job-groups/": ["p=a\x00b"],
+    "/api/gpus/{gpu}/hours/": ["p=garbage", "p=NaN", "p=9999-99-99", "p=a\x00b", "p=10000-01-01"],
 }
 
 
 @pytest.mark.parametrize("path", CURSOR_LISTS)
 def test_a_cursor_that_no_page_wrote_is_a_400_naming_the_cursor(world: World, path: str) -> None:
-    client = _api(world)
+    client, url = _api(world), path.format(gpu=world.gpu_b.pk)
     for querystring in [*BAD_POSITIONS[path], "o=" + "9" * 5000, "r=x"]:
-        response = client.get(path, {"cursor": _cursor(querystring)})
+        response = client.get(url, {"cursor": _cursor(querystring)})
         assert response.status_code == 400, (path, querystring[:40], response.status_code)
         assert "cursor" in response.json()
     for raw in ("%%%", "é", "\x00"):
-        assert client.get(path, {"cursor": raw}).status_code == 400
+        assert client.get(url, {"cursor": raw}).status_code == 400
 
 
 @pytest.mark.parametrize("path", CURSOR_LISTS)
 def test_the_cursors_a_list_writes_are_read_back(world: World, path: str) -> None:
     # given a list walked one row a page (the rows' own times, days and names in the cursors)
-    client, url, query, pages = _api(world), path, {"page_size": "1"}, 0
+    client, url, query, pages = _api(world), path.format(gpu=world.gpu_b.pk), {"page_size": "1"}, 0
     while url:
         response = client.get(url, query)
         assert response.status_code == 200, (url, response.content[:200])

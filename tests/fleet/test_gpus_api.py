@@ -37,3 +37,22 @@ def test_gpu_rows_render_exactly_as_drf_renders_the_gpus(period) -> None:
     assert len(listed) == len(gpus) == 8 and any(g.hours_count for g in gpus)
     drf_own = [super(PlannedRepresentationMixin, GpuSerializer()).to_representation(g) for g in gpus]
     assert listed == drf_own
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("path", ["/api/gpus/", "/api/teams/", "/api/clusters/", "/api/job-groups/"])
+def test_an_unknown_query_parameter_on_the_fleet_lists_is_a_400_naming_it(path: str) -> None:
+    client = APIClient()
+    client.force_authenticate(User.objects.create_user("root", is_staff=True, is_superuser=True))
+    answer = client.get(path, {"clustr": "a"})  # a typo of `cluster`
+    assert answer.status_code == 400
+    assert "Unknown query parameter: clustr" in answer.content.decode()
+    assert client.get(path, {"page_size": 5}).status_code == 200
+
+
+@pytest.mark.django_db
+def test_the_gpu_list_still_takes_its_period_and_filters() -> None:
+    client = APIClient()
+    client.force_authenticate(User.objects.create_user("root", is_staff=True, is_superuser=True))
+    query = {"start": "2026-11-01T00:00:00Z", "end": "2026-11-02T00:00:00Z", "hostname": "x", "model_name": "H100"}
+    assert client.get("/api/gpus/", query).status_code == 200

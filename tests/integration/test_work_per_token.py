@@ -1,7 +1,8 @@
 """Work counted where it is already counted, end to end: the simulator's vLLM servers (tokens that follow their load)
 -> promtool -> a real Prometheus -> `manage.py ingest` -> each job's work per hour -> `/api/work/` and the job's
-detail: J per 1,000 output tokens equal to the simulator's truth within 0.5 %, for pods the agent measures, a pod
-dcgm-exporter alone sees, and a Slurm job; the carbon and the billed cost per token from the same jobs' figures."""
+detail: J per 1,000 output tokens equal to the simulator's truth within 0.5 %, for pods the agent measures (one with
+its engine restarted twice, one with its engine not scraped for more than an hour), a pod dcgm-exporter alone sees,
+and a Slurm job; the carbon and the billed cost per token from the same jobs' figures."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from apps.core.units.money import round_minor
 from apps.fleet.models import Team, TeamMembership
 from apps.jobs.models import Job, JobWorkHour
 from apps.telemetry.models import IngestedHour
-from tests.carbon.fleet_builder import T0
+from tests.carbon.fleet_builder import HOUR, T0
 from tests.integration.fleet_run import admin_api, config_applied_and_ingested
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.django_db]
@@ -38,7 +39,8 @@ SCENARIO = {
     "jobs": [
         {"scheduler": "k8s", "namespace": "search", "pod": "llama-0", "node": "k8s-a", "gpus": [0], "start": "10m",
          "end": "3h20m", "sm": [[0, 80], ["1h", 40]], "power_w": [[0, 600], ["1h", 380]],
-         "serving": {"model": LLAMA, "tokens_per_s": 2400}},
+         # its engine not scraped from 01:00 to 02:20: the hour 01:00 has no sample of it, 02:00 counts the gap's
+         "serving": {"model": LLAMA, "tokens_per_s": 2400, "unscraped": [["50m", "2h10m"]]}},
         {"scheduler": "k8s", "namespace": "search", "pod": "llama-1", "node": "k8s-a", "gpus": [1], "start": "0s",
          "end": "4h", "sm": [[0, 20], ["2h", 90]], "power_w": [[0, 250], ["2h", 650]],
          # its engine restarts twice in its pod: counters from 0 again, within an hour (raw samples read)
@@ -94,6 +96,9 @@ def test_each_server_s_hours_add_up_to_what_it_served(ingested) -> None:
     assert sum(r.units for r in steps) == pytest.approx(ingested.truth["slurm/8"].work_units, rel=1e-9)
     assert ingested.truth["slurm/8"].work_units == pytest.approx(45 * 60 * 0.95 * 2.5)
     assert JobWorkHour.objects.exclude(job__job_key__in=(*SERVERS, "slurm/8")).count() == 0
+    # the hour its engine was not scraped has no row; the next counted what it missed (the sums above)
+    gap = JobWorkHour.objects.filter(job__job_key="k8s/search/llama-0")
+    assert sorted({r.hour for r in gap}) == [T0, T0 + 2 * HOUR, T0 + 3 * HOUR]
     assert all(not h.stats["work_without_job"] for h in IngestedHour.objects.all())
 
 

@@ -115,6 +115,8 @@ def test_a_generated_workload_is_the_same_every_time_and_valid() -> None:
         ({"jobs": [{"scheduler": "k8s", "node": "n1", "labels": ["a"]}]}, "a mapping of label names"),
         ({"jobs": [{"scheduler": "k8s", "node": "n1", "serving": {"engine": "tgi"}}]}, "engine: one of vllm"),
         ({"jobs": [{"scheduler": "k8s", "node": "n1", "serving": {"speed": 1}}]}, "unknown keys"),
+        ({"jobs": [{"scheduler": "k8s", "node": "n1", "serving": {"unscraped": ["1h"]}}]}, "list of \\[from, to\\]"),
+        ({"jobs": [{"scheduler": "k8s", "node": "n1", "serving": {"unscraped": [["2h", "1h"]]}}]}, "end must come"),
         ({"jobs": [{"scheduler": "slurm", "node": "n1", "work": {"per_s": 0}}]}, "per_s over 0"),
         ({"faults": [{"kind": "agent_down", "node": "n1", "start": "2h", "end": "1h"}]}, "end must be after start"),
         ({"faults": [{"kind": "agent_down", "node": "n9", "start": 0, "end": 9}]}, "unknown node 'n9'"),
@@ -130,6 +132,7 @@ def test_a_wrong_part_of_a_scenario_is_named(raw: dict[str, Any], said: str) -> 
 
 def test_the_shipped_scenario_loads_and_an_unknown_one_names_them() -> None:
     assert "demo" in scenario_names()
+    assert "demo-fleet" not in scenario_names()  # a fleet config (docs/config.md), not a scenario
     sc = scenario_load("demo", now=NOW)
     assert sc.nodes and sc.jobs and sc.duration_s > 0
     with pytest.raises(ScenarioError, match=r"No scenario file 'nope' \(shipped: demo"):
@@ -141,3 +144,18 @@ def test_a_counter_reset_happens_at_one_moment() -> None:
     [fault] = sc.faults
     assert (fault.start_s, fault.end_s, fault.gpu) == (3600, 3600, 1)
     assert sc.start + timedelta(seconds=sc.duration_s) == datetime(2026, 11, 2, 6, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"nodes": ["gpu-a"]},  # a node as a word, not a mapping
+        {"nodes": [{"hostname": "a", "count": "many"}]},
+        {"jobs": [7]},
+        {"faults": [["agent_down"]]},
+        {"idle_power_w": "hot"},
+    ],
+)
+def test_a_scenario_of_the_wrong_shape_is_a_scenario_error(raw: dict[str, object]) -> None:
+    with pytest.raises(ScenarioError):
+        scenario_from_dict(raw)

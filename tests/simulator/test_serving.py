@@ -1,8 +1,8 @@
 """What the simulated inference servers and training jobs count (apps/simulator/serving.py): tokens that follow the
 job's load and stop with it, prompt tokens and requests in their ratios, counters that start again at a restart and
-the truth that still counts everything scraped, a job's own work counter slowed by a power limit, and the labels a
-pod's or a Slurm job's scrape gives. The ingest's reading of them: tests/telemetry/test_work.py (pure) and
-tests/integration/test_work_per_token.py."""
+the truth that still counts everything scraped, a scrape gap that keeps no sample and loses no token, a job's own
+work counter slowed by a power limit, and the labels a pod's or a Slurm job's scrape gives. The ingest's reading of
+them: tests/telemetry/test_work.py (pure) and tests/integration/test_work_per_token.py."""
 
 from __future__ import annotations
 
@@ -69,6 +69,20 @@ def test_a_restart_starts_the_counters_again_and_the_truth_counts_every_rise() -
     # everything but the seconds between the restart and the scrape before it
     assert 540_000.0 - 15 * 100 <= truth.output_tokens <= 540_000.0
     assert truth.prompt_tokens == pytest.approx(2 * truth.output_tokens)
+
+
+def test_a_scrape_gap_keeps_no_sample_and_the_first_scrape_after_it_counts_what_it_missed() -> None:
+    # given a server not scraped from 20 min to 1 h 30 min after its start (the whole hour 02:00-03:00 of the scenario)
+    gap = _scenario({**SERVER, "serving": {**SERVER["serving"], "unscraped": [["20m", "1h30m"]]}})
+    scrapes = np.arange(0, 4 * HOUR, 15.0)
+    # when
+    [(_, _, at, _)] = [s for s in serving_series(gap, scrapes) if s[0] == GENERATION_TOKENS]
+    [(_, _, at_all, _)] = [s for s in serving_series(_scenario(SERVER), scrapes) if s[0] == GENERATION_TOKENS]
+    # then: 70 minutes of 15 s scrapes missing, and nothing else
+    since_start = at - gap.t0 - HOUR
+    assert not np.any((since_start >= 20 * 60) & (since_start < 90 * 60))
+    assert len(at) == len(at_all) - 70 * 4
+    assert served_truth(gap, scrapes) == served_truth(_scenario(SERVER), scrapes)  # no token lost, none twice
 
 
 def test_a_trainers_own_counter_and_its_pace_under_a_limit_on_its_slowest_gpu() -> None:

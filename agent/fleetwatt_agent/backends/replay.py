@@ -156,7 +156,8 @@ def _optional_float(value: Any) -> float | None:
 
 
 def _process(p: list[Any]) -> ProcessReading:
-    """[pid, memory_bytes, activity_pct, mem_activity_pct (, gpu_busy_ns (, {kernel: ns}))]; version 1
+    """[pid, memory_bytes, activity_pct, mem_activity_pct (, gpu_busy_ns (, {kernel: ns} (, raw ns
+    (, estimated ns))))]; version 1
     traces stop at activity_pct; the GPU-time counters are there only for processes that keep them."""
     sm = p[2] if len(p) > 2 else None
     mem = p[3] if len(p) > 3 else None
@@ -171,6 +172,9 @@ def _process(p: list[Any]) -> ProcessReading:
     raw = p[6] if len(p) > 6 else None
     if raw is not None and not _count(raw):
         raise TraceFormatError(f"a process's raw GPU-time counter must be a non-negative integer, got {raw!r}")
+    estimated = p[7] if len(p) > 7 else None
+    if estimated is not None and not _count(estimated):
+        raise TraceFormatError(f"a process's estimated GPU-time counter must be a count of ns, got {estimated!r}")
     return ProcessReading(
         int(p[0]),
         int(p[1]),
@@ -179,6 +183,7 @@ def _process(p: list[Any]) -> ProcessReading:
         gpu_busy_ns=busy,
         gpu_kernels_ns=tuple(kernels.items()) if kernels else None,
         gpu_busy_raw_ns=raw if raw is not None else busy,
+        gpu_busy_estimated_ns=(estimated or 0) if busy is not None else None,
     )
 
 

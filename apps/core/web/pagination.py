@@ -108,6 +108,13 @@ class GpuCursorPagination(_CheckedCursorPagination):
     ordering = ("position",)
 
 
+class HourCursorPagination(_CheckedCursorPagination):
+    """One GPU's hours, oldest first (an hour is unique per GPU)."""
+
+    ordering = ("hour",)
+    read_position = staticmethod(_on_moment)
+
+
 class ReportCursorPagination(_CheckedCursorPagination):
     """Weekly reports, newest week first (ties within a week: one per team, skipped by offset)."""
 
