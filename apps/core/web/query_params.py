@@ -18,6 +18,9 @@ class StrictQueryParamsMixin:
     Checked in `initial`, after authentication: an anonymous caller still gets its 401 first."""
 
     extra_query_params: frozenset[str] = frozenset()
+    # The actions whose query parameters are checked: the list, and any list-like action a viewset adds
+    # (its pagination and filterset are the action's own, as DRF sets them from @action's arguments).
+    strict_actions: frozenset[str] = frozenset({"list"})
 
     def allowed_query_params(self) -> frozenset[str]:
         view: Any = self
@@ -35,7 +38,7 @@ class StrictQueryParamsMixin:
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)  # type: ignore[misc]
-        if getattr(self, "action", None) != "list":
+        if getattr(self, "action", None) not in self.strict_actions:
             return
         allowed = self.allowed_query_params()
         unknown = sorted(set(request.query_params) - allowed)

@@ -10,7 +10,6 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -69,6 +68,7 @@ class GpuViewSet(CachedListMixin, StrictQueryParamsMixin, viewsets.ReadOnlyModel
     filterset_class = GpuFilterSet
     pagination_class = GpuCursorPagination
     extra_query_params = frozenset({"start", "end"})  # the period: GpuPeriodSerializer
+    strict_actions = frozenset({"list", "hours"})
 
     def _window(self) -> tuple[datetime | None, datetime | None]:
         window = GpuPeriodSerializer(data=self.request.query_params)
@@ -115,10 +115,6 @@ class GpuViewSet(CachedListMixin, StrictQueryParamsMixin, viewsets.ReadOnlyModel
         """The GPU's hours in `?start=&end=` (either open), oldest first: each GPU-hour's energy (device, jobs,
         idle, unobserved), occupancy, source and agent, and its power limit (mean, least, most) and mean SM
         clock (null where nobody exported them). `?format=csv`: one row per hour."""
-        allowed = {"start", "end", "format", "cursor", "page_size"}
-        unknown = sorted(set(request.query_params) - allowed)
-        if unknown:
-            raise ValidationError({"detail": f"Unknown query parameters: {', '.join(unknown)}."})
         start, end = self._window()
         gpu = get_object_or_404(Gpu, pk=pk)
         rows = GpuHour.objects.filter(gpu=gpu)
