@@ -277,14 +277,8 @@ def _visible(user: User, team: Team) -> bool:
 
 
 def _footprint(sums: tuple[Any, ...]) -> Footprint:
-    """A part's or a line's footprint from its sums (_SUMS' order; occupancy in seconds, None: no row)."""
-    energy_j, occupancy_s, server_kwh, facility_kwh, operational_kg, embodied_kg, cost = sums
-    return Footprint(
-        energy_j=float(energy_j or 0.0), gpu_hours=float(occupancy_s or 0.0) / S_PER_HOUR,
-        server_kwh=float(server_kwh or 0.0), facility_kwh=float(facility_kwh or 0.0),
-        operational_kg=None if operational_kg is None else float(operational_kg),
-        embodied_kg=float(embodied_kg or 0.0), cost=Decimal(cost or 0),
-    )  # fmt: skip
+    """A part's or a line's footprint from its sums (_SUMS' order: FOOTPRINT_COLUMNS')."""
+    return Footprint.from_sum_columns(*sums)
 
 
 @dataclass(frozen=True)

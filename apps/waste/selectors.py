@@ -31,7 +31,7 @@ from django.db.models import BooleanField, Case, Count, ExpressionWrapper, F, JS
 from django.db.models.functions import TruncDay
 
 from apps.core.units.aggregates import footprint_sums
-from apps.core.units.footprint import FOOTPRINT_COLUMNS, S_PER_HOUR, Footprint, FootprintSum
+from apps.core.units.footprint import FOOTPRINT_COLUMNS, Footprint, FootprintSum
 from apps.fleet.models import Team
 from apps.jobs.models import Job, JobGpuHour, days_reach
 
@@ -174,12 +174,10 @@ def _waste_rows(
             job_id, uuid, day, energy_j, occupancy_s, server_kwh, facility_kwh, operational_kg, embodied_kg, cost = (
                 columns(row)
             )
-            by_job[job_id].append((uuid, day.date(), Footprint(
-                energy_j=float(energy_j or 0.0), gpu_hours=float(occupancy_s or 0.0) / S_PER_HOUR,
-                server_kwh=float(server_kwh or 0.0), facility_kwh=float(facility_kwh or 0.0),
-                operational_kg=None if operational_kg is None else float(operational_kg),
-                embodied_kg=float(embodied_kg or 0.0), cost=Decimal(cost or 0),
-            )))  # fmt: skip
+            footprint = Footprint.from_sum_columns(
+                energy_j, occupancy_s, server_kwh, facility_kwh, operational_kg, embodied_kg, cost
+            )
+            by_job[job_id].append((uuid, day.date(), footprint))
     return by_job
 
 

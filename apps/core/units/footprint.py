@@ -108,6 +108,20 @@ class Footprint:
                    operational_kg=operational_kg, embodied_kg=embodied_kg, cost=cost)  # fmt: skip
 
     @classmethod
+    def from_sum_columns(
+        cls, energy_j: Any, occupancy_s: Any, server_kwh: Any, facility_kwh: Any, operational_kg: Any,
+        embodied_kg: Any, cost: Any,
+    ) -> Footprint:  # fmt: skip
+        """From a cursor's tuple of sums in FOOTPRINT_COLUMNS' order (occupancy in seconds; None: no row), as
+        from_sums reads a row of them by name: for reads that take the cursor's tuples, not dicts."""
+        return cls(
+            energy_j=float(energy_j or 0.0), gpu_hours=float(occupancy_s or 0.0) / S_PER_HOUR,
+            server_kwh=float(server_kwh or 0.0), facility_kwh=float(facility_kwh or 0.0),
+            operational_kg=None if operational_kg is None else float(operational_kg),
+            embodied_kg=float(embodied_kg or 0.0), cost=Decimal(cost or 0),
+        )  # fmt: skip
+
+    @classmethod
     def from_sums(cls, row: Mapping[str, Any], *, prefix: str = "") -> Footprint:
         """From a row of sums named as FOOTPRINT_COLUMNS (a `.values().annotate(**footprint_sums())` row, a
         job, a rollup period). A missing or NULL sum is zero, but operational CO2e stays unknown."""

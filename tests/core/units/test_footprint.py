@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from apps.core.units.footprint import J_PER_KWH, Footprint, FootprintSum, kwh
+from apps.core.units.footprint import FOOTPRINT_COLUMNS, J_PER_KWH, Footprint, FootprintSum, kwh
 
 UNITS = {
     "energy_j", "gpu_hours", "server_kwh", "facility_kwh", "operational_kg", "embodied_kg", "cost", "energy_kwh",
@@ -259,3 +259,12 @@ def test_a_sum_in_place_is_repeated_addition_to_the_last_bit(fps: list[Footprint
     for fp in fps:
         by_hand = by_hand + fp
     assert added.footprint() == by_hand
+
+
+def test_a_cursor_s_tuple_of_sums_reads_as_the_row_of_them_by_name() -> None:
+    sums = (7.2e6, 5400, 2.5, 3.0, None, 0.4, "12.34")
+    row = dict(zip(FOOTPRINT_COLUMNS, sums, strict=True))
+    assert Footprint.from_sum_columns(*sums) == Footprint.from_sums(row)
+    assert Footprint.from_sum_columns(None, None, None, None, 1, None, None) == Footprint.from_sums(
+        dict.fromkeys(FOOTPRINT_COLUMNS) | {"operational_kg": 1}
+    )
